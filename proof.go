@@ -1,0 +1,101 @@
+package ctoharness
+
+import "time"
+
+// EntryType is the kind of a manifest entry.
+type EntryType string
+
+// Manifest entry types.
+const (
+	EntryFile    EntryType = "file"
+	EntryDir     EntryType = "dir"
+	EntrySymlink EntryType = "symlink"
+	EntryOther   EntryType = "other"
+)
+
+// ManifestEntry is the lstat of one path under a repository root (relative,
+// slash-separated; "." is the root itself). Any write to a file changes its
+// ctime, and creating or removing a child changes its directory's ctime, so
+// equal manifests before and after are a strong non-mutation proof.
+type ManifestEntry struct {
+	Path    string    `json:"path"`
+	Type    EntryType `json:"type"`
+	Mode    uint32    `json:"mode"`
+	Size    int64     `json:"size"`
+	MtimeNs int64     `json:"mtime_ns"`
+	CtimeNs int64     `json:"ctime_ns"`
+	Inode   uint64    `json:"inode"`
+	Target  string    `json:"target,omitempty"`
+	SHA256  string    `json:"sha256,omitempty"`
+}
+
+// HeadState is the repository HEAD.
+type HeadState struct {
+	SymbolicRef string `json:"symbolic_ref"`
+	Commit      string `json:"commit"`
+	Tree        string `json:"tree"`
+}
+
+// StatusEntry is one non-clean path in a worktree status.
+type StatusEntry struct {
+	Path     string `json:"path"`
+	Staging  string `json:"staging"`
+	Worktree string `json:"worktree"`
+}
+
+// SourceProof is proofs/source-before.json or proofs/source-after.json.
+type SourceProof struct {
+	SchemaVersion  string          `json:"schema_version"`
+	RunID          string          `json:"run_id"`
+	Kind           string          `json:"kind"`
+	Root           string          `json:"root"`
+	TakenAt        time.Time       `json:"taken_at"`
+	Head           HeadState       `json:"head"`
+	RefsDigest     string          `json:"refs_digest"`
+	RefCount       int             `json:"ref_count"`
+	StatusClean    bool            `json:"status_clean"`
+	Status         []StatusEntry   `json:"status"`
+	Deep           bool            `json:"deep"`
+	ManifestDigest string          `json:"manifest_digest"`
+	Manifest       []ManifestEntry `json:"manifest"`
+}
+
+// Difference is one field that differs between two proofs.
+type Difference struct {
+	Path   string `json:"path"`
+	Field  string `json:"field"`
+	Before string `json:"before"`
+	After  string `json:"after"`
+}
+
+// NonMutationProof is proofs/source-non-mutation.json.
+type NonMutationProof struct {
+	SchemaVersion   string       `json:"schema_version"`
+	RunID           string       `json:"run_id"`
+	BeforeDigest    string       `json:"before_digest"`
+	AfterDigest     string       `json:"after_digest"`
+	HeadEqual       bool         `json:"head_equal"`
+	RefsEqual       bool         `json:"refs_equal"`
+	StatusEqual     bool         `json:"status_equal"`
+	ManifestEqual   bool         `json:"manifest_equal"`
+	Mutated         bool         `json:"mutated"`
+	DifferenceCount int          `json:"difference_count"`
+	Differences     []Difference `json:"differences"`
+}
+
+// FixtureProof is proofs/fixture-clean-start.json or proofs/fixture-clean-end.json.
+type FixtureProof struct {
+	SchemaVersion   string        `json:"schema_version"`
+	RunID           string        `json:"run_id"`
+	Kind            string        `json:"kind"`
+	FixturePath     string        `json:"fixture_path"`
+	Commit          string        `json:"commit"`
+	Tree            string        `json:"tree"`
+	ExpectedTree    string        `json:"expected_tree"`
+	TreeMatches     bool          `json:"tree_matches"`
+	Clean           bool          `json:"clean"`
+	Status          []StatusEntry `json:"status"`
+	Problems        []string      `json:"problems"`
+	SymlinksOutside []string      `json:"symlinks_outside"`
+	TakenAt         time.Time     `json:"taken_at"`
+}

@@ -1,0 +1,161 @@
+package ctoharness
+
+import "time"
+
+// Backend is who makes the change: the harness itself (stage 1) or a Case process.
+type Backend string
+
+// Backends.
+const (
+	BackendFake Backend = "fake"
+	BackendCase Backend = "case"
+)
+
+// Lane selects which Case process the case backend starts.
+type Lane string
+
+// Lanes. LaneNone is recorded when no Case process is involved (stage 1).
+const (
+	LaneFake Lane = "fake"
+	LaneReal Lane = "real"
+	LaneNone Lane = "none"
+)
+
+// Report is report.json: the single summary a validator and CI read.
+type Report struct {
+	SchemaVersion           string            `json:"schema_version"`
+	RunID                   string            `json:"run_id"`
+	Stage                   int               `json:"stage"`
+	StageName               string            `json:"stage_name"`
+	Status                  Status            `json:"status"`
+	Backend                 Backend           `json:"backend"`
+	CaseLane                Lane              `json:"case_lane"`
+	CaseProcessStarted      bool              `json:"case_process_started"`
+	SourceRepositoryMutated bool              `json:"source_repository_mutated"`
+	SourceNonMutation       NonMutationRef    `json:"source_non_mutation"`
+	SourcePath              string            `json:"source_path"`
+	RuntimeWorkspaceRoot    string            `json:"runtime_workspace_root"`
+	RunArtifactDir          string            `json:"run_artifact_dir"`
+	FixturePath             string            `json:"fixture_path"`
+	Commits                 Commits           `json:"commits"`
+	AllowedPaths            []string          `json:"allowed_paths"`
+	ChangedFiles            []ChangedFile     `json:"changed_files"`
+	Blockers                []Blocker         `json:"blockers"`
+	Case                    CaseRecord        `json:"case"`
+	Tests                   TestsRecord       `json:"tests"`
+	Sandbox                 SandboxRecord     `json:"sandbox"`
+	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
+	ArtifactDigests         map[string]string `json:"artifact_digests"`
+	Freshness               Freshness         `json:"freshness"`
+}
+
+// NonMutationRef says whether the before/after comparison ran and where its proof is.
+type NonMutationRef struct {
+	Checked   bool   `json:"checked"`
+	ProofPath string `json:"proof_path"`
+}
+
+// Commits records the copy-faithfulness proof (tree hashes) and the fixture commits.
+type Commits struct {
+	SourceHead     string `json:"source_head"`
+	SourceTree     string `json:"source_tree"`
+	BaselineCommit string `json:"baseline_commit"`
+	BaselineTree   string `json:"baseline_tree"`
+	ResultCommit   string `json:"result_commit"`
+	ResultTree     string `json:"result_tree"`
+}
+
+// ChangeKind is how a file differs between baseline and result.
+type ChangeKind string
+
+// Change kinds.
+const (
+	ChangeAdded    ChangeKind = "added"
+	ChangeModified ChangeKind = "modified"
+	ChangeDeleted  ChangeKind = "deleted"
+)
+
+// ChangedFile is one path Case changed, with the allowed-path verdict.
+type ChangedFile struct {
+	Path    string     `json:"path"`
+	Change  ChangeKind `json:"change"`
+	Allowed bool       `json:"allowed"`
+	Reason  string     `json:"reason,omitempty"`
+}
+
+// CaseRecord is what happened to the Case process (or the in-harness change for stage 1).
+type CaseRecord struct {
+	Argv           []string `json:"argv"`
+	EnvKeys        []string `json:"env_keys"`
+	ExitCode       *int     `json:"exit_code"`
+	DurationMs     int64    `json:"duration_ms"`
+	TimedOut       bool     `json:"timed_out"`
+	TimeoutSeconds int      `json:"timeout_seconds"`
+	Events         int      `json:"events"`
+	StdoutInline   string   `json:"stdout_inline"`
+	StderrInline   string   `json:"stderr_inline"`
+	OutputTrunc    bool     `json:"output_truncated"`
+}
+
+// TestClass classifies the verification outcome.
+type TestClass string
+
+// Verification classes.
+const (
+	TestPass    TestClass = "TEST_PASS"
+	TestFailure TestClass = "TEST_FAILURE"
+	TestFlake   TestClass = "TEST_FLAKE"
+	TestTimeout TestClass = "TEST_TIMEOUT"
+	TestNotRun  TestClass = "TEST_NOT_RUN"
+	TestGovUnav TestClass = "GOVERNANCE_UNAVAILABLE"
+)
+
+// AllTestClasses lists every class; the schema enum is checked against it.
+func AllTestClasses() []TestClass {
+	return []TestClass{TestPass, TestFailure, TestFlake, TestTimeout, TestNotRun, TestGovUnav}
+}
+
+// TestsRecord is the verification command's outcome.
+type TestsRecord struct {
+	Command        string      `json:"command"`
+	ExitCode       *int        `json:"exit_code"`
+	Classification TestClass   `json:"classification"`
+	Reason         string      `json:"reason,omitempty"`
+	Counts         *TestCounts `json:"counts"`
+	DurationMs     int64       `json:"duration_ms"`
+	TimeoutSeconds int         `json:"timeout_seconds"`
+	TimedOut       bool        `json:"timed_out"`
+	Truncated      bool        `json:"truncated"`
+	LogPath        string      `json:"log_path"`
+}
+
+// TestCounts are parsed from the verification output when its format is known.
+type TestCounts struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+// SandboxRecord says what confinement was actually in force for Case and the
+// verification command. Only enforced mechanisms are listed.
+type SandboxRecord struct {
+	Enforced          bool     `json:"enforced"`
+	Mechanisms        []string `json:"mechanisms"`
+	LandlockABI       int      `json:"landlock_abi"`
+	WritableRoots     []string `json:"writable_roots"`
+	EnvAllowlist      []string `json:"env_allowlist"`
+	ProcessGroupKill  bool     `json:"process_group_kill"`
+	Unsandboxed       bool     `json:"unsandboxed_opt_out"`
+	NotEnforcedReason string   `json:"not_enforced_reason,omitempty"`
+}
+
+// Freshness ties every artifact to this one run.
+type Freshness struct {
+	RunID          string    `json:"run_id"`
+	Nonce          string    `json:"nonce"`
+	StartedAt      time.Time `json:"started_at"`
+	FinishedAt     time.Time `json:"finished_at"`
+	HarnessVersion string    `json:"harness_version"`
+	FinalEventHash string    `json:"final_event_hash"`
+	Events         int       `json:"events"`
+}
