@@ -34,6 +34,7 @@ type Report struct {
 	SourceRepositoryMutated bool              `json:"source_repository_mutated"`
 	SourceNonMutation       NonMutationRef    `json:"source_non_mutation"`
 	SourcePath              string            `json:"source_path"`
+	Policy                  Policy            `json:"policy"`
 	RuntimeWorkspaceRoot    string            `json:"runtime_workspace_root"`
 	RunArtifactDir          string            `json:"run_artifact_dir"`
 	FixturePath             string            `json:"fixture_path"`
@@ -45,8 +46,17 @@ type Report struct {
 	Tests                   TestsRecord       `json:"tests"`
 	Sandbox                 SandboxRecord     `json:"sandbox"`
 	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
+	FaultInjection          string            `json:"fault_injection,omitempty"`
 	ArtifactDigests         map[string]string `json:"artifact_digests"`
 	Freshness               Freshness         `json:"freshness"`
+}
+
+// Policy is the classification policy the run was held to, recorded so a
+// validator can check the trace against the Target Repository roots.
+type Policy struct {
+	OwnedSources  []string `json:"owned_sources"`
+	TargetRoots   []string `json:"target_repository_roots"`
+	ExternalRoots []string `json:"external_roots"`
 }
 
 // NonMutationRef says whether the before/after comparison ran and where its proof is.

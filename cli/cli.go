@@ -1,0 +1,181 @@
+// Package cli is the command line of cto-harness. The mains are thin: they
+// call Main with the process's arguments, streams and environment, and exit
+// with its code. Only main calls os.Exit.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Exit codes.
+const (
+	ExitOK       = 0 // pass / valid / healthy
+	ExitFailed   = 1 // the run was blocked or failed, or validation found errors
+	ExitUsage    = 2 // bad input: nothing was run
+	ExitEvidence = 3 // evidence could not be written completely
+)
+
+// Env names read by the CLI.
+const (
+	EnvRunsDir = "CTO_HARNESS_RUNS_DIR"
+	EnvCaseCmd = "CTO_HARNESS_CASE_CMD"
+)
+
+// usageError is bad input: reported in one line with exit code 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// exitError carries a non-zero exit code for an outcome already reported.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Env is the process context a command runs in.
+type Env struct {
+	Ctx    context.Context
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	Self   string // path of the harness executable
+}
+
+// Globals are flags every command accepts.
+type Globals struct {
+	RunsDir string `name:"runs-dir" help:"Directory for run evidence and stage records (default: $CTO_HARNESS_RUNS_DIR or ./runs)." type:"path" placeholder:"DIR"`
+	Config  string `name:"config" help:"Harness config file: owned sources and Target Repository roots (default: $CTO_HARNESS_CONFIG)." type:"path" placeholder:"FILE"`
+}
+
+// CLI is the command tree.
+type CLI struct {
+	Globals
+
+	Run           RunCmd           `cmd:"" help:"Run one stage of the proof route and write its evidence."`
+	Validate      ValidateCmd      `cmd:"" help:"Validate one run directory's evidence."`
+	ValidateStage ValidateStageCmd `cmd:"" name:"validate-stage" help:"Validate a whole stage (runs it on the fake lane) and write its validation record."`
+	Health        HealthCmd        `cmd:"" help:"Check that this machine can produce valid evidence."`
+	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
+	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
+}
+
+// Main runs the command line and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == backend.FakeSubcommand {
+		return fakecase.Main(args[1:], stdout, stderr, getenv)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "cto-harness: cannot locate its own executable: %v\n", err)
+		return ExitUsage
+	}
+	env := &Env{Ctx: ctx, Stdout: stdout, Stderr: stderr, Getenv: getenv, Self: self}
+	var c CLI
+	exited := -1
+	parser, err := kong.New(&c,
+		kong.Name("cto-harness"),
+		kong.Description("Lets a coding agent (Case) work on a copy of a local git repository and proves, with evidence, that the gates held, the source was not changed, and the writes stayed in bounds."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exited = code }),
+		kong.UsageOnError(),
+		kong.Bind(env),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "cto-harness: %v\n", err)
+		return ExitUsage
+	}
+	kctx, err := parser.Parse(args)
+	if exited >= 0 {
+		return exited // --help printed
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cto-harness: %v\n", err)
+		return ExitUsage
+	}
+	err = kctx.Run(&c.Globals)
+	return exitCode(stderr, err)
+}
+
+func exitCode(stderr io.Writer, err error) int {
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		return ExitUsage
+	default:
+		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		return ExitEvidence
+	}
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+func (g *Globals) runsDir(env *Env) string {
+	if g.RunsDir != "" {
+		return g.RunsDir
+	}
+	if v := env.Getenv(EnvRunsDir); v != "" {
+		return v
+	}
+	return "runs"
+}
+
+func (g *Globals) config(env *Env, set *schemas.Set) (config.Config, error) {
+	path := g.Config
+	if path == "" {
+		path = env.Getenv(config.EnvConfig)
+	}
+	if path == "" {
+		return config.Config{}, nil
+	}
+	c, err := config.Load(path, set.Validator(schemas.Config))
+	if err != nil {
+		return c, usageError{err}
+	}
+	return c, nil
+}
+
+func compileSchemas() (*schemas.Set, error) {
+	set, err := schemas.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("the embedded schemas do not compile (a broken build): %w", err)
+	}
+	return set, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// MainStage3 is the validate-case-stage3 binary: exactly `validate-stage 3`.
+func MainStage3(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == backend.FakeSubcommand {
+		return fakecase.Main(args[1:], stdout, stderr, getenv)
+	}
+	return Main(ctx, append([]string{"validate-stage", "3"}, args...), stdout, stderr, getenv)
+}

@@ -1,0 +1,49 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/cto-harness/cto-harness/cli"
+	"github.com/cto-harness/cto-harness/fixtures"
+)
+
+// TestMain registers the harness binaries, so scripts run the real command
+// line in real child processes; the fake Case is this same binary re-executed.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"cto-harness": func() {
+			os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+		},
+		"validate-case-stage3": func() {
+			os.Exit(cli.MainStage3(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+		},
+	})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(e *testscript.Env) error {
+			e.Setenv("CTO_HARNESS_RUNS_DIR", filepath.Join(e.WorkDir, "runs"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// materialize NAME DIR: build an embedded repository with go-git.
+			"materialize": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: materialize NAME DIR")
+				}
+				archive, err := fixtures.Archive(args[0])
+				ts.Check(err)
+				_, err = fixtures.Materialize(context.Background(), archive, ts.MkAbs(args[1]), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				ts.Check(err)
+			},
+		},
+	})
+}

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// RunCmd is `cto-harness run`.
+type RunCmd struct {
+	Stage   int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
+	Source  string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
+	Task    string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Lane    string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	CaseCmd string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
+	Deep    bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
+	JSON    bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+}
+
+// Help explains what a run does.
+func (RunCmd) Help() string {
+	return `A run checks the stage gates (CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=N for stages 2-3,
+plus the previous stage's validation record), classifies and proves the source, copies it into
+RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
+source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
+
+Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
+}
+
+// Run executes the command.
+func (c *RunCmd) Run(g *Globals, env *Env) error {
+	set, err := compileSchemas()
+	if err != nil {
+		return err
+	}
+	cfg, err := g.config(env, set)
+	if err != nil {
+		return err
+	}
+	var spec *task.Spec
+	if c.Task != "" {
+		s, err := task.Load(env.Ctx, c.Task, set.Validator(schemas.TaskSpec))
+		if err != nil {
+			return usageError{err}
+		}
+		spec = &s
+	}
+	caseCmd, err := parseCaseCmd(firstNonEmpty(c.CaseCmd, env.Getenv(EnvCaseCmd)))
+	if err != nil {
+		return err
+	}
+	rep, err := harness.Run(env.Ctx, harness.Options{
+		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
+		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, SelfExe: env.Self, Schemas: set,
+	})
+	if errors.Is(err, harness.ErrUsage) {
+		return usageError{err}
+	}
+	if rep == nil {
+		return err
+	}
+	c.print(env, rep)
+	if err != nil {
+		return err
+	}
+	if rep.Status != ctoharness.StatusPass {
+		b := rep.Blockers[0]
+		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s: %s: %s (evidence: %s)\n", rep.RunID, rep.Status, b.Code, b.Message, rep.RunArtifactDir)
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+// runLine is the --json output of run.
+type runLine struct {
+	RunID                   string               `json:"run_id"`
+	RunDir                  string               `json:"run_dir"`
+	Status                  ctoharness.Status    `json:"status"`
+	Stage                   int                  `json:"stage"`
+	CaseProcessStarted      bool                 `json:"case_process_started"`
+	SourceRepositoryMutated bool                 `json:"source_repository_mutated"`
+	Blockers                []ctoharness.Blocker `json:"blockers"`
+}
+
+func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
+	if c.JSON {
+		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Stage: rep.Stage,
+			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers})
+		return
+	}
+	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", rep.RunID, rep.Status, rep.Stage, rep.Backend, rep.CaseLane)
+	fmt.Fprintf(env.Stdout, "evidence: %s\n", rep.RunArtifactDir)
+	for _, b := range rep.Blockers {
+		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
+	}
+}
+
+// parseCaseCmd accepts a path or a JSON array of argv.
+func parseCaseCmd(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(s, "[") {
+		if _, err := os.Stat(s); err != nil {
+			return nil, usagef("Case command %q: %v; give a path to an executable or a JSON array of argv", s, err)
+		}
+		return []string{s}, nil
+	}
+	var argv []string
+	if err := json.Unmarshal([]byte(s), &argv); err != nil || len(argv) == 0 {
+		return nil, usagef("Case command %q is not a non-empty JSON array of strings", s)
+	}
+	return argv, nil
+}
+
+func firstNonEmpty(a ...string) string {
+	for _, s := range a {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/health"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// ValidateCmd is `cto-harness validate RUN_DIR`.
+type ValidateCmd struct {
+	RunDir     string `arg:"" name:"RUN_DIR" help:"A run directory (RUNS_DIR/<run_id>)." type:"path"`
+	ExpectPass bool   `name:"expect-pass" help:"Also require that the run passed."`
+	JSON       bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors."`
+}
+
+// Help lists the checks.
+func (ValidateCmd) Help() string {
+	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid.", validators.CheckNames())
+}
+
+// Run executes the command.
+func (c *ValidateCmd) Run(g *Globals, env *Env) error {
+	set, err := compileSchemas()
+	if err != nil {
+		return err
+	}
+	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass})
+	if c.JSON {
+		_ = printJSON(env.Stdout, res)
+	} else {
+		if res.OK {
+			fmt.Fprintf(env.Stdout, "valid: %s (status %s, %d checks)\n", c.RunDir, res.Status, len(res.Checked))
+		}
+		for _, f := range res.Errors {
+			fmt.Fprintf(env.Stdout, "invalid: %s\n", f)
+		}
+	}
+	if !res.OK {
+		if !c.JSON {
+			fmt.Fprintf(env.Stderr, "cto-harness: %s is not valid evidence: %s\n", c.RunDir, res.Errors[0])
+		}
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+// ValidateStageCmd is `cto-harness validate-stage N`.
+type ValidateStageCmd struct {
+	Stage int  `arg:"" name:"N" help:"Stage to validate (1-3)."`
+	JSON  bool `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health."`
+}
+
+// Help explains the stage validation.
+func (ValidateStageCmd) Help() string {
+	return `Runs the stage's pass route on the fake lane with embedded sample repositories, proves that missing
+or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
+writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
+records are missing are validated first. Exit status: 0 ok, 1 not ok.`
+}
+
+// Run executes the command.
+func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
+	set, err := compileSchemas()
+	if err != nil {
+		return err
+	}
+	cfg, err := g.config(env, set)
+	if err != nil {
+		return err
+	}
+	runs, err := filepath.Abs(g.runsDir(env))
+	if err != nil {
+		return usageError{err}
+	}
+	if c.Stage < 1 || c.Stage > 6 {
+		return usagef("stage %d is not on the ladder; stages are 1 to 6", c.Stage)
+	}
+	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
+		HostEnv: env.Getenv, Config: cfg,
+		Health: func(ctx context.Context) (any, bool) {
+			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set})
+			return h, h.OK
+		}})
+	if c.JSON {
+		_ = printJSON(env.Stdout, res)
+	} else {
+		fmt.Fprintf(env.Stdout, "stage %d: ok=%v, %d checks\n", c.Stage, res.OK, len(res.Checked))
+		if res.PassArtifactPath != "" {
+			fmt.Fprintf(env.Stdout, "pass evidence: %s\n", res.PassArtifactPath)
+		}
+		for name, p := range res.FailureArtifactPaths {
+			fmt.Fprintf(env.Stdout, "failure evidence (%s): %s\n", name, p)
+		}
+		if res.RecordPath != "" {
+			fmt.Fprintf(env.Stdout, "record: %s\n", res.RecordPath)
+		}
+		for _, e := range res.Errors {
+			fmt.Fprintf(env.Stdout, "error: %s\n", e)
+		}
+	}
+	if !res.OK {
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+// HealthCmd is `cto-harness health`.
+type HealthCmd struct {
+	JSON bool `name:"json" help:"Print one compact JSON line."`
+}
+
+// Run executes the command.
+func (c *HealthCmd) Run(g *Globals, env *Env) error {
+	set, _ := compileSchemas() // a compile failure is reported as a failed check
+	cfg, err := g.config(env, set)
+	if err != nil {
+		return err
+	}
+	runs, _ := filepath.Abs(g.runsDir(env))
+	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set})
+	if c.JSON {
+		_ = printJSON(env.Stdout, h)
+	} else {
+		for _, ch := range h.Checks {
+			mark := "ok  "
+			if !ch.OK {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(env.Stdout, "%s %-22s %s\n", mark, ch.Name, ch.Detail)
+		}
+	}
+	if !h.OK {
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+// VersionCmd is `cto-harness version`.
+type VersionCmd struct{}
+
+// Run executes the command.
+func (VersionCmd) Run(env *Env) error {
+	fmt.Fprintf(env.Stdout, "cto-harness %s (evidence schema %s)\n", ctoharness.Version, ctoharness.SchemaVersion)
+	return nil
+}

@@ -1,0 +1,259 @@
+// Package backend is the Case adapter: it starts a Case process (the built-in
+// fake or a real one) in the fixture with the task contract, reads its event
+// stream, keeps its logs, and reports how it ended.
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/proc"
+)
+
+// EnvTaskFile names the variable that tells Case where its task contract is.
+const EnvTaskFile = "CASE_TASK_FILE"
+
+// FakeSubcommand is the hidden harness subcommand that runs the fake Case.
+const FakeSubcommand = "__case-fake"
+
+// maxEventLine bounds one event line; longer lines are malformed.
+const maxEventLine = 64 * 1024
+
+// CaseEvent is one line Case wrote on stdout.
+type CaseEvent struct {
+	Type ctoharness.EventType `json:"type"`
+	Raw  json.RawMessage      `json:"-"`
+}
+
+// Input is one Case run.
+type Input struct {
+	Argv    []string
+	Fixture string
+	Env     []string
+	Timeout time.Duration
+	Stdout  *os.File // backend/case.stdout.log
+	Stderr  *os.File // backend/case.stderr.log
+	Events  *os.File // backend/case.events.jsonl
+	LogCap  int64
+	OnEvent func(CaseEvent) // called in order for each well-formed event
+}
+
+// Outcome is how the Case run ended.
+type Outcome struct {
+	proc.Result
+	Events       []ctoharness.EventType
+	Malformed    []string // first few malformed lines, for the blocker message
+	MalformedN   int
+	StdoutInline string
+	StderrInline string
+	Truncated    bool
+}
+
+// Run starts Case and waits for it. Errors are start failures or log write
+// failures; a Case that fails or times out is an Outcome, not an error.
+func Run(ctx context.Context, in Input) (Outcome, error) {
+	if in.LogCap == 0 {
+		in.LogCap = proc.DefaultLogCap
+	}
+	stdout := proc.NewCappedFile(in.Stdout, in.LogCap)
+	stderr := proc.NewCappedFile(in.Stderr, in.LogCap)
+	var out Outcome
+	var mu sync.Mutex
+	var evErr error
+	lines := &lineSplitter{fn: func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		ev, ok := parseEvent(line)
+		if !ok {
+			out.MalformedN++
+			if len(out.Malformed) < 3 {
+				out.Malformed = append(out.Malformed, truncate(string(line), 200))
+			}
+			return
+		}
+		out.Events = append(out.Events, ev.Type)
+		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
+			evErr = err
+		}
+		if in.OnEvent != nil {
+			in.OnEvent(ev)
+		}
+	}}
+	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
+		Stdout: teeWriter{stdout, lines}, Stderr: stderr})
+	lines.flush()
+	out.Result = res
+	out.StdoutInline, out.Truncated = stdout.Inline()
+	var t2 bool
+	out.StderrInline, t2 = stderr.Inline()
+	out.Truncated = out.Truncated || t2
+	for _, c := range []*proc.CappedFile{stdout, stderr} {
+		if cerr := c.Close(); cerr != nil && evErr == nil {
+			evErr = cerr
+		}
+	}
+	if cerr := in.Events.Close(); cerr != nil && evErr == nil {
+		evErr = cerr
+	}
+	if err != nil {
+		return out, err
+	}
+	if evErr != nil {
+		return out, fmt.Errorf("write Case logs: %w", evErr)
+	}
+	return out, nil
+}
+
+func parseEvent(line []byte) (CaseEvent, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 || len(line) > maxEventLine {
+		return CaseEvent{}, false
+	}
+	var ev struct {
+		Type ctoharness.EventType `json:"type"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if err := dec.Decode(&ev); err != nil || dec.More() {
+		return CaseEvent{}, false
+	}
+	if !strings.HasPrefix(string(ev.Type), "case.") || !knownCaseEvent(ev.Type) {
+		return CaseEvent{}, false
+	}
+	return CaseEvent{Type: ev.Type, Raw: append(json.RawMessage(nil), line...)}, true
+}
+
+func knownCaseEvent(t ctoharness.EventType) bool {
+	switch t {
+	case ctoharness.EvCaseStarted, ctoharness.EvCaseFileChanged, ctoharness.EvCaseCommand, ctoharness.EvCaseLog, ctoharness.EvCaseFinished:
+		return true
+	}
+	return false
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Missing returns the required Case events that never appeared.
+func (o Outcome) Missing() []ctoharness.EventType {
+	seen := map[ctoharness.EventType]bool{}
+	for _, t := range o.Events {
+		seen[t] = true
+	}
+	var miss []ctoharness.EventType
+	for _, t := range ctoharness.RequiredCaseEvents() {
+		if !seen[t] {
+			miss = append(miss, t)
+		}
+	}
+	return miss
+}
+
+type teeWriter struct {
+	a *proc.CappedFile
+	b *lineSplitter
+}
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	t.a.Write(p)
+	t.b.Write(p)
+	return len(p), nil
+}
+
+// lineSplitter calls fn for each complete line; an over-long line is cut and
+// passed on (it will be malformed) rather than buffered without bound.
+type lineSplitter struct {
+	buf []byte
+	fn  func([]byte)
+}
+
+func (l *lineSplitter) Write(p []byte) (int, error) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.buf = append(l.buf, p...)
+			if len(l.buf) > maxEventLine {
+				l.fn(l.buf)
+				l.buf = l.buf[:0]
+			}
+			break
+		}
+		l.buf = append(l.buf, p[:i]...)
+		l.fn(l.buf)
+		l.buf = l.buf[:0]
+		p = p[i+1:]
+	}
+	return len(p), nil
+}
+
+func (l *lineSplitter) flush() {
+	if len(bytes.TrimSpace(l.buf)) > 0 {
+		l.fn(l.buf)
+	}
+	l.buf = nil
+}
+
+// Env builds Case's environment from an explicit allowlist: nothing of the
+// harness's own environment passes except a PATH with no entry under the
+// source, and HOME, TMPDIR and caches point into the scratch root.
+func Env(scratch, taskFile, hostPath, sourceRoot string) []string {
+	var keep []string
+	for _, p := range filepath.SplitList(hostPath) {
+		if p == "" || !filepath.IsAbs(p) || within(p, sourceRoot) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if len(keep) == 0 {
+		keep = []string{"/usr/local/bin", "/usr/bin", "/bin"}
+	}
+	env := []string{
+		"PATH=" + strings.Join(keep, string(filepath.ListSeparator)),
+		"HOME=" + filepath.Join(scratch, "home"),
+		"TMPDIR=" + filepath.Join(scratch, "tmp"),
+		"XDG_CACHE_HOME=" + filepath.Join(scratch, "cache"),
+		"GOCACHE=" + filepath.Join(scratch, "cache", "go-build"),
+		"GOPATH=" + filepath.Join(scratch, "go"),
+		"LANG=C.UTF-8",
+	}
+	if taskFile != "" {
+		env = append(env, EnvTaskFile+"="+taskFile)
+	}
+	sort.Strings(env)
+	return env
+}
+
+// EnvKeys lists the variable names of env, for the report.
+func EnvKeys(env []string) []string {
+	keys := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// ScratchDirs are created before Case starts so HOME and TMPDIR exist.
+func ScratchDirs(scratch string) []string {
+	return []string{filepath.Join(scratch, "home"), filepath.Join(scratch, "tmp"), filepath.Join(scratch, "cache"), filepath.Join(scratch, "go")}
+}
+
+func within(p, root string) bool {
+	if root == "" {
+		return false
+	}
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

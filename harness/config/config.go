@@ -1,0 +1,78 @@
+// Package config loads the harness configuration: which local repositories
+// the user owns (the only valid stage 3 sources) and which roots are Target
+// Repositories or external code that the harness must never touch.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// EnvConfig names the environment variable that points at the config file.
+const EnvConfig = "CTO_HARNESS_CONFIG"
+
+// DefaultStageRecordMaxAge bounds how old a previous stage's validation record may be.
+const DefaultStageRecordMaxAge = 24 * time.Hour
+
+// ErrInvalid marks a config that cannot be used.
+var ErrInvalid = errors.New("invalid config")
+
+// Config is the harness configuration file.
+type Config struct {
+	OwnedSources      []string `json:"owned_sources"`
+	TargetRoots       []string `json:"target_repository_roots"`
+	ExternalRoots     []string `json:"external_roots,omitempty"`
+	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
+	CaseCommand       []string `json:"case_command,omitempty"`
+}
+
+// MaxAge returns the configured stage-record max age, or the default.
+func (c Config) MaxAge() time.Duration {
+	if c.StageRecordMaxAge == "" {
+		return DefaultStageRecordMaxAge
+	}
+	d, _ := time.ParseDuration(c.StageRecordMaxAge) // checked by Parse
+	return d
+}
+
+// Load reads and validates a config file. validate checks the bytes against
+// the config schema.
+func Load(path string, validate func([]byte) error) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: read %s: %v", ErrInvalid, path, err)
+	}
+	return Parse(data, path, validate)
+}
+
+// Parse decodes and validates config bytes; origin names them in errors.
+func Parse(data []byte, origin string, validate func([]byte) error) (Config, error) {
+	if err := validate(data); err != nil {
+		return Config{}, fmt.Errorf("%w: %s does not match the config schema: %v", ErrInvalid, origin, err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, origin, err)
+	}
+	for _, list := range [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+		for _, p := range list {
+			if !filepath.IsAbs(p) {
+				return Config{}, fmt.Errorf("%w: %s: path %q must be absolute", ErrInvalid, origin, p)
+			}
+		}
+	}
+	if c.StageRecordMaxAge != "" {
+		d, err := time.ParseDuration(c.StageRecordMaxAge)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("%w: %s: stage_record_max_age %q must be a positive Go duration such as \"24h\"", ErrInvalid, origin, c.StageRecordMaxAge)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,255 @@
+// Package evidence writes a run's artifact directory: atomic, schema-checked
+// JSON artifacts, the hash-chained event log, the trace, and the digests that
+// let a validator detect any later change.
+package evidence
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Artifact names, relative to the run directory.
+const (
+	ReportJSON      = "report.json"
+	ReportSum       = "report.sha256"
+	ReportMD        = "report.md"
+	EventsFile      = "events.normalized.jsonl"
+	TraceFile       = "trace.jsonl"
+	TaskFile        = "task.json"
+	PatchFile       = "patch.diff"
+	TestLog         = "test.log"
+	BackendDir      = "backend"
+	CaseStdout      = "backend/case.stdout.log"
+	CaseStderr      = "backend/case.stderr.log"
+	CaseEvents      = "backend/case.events.jsonl"
+	SourceBefore    = "proofs/source-before.json"
+	SourceAfter     = "proofs/source-after.json"
+	NonMutation     = "proofs/source-non-mutation.json"
+	CleanStart      = "proofs/fixture-clean-start.json"
+	CleanEnd        = "proofs/fixture-clean-end.json"
+	FixtureDir      = "fixture"
+	proofsDir       = "proofs"
+	tempPrefix      = ".tmp-"
+	digestsExcluded = ReportJSON + "|" + ReportSum
+)
+
+// ErrWrite marks any failure to write an artifact; the run must then fail
+// closed with ARTIFACT_WRITE_FAILED.
+var ErrWrite = errors.New("artifact write failed")
+
+// Dir is one run's artifact directory.
+type Dir struct {
+	root    string
+	schemas *schemas.Set
+	tracer  ctoharness.Tracer
+	// failAt names an artifact whose write is made to fail; set only by the
+	// failure-fixture machinery through WithFault.
+	failAt string
+}
+
+// Create makes the run directory (which must not exist) and its sub-directories.
+func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tracer) (*Dir, error) {
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return nil, fmt.Errorf("%w: create runs directory %s: %v", ErrWrite, filepath.Dir(root), err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: create run directory %s: %v", ErrWrite, root, err)
+	}
+	tr.Trace(ctoharness.TraceMkdir, root)
+	for _, sub := range []string{BackendDir, proofsDir} {
+		p := filepath.Join(root, sub)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return nil, fmt.Errorf("%w: create %s: %v", ErrWrite, p, err)
+		}
+		tr.Trace(ctoharness.TraceMkdir, p)
+	}
+	return &Dir{root: root, schemas: set, tracer: tr}, nil
+}
+
+// WithFault makes writes of the named artifact fail. It exists for the
+// failure matrix's artifact-write-failure row and is recorded in the report.
+func (d *Dir) WithFault(artifact string) { d.failAt = artifact }
+
+// Fault returns the injected fault's artifact name, or "".
+func (d *Dir) Fault() string { return d.failAt }
+
+// Root is the run directory path.
+func (d *Dir) Root() string { return d.root }
+
+// Path returns the absolute path of an artifact.
+func (d *Dir) Path(name string) string { return filepath.Join(d.root, filepath.FromSlash(name)) }
+
+// WriteJSON validates v against kind's schema and writes it atomically.
+// Validation comes first so malformed evidence is never written.
+func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
+	}
+	data = append(data, '\n')
+	if err := d.schemas.Validate(kind, data); err != nil {
+		return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
+	}
+	return d.WriteFile(ctx, name, data)
+}
+
+// WriteFile writes data atomically: a temp file in the same directory, fsync,
+// then rename, so a reader never sees a partial artifact.
+func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
+	d.tracer.Trace(ctoharness.TraceWrite, d.Path(name))
+	return d.put(name, data)
+}
+
+func (d *Dir) put(name string, data []byte) error {
+	p := d.Path(name)
+	if d.failAt == name {
+		return fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp, 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, p)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: %s: %v", ErrWrite, p, werr)
+	}
+	return nil
+}
+
+// OpenAppend opens an artifact for streaming (logs, events, trace).
+func (d *Dir) OpenAppend(name string) (*os.File, error) {
+	p := d.Path(name)
+	d.tracer.Trace(ctoharness.TraceWrite, p)
+	if d.failAt == name {
+		return nil, fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
+	}
+	return f, nil
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Digests computes the sha256 of every artifact except report.json and its
+// checksum file (which cover themselves) and the fixture tree (which the
+// proofs and the patch cover).
+func Digests(root string) (map[string]string, error) {
+	names, err := ListArtifacts(root)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		if strings.Contains("|"+digestsExcluded+"|", "|"+n+"|") {
+			continue
+		}
+		sum, err := FileSHA256(filepath.Join(root, filepath.FromSlash(n)))
+		if err != nil {
+			return nil, fmt.Errorf("digest %s: %w", n, err)
+		}
+		out[n] = sum
+	}
+	return out, nil
+}
+
+// ListArtifacts returns every regular file under the run directory, as
+// slash paths, except the fixture tree. Anything else (a symlink, a device)
+// is reported as an error, since evidence is only ever plain files.
+func ListArtifacts(root string) ([]string, error) {
+	var names []string
+	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if rel == FixtureDir && de.IsDir() {
+			return filepath.SkipDir
+		}
+		switch {
+		case rel == ".":
+			return nil
+		case de.IsDir():
+			return nil
+		case de.Type().IsRegular():
+			names = append(names, rel)
+			return nil
+		default:
+			return fmt.Errorf("%s is not a regular file; evidence holds only plain files", rel)
+		}
+	})
+	sort.Strings(names)
+	return names, err
+}
+
+// WriteReport writes report.md, computes digests, then report.json and its
+// checksum. The caller fills everything but ArtifactDigests, and has already
+// traced these three writes: the trace is flushed before them because its own
+// digest goes into report.json.
+func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown []byte) error {
+	if err := d.put(ReportMD, markdown); err != nil {
+		return err
+	}
+	dig, err := Digests(d.root)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
+	}
+	r.ArtifactDigests = dig
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: encode report: %v", ErrWrite, err)
+	}
+	data = append(data, '\n')
+	if err := d.schemas.Validate(schemas.Report, data); err != nil {
+		return fmt.Errorf("%w: report.json would not match its schema: %v", ErrWrite, err)
+	}
+	if err := d.put(ReportJSON, data); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	return d.put(ReportSum, []byte(hex.EncodeToString(sum[:])+"  "+ReportJSON+"\n"))
+}
+
+// FinalArtifacts are written by WriteReport, after the trace is flushed.
+func FinalArtifacts() []string { return []string{ReportMD, ReportJSON, ReportSum} }

@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+)
+
+// sandboxRecord states what confinement is in force. This build confines
+// Case only by process group, explicit environment and timeout; it enforces
+// no filesystem or network isolation, and says so.
+func sandboxRecord() ctoharness.SandboxRecord {
+	return ctoharness.SandboxRecord{
+		Enforced:          false,
+		Mechanisms:        []string{"process_group", "explicit_environment", "timeout"},
+		WritableRoots:     []string{},
+		EnvAllowlist:      []string{"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "GOCACHE", "GOPATH", "LANG", "CASE_TASK_FILE"},
+		ProcessGroupKill:  true,
+		NotEnforcedReason: "filesystem and network isolation are not enforced by this build; source mutation is detected by the source proofs instead",
+	}
+}
+
+// finish closes the run: status, run_finished, the trace, then the report.
+// Evidence problems found here still end as ARTIFACT_WRITE_FAILED blockers
+// in whatever can be written; the returned error says the evidence is incomplete.
+func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
+	r.step(ctoharness.StepReport)
+	if r.rep.Tests.Classification == "" {
+		r.skipVerify("the run did not reach verification")
+	}
+	if r.dir.Fault() != "" && r.ok() {
+		// An injected fault that never fired still must not let the run pass.
+		r.blockWrite(fmt.Errorf("%w: fault injected at %s", evidence.ErrWrite, r.dir.Fault()), ctoharness.StepReport)
+	}
+	r.ensureFile(ctx, evidence.PatchFile, nil)
+	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
+	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.dir.Fault() == ""
+	codes := []string{}
+	for _, b := range r.rep.Blockers {
+		codes = append(codes, string(b.Code))
+	}
+	r.emit(ctx, ctoharness.EvRunFinished, map[string]any{"status": string(r.rep.Status), "blockers": codes})
+	var errs []error
+	if r.ev != nil {
+		if err := r.ev.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		r.rep.Freshness.FinalEventHash = r.ev.Head()
+		r.rep.Freshness.Events = r.ev.Count()
+	}
+	r.rep.Freshness.FinishedAt = r.o.Clock().UTC()
+	for _, name := range evidence.FinalArtifacts() {
+		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
+	}
+	if err := r.tr.Flush(r.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		r.blockWrite(errors.Join(errs...), ctoharness.StepReport)
+		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Qualifies = false
+	}
+	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return r.rep, fmt.Errorf("run %s: evidence is incomplete: %w", r.rep.RunArtifactDir, errors.Join(errs...))
+	}
+	return r.rep, nil
+}
+
+// ensureFile writes an artifact that every run carries if a step did not.
+func (r *run) ensureFile(ctx context.Context, name string, data []byte) {
+	if fileExists(r.dir.Path(name)) {
+		return
+	}
+	if err := r.dir.WriteFile(ctx, name, data); err != nil {
+		r.blockWrite(err, ctoharness.StepReport)
+	}
+}
+
+// Markdown renders the report for a person.
+func Markdown(rep *ctoharness.Report) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# cto-harness run %s\n\n", rep.RunID)
+	fmt.Fprintf(&b, "- status: **%s**\n- stage: %d (%s)\n- backend: %s, lane: %s\n", rep.Status, rep.Stage, rep.StageName, rep.Backend, rep.CaseLane)
+	fmt.Fprintf(&b, "- Case process started: %v\n- source repository mutated: %v\n", rep.CaseProcessStarted, rep.SourceRepositoryMutated)
+	fmt.Fprintf(&b, "- source: %s\n- fixture: %s\n- run artifact dir: %s\n- runtime workspace root: %s\n",
+		orNone(rep.SourcePath), orNone(rep.FixturePath), rep.RunArtifactDir, rep.RuntimeWorkspaceRoot)
+	fmt.Fprintf(&b, "- started: %s, finished: %s\n\n", rep.Freshness.StartedAt.Format("2006-01-02T15:04:05.000Z07:00"), rep.Freshness.FinishedAt.Format("2006-01-02T15:04:05.000Z07:00"))
+	b.WriteString("## Blockers\n\n")
+	if len(rep.Blockers) == 0 {
+		b.WriteString("none\n")
+	}
+	for _, bl := range rep.Blockers {
+		fmt.Fprintf(&b, "- `%s` at %s: %s\n", bl.Code, bl.Step, bl.Message)
+	}
+	b.WriteString("\n## Changed files\n\n")
+	if len(rep.ChangedFiles) == 0 {
+		b.WriteString("none\n")
+	}
+	for _, c := range rep.ChangedFiles {
+		verdict := "allowed"
+		if !c.Allowed {
+			verdict = "NOT allowed: " + c.Reason
+		}
+		fmt.Fprintf(&b, "- %s (%s, %s)\n", c.Path, c.Change, verdict)
+	}
+	fmt.Fprintf(&b, "\n## Verification\n\n- command: `%s`\n- classification: %s\n", rep.Tests.Command, rep.Tests.Classification)
+	if rep.Tests.ExitCode != nil {
+		fmt.Fprintf(&b, "- exit code: %d\n", *rep.Tests.ExitCode)
+	}
+	if rep.Tests.Reason != "" {
+		fmt.Fprintf(&b, "- reason: %s\n", rep.Tests.Reason)
+	}
+	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
+		orNone(rep.Commits.SourceHead), orNone(rep.Commits.SourceTree), orNone(rep.Commits.BaselineCommit),
+		orNone(rep.Commits.BaselineTree), orNone(rep.Commits.ResultCommit), orNone(rep.Commits.ResultTree))
+	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "))
+	if rep.Sandbox.NotEnforcedReason != "" {
+		fmt.Fprintf(&b, "- %s\n", rep.Sandbox.NotEnforcedReason)
+	}
+	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
+		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
+	return []byte(b.String())
+}
+
+func fileExists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

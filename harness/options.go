@@ -1,0 +1,117 @@
+// Package harness runs one staged proof route end to end: gate check, source
+// classification and proofs, copy and baseline, the change (in-process for
+// stage 1, a Case process otherwise), collection, verification, clean-end and
+// non-mutation proofs, and the report. Each step lives in its own file; the
+// run type only carries what later steps need from earlier ones.
+package harness
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Options configure one run. Clock and the id generators are injected so that
+// tests are deterministic.
+type Options struct {
+	Stage    int
+	Source   string     // required for stage 3; stages 1–2 default to the embedded artificial fixture
+	Spec     *task.Spec // nil selects the built-in task for the source
+	Lane     ctoharness.Lane
+	CaseCmd  []string // the real lane's Case command
+	RunsDir  string
+	Config   config.Config
+	Getenv   func(string) string
+	Deep     bool
+	SelfExe  string // the harness binary, re-executed as the fake Case
+	Schemas  *schemas.Set
+	Clock    func() time.Time
+	NewRunID func(stage int, now time.Time) string
+	NewNonce func() string
+
+	// Scenario and Fault are for the failure machinery only: they pick the
+	// fake Case's behaviour and an artifact whose write is made to fail.
+	Scenario string
+	Fault    string
+}
+
+// RecordsDir is where stage validation records live.
+func RecordsDir(runsDir string) string { return filepath.Join(runsDir, "validation") }
+
+// DefaultRunID is "<UTC time>-s<stage>-<random>".
+func DefaultRunID(stage int, now time.Time) string {
+	return fmt.Sprintf("%s-s%d-%s", now.UTC().Format("20060102T150405Z"), stage, randomHex(4))
+}
+
+// DefaultNonce is 16 random bytes.
+func DefaultNonce() string { return randomHex(16) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the kernel RNG never fails on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+func (o *Options) defaults() error {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.NewRunID == nil {
+		o.NewRunID = DefaultRunID
+	}
+	if o.NewNonce == nil {
+		o.NewNonce = DefaultNonce
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Lane == "" {
+		o.Lane = ctoharness.LaneFake
+	}
+	if o.Scenario == "" {
+		o.Scenario = "pass"
+	}
+	if o.RunsDir == "" {
+		o.RunsDir = "runs"
+	}
+	if o.Schemas == nil {
+		return fmt.Errorf("harness: no compiled schemas")
+	}
+	if o.SelfExe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("harness: cannot find its own executable to start the fake Case: %w", err)
+		}
+		o.SelfExe = exe
+	}
+	abs, err := filepath.Abs(o.RunsDir)
+	if err != nil {
+		return err
+	}
+	o.RunsDir = abs
+	return nil
+}
+
+// DefaultSpec is the built-in task for a user's own repository: add a note
+// file at the root, checked by a grep.
+func DefaultSpec() task.Spec {
+	return task.Spec{
+		Task:         "Add a short note to CASE_NOTES.md at the repository root.",
+		AllowedPaths: []string{"CASE_NOTES.md"},
+		Verification: task.Verification{
+			Command:        "grep -q 'note added by the fake Case' CASE_NOTES.md",
+			TimeoutSeconds: 60,
+		},
+		CaseTimeoutSeconds: 120,
+	}
+}

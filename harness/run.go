@@ -1,0 +1,217 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// ErrUsage marks a request that cannot start a run at all (nothing is written).
+var ErrUsage = errors.New("invalid run request")
+
+// run is the state one run passes from step to step.
+type run struct {
+	o        Options
+	runID    string
+	nonce    string
+	dir      *evidence.Dir
+	ev       *evidence.Events
+	tr       *evidence.Trace
+	rep      *ctoharness.Report
+	stage    gates.Stage
+	spec     task.Spec
+	scratch  string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
+	repo     source.Repo
+	before   *ctoharness.SourceProof
+	fixture  string // set once the fixture exists
+	contract *task.Contract
+}
+
+// Run performs one run and returns its report. The error is non-nil only when
+// the request is unusable (ErrUsage: nothing written) or evidence could not be
+// written (wrapping evidence.ErrWrite); a blocked run is a report, not an error.
+func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if _, err := gates.Lookup(o.Stage); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
+		return nil, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
+	}
+	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
+		return nil, err
+	}
+	now := o.Clock().UTC()
+	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce()}
+	r.tr = evidence.NewTrace(r.runID)
+	runDir := filepath.Join(o.RunsDir, r.runID)
+	workspace := filepath.Join(o.RunsDir, ".work", r.runID)
+	r.scratch = filepath.Join(workspace, "scratch")
+	dir, err := evidence.Create(ctx, runDir, o.Schemas, r.tr)
+	if err != nil {
+		return nil, err
+	}
+	r.dir = dir
+	if o.Fault != "" {
+		dir.WithFault(o.Fault)
+	}
+	r.rep = &ctoharness.Report{
+		SchemaVersion:        ctoharness.SchemaVersion,
+		RunID:                r.runID,
+		Stage:                o.Stage,
+		CaseLane:             ctoharness.LaneNone,
+		RuntimeWorkspaceRoot: workspace,
+		RunArtifactDir:       runDir,
+		Policy: ctoharness.Policy{OwnedSources: nonNil(o.Config.OwnedSources), TargetRoots: nonNil(o.Config.TargetRoots),
+			ExternalRoots: nonNil(o.Config.ExternalRoots)},
+		AllowedPaths: []string{},
+		ChangedFiles: []ctoharness.ChangedFile{},
+		Blockers:     []ctoharness.Blocker{},
+		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
+		Tests:        ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog},
+		Sandbox:      sandboxRecord(),
+		Freshness:    ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
+	}
+	if dir.Fault() != "" {
+		r.rep.FaultInjection = dir.Fault()
+	}
+	r.ev, err = dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
+	if err != nil {
+		r.blockWrite(err, ctoharness.StepGate)
+	}
+	r.emit(ctx, ctoharness.EvRunStarted, map[string]any{"stage": o.Stage, "nonce": r.nonce,
+		"harness_version": ctoharness.Version, "lane": string(o.Lane)})
+
+	r.steps(ctx)
+	return r.finish(ctx)
+}
+
+// steps runs the pipeline. Once the source has been proven, the after-proof
+// always runs; once the fixture exists, collection and the clean-end proof
+// always run; the change and verification run only while nothing is blocked.
+func (r *run) steps(ctx context.Context) {
+	if !r.gate(ctx) {
+		return
+	}
+	if !r.classify(ctx) || !r.proveBefore(ctx) {
+		return
+	}
+	defer r.proveAfter(ctx)
+	if !r.copyFixture(ctx) {
+		return
+	}
+	defer r.cleanEnd(ctx)
+	if !r.cleanStart(ctx) || !r.writeContract(ctx) {
+		r.skipVerify("a blocker was raised before the change step")
+		return
+	}
+	r.change(ctx)
+	r.collect(ctx)
+	r.verify(ctx)
+}
+
+func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }
+
+func (r *run) step(s ctoharness.Step) { r.tr.SetStep(s) }
+
+// emit appends an event; a failing event log is itself a blocker.
+func (r *run) emit(ctx context.Context, t ctoharness.EventType, data any) {
+	if r.ev == nil {
+		return
+	}
+	if err := r.ev.Emit(ctx, t, data); err != nil && r.ev.Count() > 0 {
+		r.blockWrite(err, ctoharness.StepReport)
+	}
+}
+
+// block records a blocker and emits run_blocked for it.
+func (r *run) block(b ctoharness.Blocker) {
+	for _, have := range r.rep.Blockers {
+		if have == b {
+			return
+		}
+	}
+	r.rep.Blockers = append(r.rep.Blockers, b)
+	if r.ev != nil && r.ev.Err() == nil {
+		_ = r.ev.Emit(context.Background(), ctoharness.EvRunBlocked, b)
+	}
+}
+
+func (r *run) blockErr(err error, step ctoharness.Step) { r.block(ctoharness.AsBlocker(err, step)) }
+
+func (r *run) blockWrite(err error, step ctoharness.Step) {
+	for _, b := range r.rep.Blockers {
+		if b.Code == ctoharness.BlockArtifactWriteFailed {
+			return
+		}
+	}
+	r.rep.Blockers = append(r.rep.Blockers, ctoharness.Blocker{Code: ctoharness.BlockArtifactWriteFailed, Step: step, Message: err.Error()})
+}
+
+func (r *run) writeJSON(ctx context.Context, name string, kind schemas.Kind, v any, step ctoharness.Step) bool {
+	if err := r.dir.WriteJSON(ctx, name, kind, v); err != nil {
+		r.blockWrite(err, step)
+		return false
+	}
+	return true
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// runsDirOutsideSource refuses a runs directory inside the source: the run
+// would then write into the repository it must never change.
+func runsDirOutsideSource(runsDir, src string) error {
+	if src == "" {
+		return nil
+	}
+	absSrc, err := filepath.Abs(src)
+	if err != nil {
+		return fmt.Errorf("%w: source %q: %v", ErrUsage, src, err)
+	}
+	candidates := []string{runsDir}
+	if real, err := evalExisting(runsDir); err == nil {
+		candidates = append(candidates, real)
+	}
+	for _, c := range candidates {
+		if c == absSrc || strings.HasPrefix(c, absSrc+string(filepath.Separator)) {
+			return fmt.Errorf("%w: the runs directory %s is inside the source %s; the harness never writes to a source, so pass --runs-dir outside it", ErrUsage, runsDir, absSrc)
+		}
+	}
+	return nil
+}
+
+// evalExisting resolves symlinks in the longest existing prefix of p.
+func evalExisting(p string) (string, error) {
+	rest := ""
+	for {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(real, rest), nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", os.ErrNotExist
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+		p = parent
+	}
+}

@@ -1,0 +1,359 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Policy says which local repositories may serve as a source. The harness
+// only works from repositories the operator owns, and must never touch a
+// Target Repository or an external root, not even to stat it.
+type Policy struct {
+	// Owned are absolute paths: a source is owned iff its realpath equals or
+	// is under the realpath of one of these.
+	Owned []string
+	// TargetRoots are absolute paths of Target Repository roots. Nothing at
+	// or under them is ever stat'ed, opened or read.
+	TargetRoots []string
+	// ExternalRoots are absolute paths of external developer repositories,
+	// vendor trees or the Case source; they are fenced like TargetRoots.
+	ExternalRoots []string
+}
+
+// Repo is a classified source repository: a non-bare, self-contained git
+// worktree under an owned root.
+type Repo struct {
+	Given  string // the path as given, made absolute (filepath.Abs, lexical)
+	Root   string // realpath of the worktree root
+	GitDir string // Root + "/.git"
+}
+
+// Classify decides whether path may be used as the Source Repository and
+// resolves it. It refuses with a *ctoharness.BlockerError (step classify)
+// whose code names the reason. Every stat, readlink and read is reported to
+// tr before it happens; paths at or under a target or external root are
+// refused before they are touched, and that refusal takes precedence over
+// every other check.
+func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer) (Repo, error) {
+	if tr == nil {
+		tr = ctoharness.NopTracer{}
+	}
+	if err := ctx.Err(); err != nil {
+		return Repo{}, fmt.Errorf("classify source %q: %w", path, err)
+	}
+	if path == "" {
+		return Repo{}, block(ctoharness.BlockSourceNotFound, nil,
+			"no source path given; pass the local path of a git repository you own")
+	}
+	lex := newFence(pol)
+	if isRemote(path) {
+		if u, err := url.Parse(path); err == nil && u.Scheme == "file" && u.Path != "" {
+			if r, ok := lex.check(filepath.Clean(u.Path)); ok {
+				return Repo{}, fencedBlock(path, &fencedError{path: filepath.Clean(u.Path), root: r})
+			}
+		}
+		return Repo{}, block(ctoharness.BlockSourceNotLocal, nil,
+			"source %q is a URL or remote, not a local path; clone it under an owned root and pass the clone's path", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Repo{}, block(ctoharness.BlockSourceNotFound, err,
+			"cannot make source %q absolute; pass an absolute path", path)
+	}
+	// Lexical check first: nothing has touched the filesystem yet.
+	if r, ok := lex.check(abs); ok {
+		return Repo{}, fencedBlock(abs, &fencedError{path: abs, root: r})
+	}
+
+	in := &inspector{tr: tr, fence: lex}
+	in.fence = in.withAliases()
+
+	root, err := resolveSource(in, abs)
+	if err != nil {
+		return Repo{}, err
+	}
+	repo := Repo{Given: abs, Root: root, GitDir: root + "/.git"}
+
+	// A source that contains a fenced root cannot be proven: the manifest
+	// walk would read inside it.
+	for _, r := range in.fence {
+		if within(r.path, root) {
+			return Repo{}, block(r.code, nil,
+				"source %s contains %s %s; the harness walks the whole source and must never touch it — pass a repository that does not contain it",
+				root, rootKind(r.code), r.given)
+		}
+	}
+	if err := checkOwned(in, pol.Owned, abs, root); err != nil {
+		return Repo{}, err
+	}
+	if err := checkLayout(in, root); err != nil {
+		return Repo{}, err
+	}
+	return repo, nil
+}
+
+// resolveSource resolves abs to the physical worktree root: the parent is
+// resolved component by component, then the last component is lstat'ed
+// itself, because the given path must be the real directory, not a link.
+func resolveSource(in *inspector, abs string) (string, error) {
+	parent := "/"
+	cand := "/"
+	if abs != "/" {
+		p, err := in.resolve(filepath.Dir(abs))
+		if err != nil {
+			return "", classifyFSError(abs, err)
+		}
+		parent = p
+		cand = filepath.Join(parent, filepath.Base(abs))
+	}
+	fi, err := in.lstat(cand)
+	if err != nil {
+		return "", classifyFSError(abs, err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "", block(ctoharness.BlockSourceSymlink, nil,
+			"source %s is a symlink; pass the real directory instead", abs)
+	case !fi.IsDir():
+		return "", block(ctoharness.BlockSourceNotGit, nil,
+			"source %s is not a directory; pass the root directory of a git worktree", abs)
+	}
+	return cand, nil
+}
+
+// checkOwned refuses a source that is not at or under an owned root. Owned
+// entries are resolved with the same fence, so an owned entry inside a
+// target or external root is ignored rather than touched.
+func checkOwned(in *inspector, owned []string, abs, root string) error {
+	if len(owned) == 0 {
+		return block(ctoharness.BlockSourceNotOwned, nil,
+			"source %s cannot be checked for ownership: no owned roots are configured; add the directory holding your repositories to the owned roots", abs)
+	}
+	for _, o := range owned {
+		if o == "" {
+			continue
+		}
+		oa, err := filepath.Abs(o)
+		if err != nil {
+			continue
+		}
+		if _, fenced := in.fence.check(oa); fenced {
+			continue
+		}
+		real, err := in.resolve(oa)
+		if err != nil {
+			continue
+		}
+		if _, fenced := in.fence.check(real); fenced {
+			continue
+		}
+		if within(root, real) {
+			return nil
+		}
+	}
+	return block(ctoharness.BlockSourceNotOwned, nil,
+		"source %s (real path %s) is not under any owned root (%s); copy or clone it under an owned root, or add its directory to the owned roots",
+		abs, root, strings.Join(owned, ", "))
+}
+
+// checkLayout refuses anything but a plain, self-contained worktree: the
+// git directory must be root/.git, a real directory with its own objects.
+func checkLayout(in *inspector, root string) error {
+	gitDir := root + "/.git"
+	fi, err := in.lstat(gitDir)
+	switch {
+	case isNotExist(err):
+		if looksBare(in, root) {
+			return block(ctoharness.BlockSourceBare, nil,
+				"source %s is a bare repository; the harness needs a worktree — clone it under an owned root and pass the clone", root)
+		}
+		return block(ctoharness.BlockSourceNotGit, nil,
+			"source %s has no .git directory; pass the root of a git worktree (the directory that contains .git)", root)
+	case err != nil:
+		return classifyFSError(gitDir, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return block(ctoharness.BlockSourceSymlink, nil,
+			"%s is a symlink, so the git directory lives elsewhere; pass a repository whose .git is a real directory", gitDir)
+	case fi.Mode().IsRegular():
+		return block(ctoharness.BlockSourceLinkedWorktree, nil,
+			"%s is a file (the gitfile of a linked worktree or submodule), so the repository is shared; pass the main worktree or a standalone clone", gitDir)
+	case !fi.IsDir():
+		return block(ctoharness.BlockSourceNotGit, nil,
+			"%s is neither a directory nor a gitfile; pass the root of a git worktree", gitDir)
+	}
+	if _, err := in.lstat(gitDir + "/HEAD"); err != nil {
+		if isNotExist(err) {
+			return block(ctoharness.BlockSourceNotGit, nil,
+				"%s has no HEAD, so it is not a git directory; pass the root of a git worktree", gitDir)
+		}
+		return classifyFSError(gitDir+"/HEAD", err)
+	}
+	cfg, err := in.readFile(gitDir + "/config")
+	if err != nil && !isNotExist(err) {
+		return classifyFSError(gitDir+"/config", err)
+	}
+	if coreBare(cfg) {
+		return block(ctoharness.BlockSourceBare, nil,
+			"%s/config sets core.bare = true, so git treats %s as a bare repository; use a clone with a worktree", gitDir, root)
+	}
+	if present, err := exists(in, gitDir+"/commondir"); err != nil {
+		return err
+	} else if present {
+		return block(ctoharness.BlockSourceLinkedWorktree, nil,
+			"%s/commondir exists, so this git directory shares its objects and refs with another repository; pass the main worktree or a standalone clone", gitDir)
+	}
+	if present, err := exists(in, gitDir+"/objects/info/alternates"); err != nil {
+		return err
+	} else if present {
+		return block(ctoharness.BlockSourceAlternates, nil,
+			"%s/objects/info/alternates exists, so objects are borrowed from another repository; make a standalone clone (git clone --no-shared, or git repack -a and remove alternates) and pass it", gitDir)
+	}
+	return nil
+}
+
+// looksBare reports whether dir has the layout of a bare repository.
+func looksBare(in *inspector, dir string) bool {
+	head, err := in.lstat(dir + "/HEAD")
+	if err != nil || !head.Mode().IsRegular() {
+		return false
+	}
+	for _, sub := range []string{"objects", "refs"} {
+		fi, err := in.lstat(dir + "/" + sub)
+		if err != nil || !fi.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+func exists(in *inspector, p string) (bool, error) {
+	_, err := in.lstat(p)
+	switch {
+	case err == nil:
+		return true, nil
+	case isNotExist(err):
+		return false, nil
+	default:
+		return false, classifyFSError(p, err)
+	}
+}
+
+// coreBare parses just enough of a git config file to find core.bare: the
+// [core] section (section names are case-insensitive, subsections are not
+// core), key "bare" (case-insensitive), and git's boolean spellings. A key
+// without "=" means true, as in git.
+func coreBare(cfg []byte) bool {
+	inCore := false
+	bare := false
+	for _, raw := range bytes.Split(cfg, []byte("\n")) {
+		line := strings.TrimSpace(string(raw))
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				inCore = false
+				continue
+			}
+			inCore = strings.EqualFold(strings.TrimSpace(line[1:end]), "core")
+			line = strings.TrimSpace(line[end+1:])
+			if line == "" {
+				continue
+			}
+		}
+		if !inCore {
+			continue
+		}
+		key, val, hasVal := strings.Cut(line, "=")
+		if !strings.EqualFold(strings.TrimSpace(key), "bare") {
+			continue
+		}
+		if !hasVal {
+			bare = true
+			continue
+		}
+		val = strings.TrimSpace(val)
+		if i := strings.IndexAny(val, "#;"); i >= 0 {
+			val = strings.TrimSpace(val[:i])
+		}
+		val = strings.Trim(val, `"`)
+		switch strings.ToLower(val) {
+		case "true", "yes", "on", "1":
+			bare = true
+		default:
+			bare = false
+		}
+	}
+	return bare
+}
+
+// isRemote follows git's own rule: anything with "://" is a URL, and a colon
+// before the first slash makes an scp-like remote (git@host:repo, host:path).
+func isRemote(p string) bool {
+	if strings.Contains(p, "://") {
+		return true
+	}
+	colon := strings.IndexByte(p, ':')
+	if colon < 0 {
+		return false
+	}
+	slash := strings.IndexByte(p, '/')
+	return slash < 0 || colon < slash
+}
+
+func isNotExist(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// classifyFSError turns a failed filesystem operation on the way to the
+// source into the blocker that explains it.
+func classifyFSError(p string, err error) error {
+	var be *ctoharness.BlockerError
+	var fe *fencedError
+	switch {
+	case errors.As(err, &be):
+		return err
+	case errors.As(err, &fe):
+		return fencedBlock(p, fe)
+	case errors.Is(err, errSymlinkLoop), errors.Is(err, syscall.ELOOP):
+		return block(ctoharness.BlockSourceSymlink, err,
+			"source %s goes through a symlink loop; pass the real directory instead", p)
+	case isNotExist(err):
+		return block(ctoharness.BlockSourceNotFound, err,
+			"source %s does not exist; check the path", p)
+	default:
+		return block(ctoharness.BlockSourceUnreadable, err,
+			"cannot inspect %s; check its permissions", p)
+	}
+}
+
+func fencedBlock(given string, fe *fencedError) error {
+	via := ""
+	if fe.path != given {
+		via = fmt.Sprintf(" (reached as %s)", fe.path)
+	}
+	return block(fe.root.code, nil,
+		"source %s is inside %s %s%s; the harness never touches it — pass a repository you own outside it",
+		given, rootKind(fe.root.code), fe.root.given, via)
+}
+
+func rootKind(code ctoharness.BlockerCode) string {
+	if code == ctoharness.BlockSourceIsTarget {
+		return "target repository root"
+	}
+	return "external root"
+}
+
+func block(code ctoharness.BlockerCode, err error, format string, args ...any) error {
+	return ctoharness.Block(code, ctoharness.StepClassify, err, format, args...)
+}

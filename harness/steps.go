@@ -1,0 +1,482 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/verify"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// artificialCommitTime makes the materialized artificial fixture's commit
+// identical across runs.
+var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (r *run) gate(ctx context.Context) bool {
+	r.step(ctoharness.StepGate)
+	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: gates.RecordCheck{
+		Dir: RecordsDir(r.o.RunsDir), MaxAge: r.o.Config.MaxAge(), Now: r.o.Clock(), Validate: r.o.Schemas.Validator(schemas.StageRecord)}})
+	r.stage = d.Stage
+	r.rep.StageName = d.Stage.Name
+	if r.rep.StageName == "" {
+		r.rep.StageName = "unknown"
+	}
+	r.rep.Backend = d.Stage.Backend
+	if r.rep.Backend == "" {
+		r.rep.Backend = ctoharness.BackendCase
+	}
+	if r.rep.Backend == ctoharness.BackendCase {
+		r.rep.CaseLane = r.o.Lane
+	}
+	for _, b := range d.Blockers {
+		r.block(b)
+	}
+	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
+			Message: "the real lane needs a Case command: pass --case-cmd, set CTO_HARNESS_CASE_CMD, or set case_command in the config"})
+	}
+	prev := map[string]any{}
+	if d.Previous != nil {
+		prev = map[string]any{"stage": d.Previous.Stage, "run_id": d.Previous.RunID, "validated_at": d.Previous.ValidatedAt}
+	}
+	codes := []string{}
+	for _, b := range r.rep.Blockers {
+		codes = append(codes, string(b.Code))
+	}
+	r.emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.ok(), "blockers": codes, "previous_stage_record": prev})
+	return r.ok()
+}
+
+func (r *run) caseCommand() []string {
+	if len(r.o.CaseCmd) > 0 {
+		return r.o.CaseCmd
+	}
+	return r.o.Config.CaseCommand
+}
+
+// classify finds the source: the user's repository, classified against the
+// policy, or for stages 1–2 without --source the embedded artificial fixture
+// materialized in the workspace.
+func (r *run) classify(ctx context.Context) bool {
+	r.step(ctoharness.StepClassify)
+	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots}
+	path := r.o.Source
+	builtin := ""
+	if path == "" {
+		if r.stage.Fixture != gates.FixtureArtificial {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
+				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", r.stage)})
+			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
+			return false
+		}
+		builtin = fixtures.Artificial
+		path = filepath.Join(r.rep.RuntimeWorkspaceRoot, "artificial-source")
+		if err := r.materialize(ctx, builtin, path); err != nil {
+			r.blockErr(err, ctoharness.StepClassify)
+			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
+			return false
+		}
+		// The harness made this repository itself, so it owns it.
+		pol.Owned = append(append([]string(nil), pol.Owned...), path)
+	}
+	repo, err := source.Classify(ctx, path, pol, r.tr)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepClassify)
+		r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "path": filepath.Clean(path)})
+		return false
+	}
+	r.repo = repo
+	r.rep.SourcePath = repo.Root
+	spec, err := r.taskSpec(builtin)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepClassify)
+		return false
+	}
+	r.spec = spec
+	r.rep.AllowedPaths = append([]string{}, spec.AllowedPaths...)
+	r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true})
+	return true
+}
+
+func (r *run) materialize(ctx context.Context, name, dst string) error {
+	archive, err := fixtures.Archive(name)
+	if err != nil {
+		return err
+	}
+	r.tr.Trace(ctoharness.TraceMkdir, dst)
+	if _, err := fixtures.Materialize(ctx, archive, dst, artificialCommitTime); err != nil {
+		return ctoharness.Block(ctoharness.BlockSourceUnreadable, ctoharness.StepClassify, err,
+			"cannot materialize the embedded %s fixture at %s", name, dst)
+	}
+	return nil
+}
+
+func (r *run) taskSpec(builtin string) (task.Spec, error) {
+	if r.o.Spec != nil {
+		return *r.o.Spec, nil
+	}
+	if builtin == "" {
+		return DefaultSpec(), nil
+	}
+	data, err := fixtures.TaskSpec(builtin)
+	if err != nil {
+		return task.Spec{}, err
+	}
+	return task.Parse(data, "embedded "+builtin+" task", r.o.Schemas.Validator(schemas.TaskSpec))
+}
+
+func (r *run) proveBefore(ctx context.Context) bool {
+	r.step(ctoharness.StepSourceProof)
+	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock()}, r.tr)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepSourceProof)
+		return false
+	}
+	r.before = &p
+	r.rep.Commits.SourceHead = p.Head.Commit
+	r.rep.Commits.SourceTree = p.Head.Tree
+	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
+		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
+			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
+	}
+	if !p.StatusClean {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
+			Message: fmt.Sprintf("source %s is not clean (%s); commit or stash the changes, then run again", r.repo.Root, describeStatus(p.Status))})
+	}
+	return r.ok()
+}
+
+func describeStatus(st []ctoharness.StatusEntry) string {
+	var parts []string
+	for i, e := range st {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(st)-5))
+			break
+		}
+		parts = append(parts, strings.TrimSpace(e.Staging+e.Worktree)+" "+e.Path)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *run) copyFixture(ctx context.Context) bool {
+	r.step(ctoharness.StepCopy)
+	dst := r.dir.Path(evidence.FixtureDir)
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr})
+	if _, statErr := os.Lstat(dst); statErr == nil {
+		r.fixture = dst
+		r.rep.FixturePath = dst
+	}
+	if err != nil {
+		r.blockErr(err, ctoharness.StepCopy)
+		return r.fixture != ""
+	}
+	r.rep.Commits.BaselineCommit = res.BaselineCommit
+	r.rep.Commits.BaselineTree = res.BaselineTree
+	r.emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside)})
+	r.step(ctoharness.StepBaseline)
+	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
+		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree})
+	if res.BaselineTree != r.rep.Commits.SourceTree {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
+			Message: fmt.Sprintf("baseline tree %s differs from the source HEAD tree %s", res.BaselineTree, r.rep.Commits.SourceTree)})
+	}
+	return true
+}
+
+func (r *run) cleanStart(ctx context.Context) bool {
+	if !r.ok() {
+		return false
+	}
+	r.step(ctoharness.StepCleanStart)
+	p, err := fixture.CleanProof(ctx, r.runID, "clean_start", r.fixture, r.rep.Commits.SourceTree, r.o.Clock(), r.tr)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepCleanStart)
+		return false
+	}
+	if r.writeJSON(ctx, evidence.CleanStart, schemas.FixtureProof, p, ctoharness.StepCleanStart) {
+		r.emit(ctx, ctoharness.EvFixtureCleanStart, map[string]any{"proof": evidence.CleanStart, "clean": p.Clean, "tree": p.Tree})
+	}
+	if !p.Clean {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyStart, Step: ctoharness.StepCleanStart,
+			Message: "the copied fixture is not clean after the baseline commit: " + strings.Join(p.Problems, "; ")})
+	}
+	return r.ok()
+}
+
+func (r *run) writeContract(ctx context.Context) bool {
+	r.step(ctoharness.StepContract)
+	c := task.NewContract(r.spec, r.runID, r.fixture)
+	data, _ := json.Marshal(c)
+	if leak := r.leaksSource(string(data)); leak != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepContract,
+			Message: "the task contract would reveal the source path (" + leak + "); remove it from the task text"})
+		return false
+	}
+	if !r.writeJSON(ctx, evidence.TaskFile, schemas.TaskContract, c, ctoharness.StepContract) {
+		return false
+	}
+	r.contract = &c
+	r.emit(ctx, ctoharness.EvTaskContractWritten, map[string]any{"contract": evidence.TaskFile, "allowed_paths": c.AllowedPaths})
+	return r.ok()
+}
+
+// leaksSource returns the source path if s contains it.
+func (r *run) leaksSource(s string) string {
+	for _, p := range []string{r.repo.Root, r.repo.Given} {
+		if p != "" && p != "/" && strings.Contains(s, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// change makes the task's change: in-process for the fake backend (stage 1),
+// by a Case process otherwise.
+func (r *run) change(ctx context.Context) {
+	r.step(ctoharness.StepCase)
+	if r.rep.Backend == ctoharness.BackendFake {
+		path, err := fakecase.Apply(*r.contract, r.fixture)
+		r.tr.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
+		if err != nil {
+			r.blockErr(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepCase, err, "the built-in change failed"), ctoharness.StepCase)
+		}
+		r.emit(ctx, ctoharness.EvFakeChangeApplied, map[string]any{"path": path})
+		return
+	}
+	r.runCase(ctx)
+}
+
+func (r *run) runCase(ctx context.Context) {
+	argv := r.caseCommand()
+	if r.o.Lane == ctoharness.LaneFake {
+		argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
+	} else if leak := r.leaksSource(strings.Join(argv, " ")); leak != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
+			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
+		return
+	}
+	for _, d := range backend.ScratchDirs(r.scratch) {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directory %s", d), ctoharness.StepCase)
+			return
+		}
+	}
+	env := backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)
+	r.rep.Case.Argv = argv
+	r.rep.Case.EnvKeys = backend.EnvKeys(env)
+	r.rep.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
+	files := map[string]*os.File{}
+	for _, name := range []string{evidence.CaseStdout, evidence.CaseStderr, evidence.CaseEvents} {
+		f, err := r.dir.OpenAppend(name)
+		if err != nil {
+			r.blockWrite(err, ctoharness.StepCase)
+			for _, f := range files {
+				f.Close()
+			}
+			return
+		}
+		files[name] = f
+	}
+	r.tr.TraceExec(argv, r.fixture)
+	r.rep.CaseProcessStarted = true
+	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
+	out, err := backend.Run(ctx, backend.Input{Argv: argv, Fixture: r.fixture, Env: env,
+		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
+		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
+		OnEvent: func(e backend.CaseEvent) {
+			var data map[string]any
+			_ = json.Unmarshal(e.Raw, &data)
+			delete(data, "type")
+			r.emit(ctx, e.Type, data)
+		}})
+	r.rep.Case.ExitCode = out.ExitCode
+	r.rep.Case.DurationMs = out.Duration.Milliseconds()
+	r.rep.Case.TimedOut = out.TimedOut
+	r.rep.Case.Events = len(out.Events)
+	r.rep.Case.StdoutInline, r.rep.Case.StderrInline, r.rep.Case.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
+	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
+		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": len(out.Events)})
+	switch {
+	case err != nil && !out.TimedOut && out.ExitCode == nil:
+		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "Case could not be run"), ctoharness.StepCase)
+		return
+	case err != nil:
+		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if out.TimedOut {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case did not finish within %ds and was killed with its whole process group", r.contract.CaseTimeoutSeconds)})
+		return
+	}
+	if out.ExitCode != nil && *out.ExitCode != 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseExitNonZero, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case exited with status %d; see %s", *out.ExitCode, evidence.CaseStderr)})
+	} else if out.ExitCode == nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseExitNonZero, Step: ctoharness.StepCase,
+			Message: "Case was killed by " + out.Signal})
+	}
+	if out.MalformedN > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventMalformed, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case wrote %d stdout line(s) that are not events (first: %q); stdout is reserved for JSON events, use stderr for logs", out.MalformedN, out.Malformed[0])})
+	}
+	if miss := out.Missing(); len(miss) > 0 {
+		names := make([]string, len(miss))
+		for i, m := range miss {
+			names[i] = string(m)
+		}
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockMissingRequiredEvent, Step: ctoharness.StepCase,
+			Message: "Case never emitted the required event(s) " + strings.Join(names, ", ") + "; see docs/case-adapter.md"})
+	}
+}
+
+// inlineOutput keeps the first 50 KB of Case output for the report: stdout
+// first, then stderr, so truncation is deterministic.
+func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) {
+	const capBytes = 50 * 1024
+	if len(stdout) > capBytes {
+		return stdout[:capBytes], "", true
+	}
+	room := capBytes - len(stdout)
+	if len(stderr) > room {
+		return stdout, stderr[:room], true
+	}
+	return stdout, stderr, truncated
+}
+
+func (r *run) collect(ctx context.Context) {
+	r.step(ctoharness.StepCollect)
+	pol := task.NewPathPolicy(r.spec.AllowedPaths)
+	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Baseline: r.rep.Commits.BaselineCommit,
+		When: r.o.Clock(), Tracer: r.tr, Allowed: pol.Check})
+	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
+	if werr := r.dir.WriteFile(ctx, evidence.PatchFile, res.Patch); werr != nil {
+		r.blockWrite(werr, ctoharness.StepCollect)
+	}
+	if err != nil {
+		r.blockErr(err, ctoharness.StepCollect)
+	}
+	r.rep.Commits.ResultCommit = res.ResultCommit
+	r.rep.Commits.ResultTree = res.ResultTree
+	var bad []string
+	for _, c := range res.Changed {
+		if !c.Allowed {
+			bad = append(bad, c.Path+" ("+c.Reason+")")
+		}
+	}
+	r.emit(ctx, ctoharness.EvChangesCollected, map[string]any{"changed": len(res.Changed), "disallowed": len(bad),
+		"result_commit": res.ResultCommit, "patch": evidence.PatchFile})
+	if len(bad) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
+			Message: "Case changed paths outside the allowed paths: " + strings.Join(bad, ", ")})
+	}
+}
+
+func (r *run) skipVerify(reason string) {
+	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog)
+}
+
+func (r *run) verify(ctx context.Context) {
+	r.step(ctoharness.StepVerify)
+	if !r.ok() {
+		r.skipVerify("not run: the run was already blocked (" + string(r.rep.Blockers[0].Code) + ")")
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+		return
+	}
+	f, err := r.dir.OpenAppend(evidence.TestLog)
+	if err != nil {
+		r.blockWrite(err, ctoharness.StepVerify)
+		r.skipVerify("test.log could not be opened")
+		return
+	}
+	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
+	for _, d := range backend.ScratchDirs(r.scratch) {
+		_ = os.MkdirAll(d, 0o755)
+	}
+	rec, err := verify.Run(ctx, verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
+		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr})
+	r.rep.Tests = rec
+	if err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
+	}
+	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+		"duration_ms": rec.DurationMs, "log": evidence.TestLog})
+	switch rec.Classification {
+	case ctoharness.TestFailure:
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify,
+			Message: fmt.Sprintf("verification %q failed (%s); see %s", rec.Command, rec.Reason, evidence.TestLog)})
+	case ctoharness.TestTimeout:
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTestTimeout, Step: ctoharness.StepVerify,
+			Message: fmt.Sprintf("verification %q %s", rec.Command, rec.Reason)})
+	}
+}
+
+func (r *run) cleanEnd(ctx context.Context) {
+	r.step(ctoharness.StepCleanEnd)
+	expected := r.rep.Commits.ResultTree
+	if expected == "" {
+		expected = r.rep.Commits.BaselineTree
+	}
+	p, err := fixture.CleanProof(ctx, r.runID, "clean_end", r.fixture, expected, r.o.Clock(), r.tr)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepCleanEnd)
+		return
+	}
+	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
+		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree})
+	}
+	if !p.Clean {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,
+			Message: "the fixture is not clean after the result commit: " + strings.Join(p.Problems, "; ")})
+	}
+}
+
+func (r *run) proveAfter(ctx context.Context) {
+	r.step(ctoharness.StepSourceAfter)
+	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock()}, r.tr)
+	if err != nil {
+		// Unknown state after the run is treated as mutation: fail closed.
+		r.rep.SourceRepositoryMutated = true
+		r.blockErr(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
+			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter)
+		return
+	}
+	if r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter) {
+		r.emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
+			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
+	}
+	r.step(ctoharness.StepNonMutation)
+	nm := source.Compare(r.runID, *r.before, after)
+	r.rep.SourceRepositoryMutated = nm.Mutated
+	if r.writeJSON(ctx, evidence.NonMutation, schemas.NonMutation, nm, ctoharness.StepNonMutation) {
+		r.rep.SourceNonMutation = ctoharness.NonMutationRef{Checked: true, ProofPath: evidence.NonMutation}
+		r.emit(ctx, ctoharness.EvSourceNonMutation, map[string]any{"proof": evidence.NonMutation, "mutated": nm.Mutated,
+			"differences": nm.DifferenceCount})
+	}
+	if nm.Mutated {
+		var paths []string
+		for i, d := range nm.Differences {
+			if i == 5 {
+				paths = append(paths, fmt.Sprintf("and %d more", nm.DifferenceCount-5))
+				break
+			}
+			paths = append(paths, d.Path+" "+d.Field)
+		}
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
+			Message: fmt.Sprintf("the source %s changed during the run: %s; see %s", r.repo.Root, strings.Join(paths, ", "), evidence.NonMutation)})
+	}
+}

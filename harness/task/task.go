@@ -1,0 +1,123 @@
+// Package task holds the task a user asks Case to do (the spec, written by a
+// person) and the contract derived from it (task.json, given to Case). The
+// contract carries only what Case needs: never the source path.
+package task
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Default limits used when a spec leaves them out.
+const (
+	DefaultCaseTimeoutSeconds   = 300
+	DefaultVerifyTimeoutSeconds = 300
+)
+
+// Verification is the command run in the fixture after Case to check its work.
+type Verification struct {
+	Command        string `json:"command"`
+	TimeoutSeconds int    `json:"timeout_seconds"`
+}
+
+// Spec is what a user writes (--task FILE).
+type Spec struct {
+	Task               string       `json:"task"`
+	AllowedPaths       []string     `json:"allowed_paths"`
+	ForbiddenActions   []string     `json:"forbidden_actions,omitempty"`
+	Verification       Verification `json:"verification"`
+	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
+}
+
+// EvidenceExpectations tells Case how its work is observed.
+type EvidenceExpectations struct {
+	EventStream                string                 `json:"event_stream"`
+	RequiredEvents             []ctoharness.EventType `json:"required_events"`
+	AllowedEventTypes          []ctoharness.EventType `json:"allowed_event_types"`
+	ChangesOutsideAllowedPaths string                 `json:"changes_outside_allowed_paths"`
+}
+
+// Contract is task.json: everything Case receives, and nothing else.
+type Contract struct {
+	SchemaVersion      string               `json:"schema_version"`
+	RunID              string               `json:"run_id"`
+	FixturePath        string               `json:"fixture_path"`
+	Task               string               `json:"task"`
+	AllowedPaths       []string             `json:"allowed_paths"`
+	ForbiddenActions   []string             `json:"forbidden_actions"`
+	Verification       Verification         `json:"verification"`
+	CaseTimeoutSeconds int                  `json:"case_timeout_seconds"`
+	Evidence           EvidenceExpectations `json:"evidence_expectations"`
+}
+
+// BaseForbiddenActions are refused for every task, whatever the spec says.
+func BaseForbiddenActions() []string {
+	return []string{
+		"write outside the fixture and the scratch root",
+		"modify .git inside the fixture",
+		"push, merge, deploy or open pull requests",
+		"network access",
+	}
+}
+
+// Load reads and validates a spec file. validate checks the bytes against
+// the task-spec schema (passed in so this package need not know the schema set).
+func Load(ctx context.Context, path string, validate func([]byte) error) (Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("read task spec %s: %w", path, err)
+	}
+	return Parse(data, path, validate)
+}
+
+// Parse decodes and validates spec bytes; origin names them in errors.
+func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error) {
+	if err := validate(data); err != nil {
+		return Spec{}, fmt.Errorf("task spec %s does not match its schema: %w", origin, err)
+	}
+	var s Spec
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("task spec %s: %w", origin, err)
+	}
+	for _, p := range s.AllowedPaths {
+		if err := CheckPattern(p); err != nil {
+			return Spec{}, fmt.Errorf("task spec %s: allowed path %q: %w", origin, p, err)
+		}
+	}
+	if s.CaseTimeoutSeconds == 0 {
+		s.CaseTimeoutSeconds = DefaultCaseTimeoutSeconds
+	}
+	if s.Verification.TimeoutSeconds == 0 {
+		s.Verification.TimeoutSeconds = DefaultVerifyTimeoutSeconds
+	}
+	return s, nil
+}
+
+// NewContract derives the contract Case receives from a spec.
+func NewContract(s Spec, runID, fixturePath string) Contract {
+	forbidden := append(BaseForbiddenActions(), s.ForbiddenActions...)
+	return Contract{
+		SchemaVersion:      ctoharness.SchemaVersion,
+		RunID:              runID,
+		FixturePath:        fixturePath,
+		Task:               s.Task,
+		AllowedPaths:       append([]string(nil), s.AllowedPaths...),
+		ForbiddenActions:   forbidden,
+		Verification:       s.Verification,
+		CaseTimeoutSeconds: s.CaseTimeoutSeconds,
+		Evidence: EvidenceExpectations{
+			EventStream:    "stdout, one JSON object per line",
+			RequiredEvents: ctoharness.RequiredCaseEvents(),
+			AllowedEventTypes: []ctoharness.EventType{ctoharness.EvCaseStarted, ctoharness.EvCaseFileChanged,
+				ctoharness.EvCaseCommand, ctoharness.EvCaseLog, ctoharness.EvCaseFinished},
+			ChangesOutsideAllowedPaths: "block the run (DISALLOWED_CHANGE)",
+		},
+	}
+}

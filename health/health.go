@@ -1,0 +1,117 @@
+// Package health answers "can this machine produce valid evidence right now?"
+// as one compact JSON object, for monitoring and for the stage validators.
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Check is one health check.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Report is the health answer.
+type Report struct {
+	OK      bool    `json:"ok"`
+	Version string  `json:"harness_version"`
+	Checks  []Check `json:"checks"`
+}
+
+// Options say where to look.
+type Options struct {
+	RunsDir    string
+	RecordsDir string
+	MaxAge     time.Duration
+	Now        time.Time
+	Schemas    *schemas.Set // nil: compile them here (and report failure)
+	// RequireRecords makes a missing stage record a failed check.
+	RequireRecords bool
+}
+
+// Run performs every check.
+func Run(ctx context.Context, o Options) Report {
+	rep := Report{OK: true, Version: ctoharness.Version}
+	add := func(name string, err error, detail string) {
+		c := Check{Name: name, OK: err == nil, Detail: detail}
+		if err != nil {
+			c.Detail = err.Error()
+			rep.OK = false
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+	set := o.Schemas
+	if set == nil {
+		var err error
+		set, err = schemas.Compile()
+		add("schemas_compile", err, fmt.Sprintf("%d schemas", len(schemas.Kinds())))
+	} else {
+		add("schemas_compile", nil, fmt.Sprintf("%d schemas", len(schemas.Kinds())))
+	}
+	add("runs_dir_writable", writable(o.RunsDir), o.RunsDir)
+	free, err := freeBytes(o.RunsDir)
+	add("runs_dir_free_space", err, fmt.Sprintf("%d MiB free", free>>20))
+	if err == nil && free < 100<<20 {
+		rep.Checks[len(rep.Checks)-1].OK = false
+		rep.Checks[len(rep.Checks)-1].Detail = fmt.Sprintf("only %d MiB free in %s; at least 100 MiB are needed", free>>20, o.RunsDir)
+		rep.OK = false
+	}
+	gitPath, err := exec.LookPath("git")
+	add("git_available", err, gitPath)
+	if set != nil {
+		rc := gates.RecordCheck{Dir: o.RecordsDir, MaxAge: o.MaxAge, Now: o.Now, Validate: set.Validator(schemas.StageRecord)}
+		for _, st := range gates.Ladder() {
+			if !st.Approved {
+				continue
+			}
+			name := fmt.Sprintf("stage_%d_record", st.N)
+			rec, err := rc.Verify(ctx, st.N)
+			switch {
+			case err == nil:
+				add(name, nil, fmt.Sprintf("valid, run %s, validated %s", rec.RunID, rec.ValidatedAt.Format(time.RFC3339)))
+			case !o.RequireRecords && ctoharness.AsBlocker(err, ctoharness.StepGate).Code == ctoharness.BlockPrevStageMissing:
+				rep.Checks = append(rep.Checks, Check{Name: name, OK: true, Detail: "absent (not required)"})
+			default:
+				add(name, err, "")
+			}
+		}
+	}
+	return rep
+}
+
+func writable(dir string) error {
+	if dir == "" {
+		return errors.New("no runs directory configured")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".health-*")
+	if err != nil {
+		return fmt.Errorf("cannot write in %s: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(filepath.Clean(name))
+}
+
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}

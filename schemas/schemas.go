@@ -1,0 +1,289 @@
+// Package schemas holds the JSON Schemas (draft 2020-12) of every evidence
+// artifact cto-harness writes or reads, and validates bytes against them.
+//
+// There is one schema file per artifact kind, embedded in the binary. Every
+// artifact is validated before it is written and again by the validators, so
+// a schema is the contract between the writers and the readers; a drift test
+// keeps each schema in step with its Go type.
+//
+// The package holds no mutable state: Compile builds a fresh Set each time.
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+//go:embed *.schema.json
+var files embed.FS
+
+// Kind names an artifact kind; each has one schema file, <kind>.schema.json.
+type Kind string
+
+// Artifact kinds.
+const (
+	Report       Kind = "report"        // report.json (ctoharness.Report)
+	Event        Kind = "event"         // one line of events.normalized.jsonl (ctoharness.Event)
+	Trace        Kind = "trace"         // one line of trace.jsonl (ctoharness.TraceEntry)
+	SourceProof  Kind = "source-proof"  // proofs/source-{before,after}.json (ctoharness.SourceProof)
+	NonMutation  Kind = "non-mutation"  // proofs/source-non-mutation.json (ctoharness.NonMutationProof)
+	FixtureProof Kind = "fixture-proof" // proofs/fixture-clean-{start,end}.json (ctoharness.FixtureProof)
+	TaskSpec     Kind = "task-spec"     // the user's --task file (task.Spec)
+	TaskContract Kind = "task-contract" // task.json (task.Contract)
+	Config       Kind = "config"        // the harness configuration (config.Config)
+	StageRecord  Kind = "stage-record"  // a stage validation record (gates.Record)
+	StageResult  Kind = "stage-result"  // the line printed by validate-case-stage3 --json
+)
+
+// Kinds lists every artifact kind; the caller may modify the returned slice.
+func Kinds() []Kind {
+	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
+		TaskSpec, TaskContract, Config, StageRecord, StageResult}
+}
+
+// IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".
+const IDBase = "https://cto-harness.invalid/schemas/"
+
+// FileName is the schema file of kind k.
+func (k Kind) FileName() string { return string(k) + ".schema.json" }
+
+// ID is the $id of kind k's schema.
+func (k Kind) ID() string { return IDBase + k.FileName() }
+
+func (k Kind) known() bool {
+	for _, x := range Kinds() {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Source returns the raw schema file of kind k.
+func Source(kind Kind) ([]byte, error) {
+	if !kind.known() {
+		return nil, unknownKind(kind)
+	}
+	b, err := files.ReadFile(kind.FileName())
+	if err != nil {
+		return nil, fmt.Errorf("schema %q: %w", kind, err)
+	}
+	return b, nil
+}
+
+// Set is the compiled schemas of every kind. It is safe for concurrent use.
+type Set struct {
+	schemas map[Kind]*jsonschema.Schema
+}
+
+// Compile compiles every embedded schema with format assertions on. The
+// error names the schema file that failed. Each call builds a new Set.
+func Compile() (*Set, error) { return compileFS(files) }
+
+// compileFS compiles the schemas found in fsys (the embedded files, or a
+// test's broken copy of them).
+func compileFS(fsys fs.FS) (*Set, error) {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = true
+	c.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("schemas never load remote resources (asked for %s)", u)
+	}
+
+	embedded, err := fs.Glob(fsys, "*.schema.json")
+	if err != nil {
+		return nil, fmt.Errorf("list embedded schemas: %w", err)
+	}
+	want := map[string]bool{}
+	for _, k := range Kinds() {
+		want[k.FileName()] = true
+	}
+	for _, name := range embedded {
+		if !want[name] {
+			return nil, fmt.Errorf("schema file %s: no Kind is named %q", name, strings.TrimSuffix(name, ".schema.json"))
+		}
+	}
+
+	for _, k := range Kinds() {
+		src, err := fs.ReadFile(fsys, k.FileName())
+		if err != nil {
+			return nil, fmt.Errorf("schema file %s: %w", k.FileName(), err)
+		}
+		var head struct {
+			Schema string `json:"$schema"`
+			ID     string `json:"$id"`
+		}
+		if err := json.Unmarshal(src, &head); err != nil {
+			return nil, fmt.Errorf("schema file %s: %w", k.FileName(), err)
+		}
+		if head.ID != k.ID() {
+			return nil, fmt.Errorf("schema file %s: $id is %q, want %q", k.FileName(), head.ID, k.ID())
+		}
+		if head.Schema != "https://json-schema.org/draft/2020-12/schema" {
+			return nil, fmt.Errorf("schema file %s: $schema is %q, want draft 2020-12", k.FileName(), head.Schema)
+		}
+		if err := c.AddResource(k.ID(), bytes.NewReader(src)); err != nil {
+			return nil, fmt.Errorf("schema file %s: %w", k.FileName(), err)
+		}
+	}
+
+	s := &Set{schemas: make(map[Kind]*jsonschema.Schema, len(Kinds()))}
+	for _, k := range Kinds() {
+		sch, err := compileOne(c, k)
+		if err != nil {
+			return nil, fmt.Errorf("schema file %s: %w", k.FileName(), err)
+		}
+		s.schemas[k] = sch
+	}
+	return s, nil
+}
+
+// compileOne turns the library's panics on malformed keywords (for example
+// an invalid regular expression) into errors.
+func compileOne(c *jsonschema.Compiler, k Kind) (sch *jsonschema.Schema, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("compile: %v", r)
+		}
+	}()
+	return c.Compile(k.ID())
+}
+
+// Problem is one place where an instance does not match its schema.
+type Problem struct {
+	Pointer string // JSON pointer into the instance; "" is the whole document
+	Message string
+	Keyword string // JSON pointer to the failing schema keyword; "" for malformed JSON
+}
+
+// String is "pointer: message", plus the schema rule when the failure comes
+// from a conditional rule (whose message alone would not explain it).
+func (p Problem) String() string {
+	ptr := p.Pointer
+	if ptr == "" {
+		ptr = "(root)"
+	}
+	s := ptr + ": " + p.Message
+	if strings.Contains(p.Keyword, "/then/") || strings.Contains(p.Keyword, "/else/") {
+		s += " (by rule #" + p.Keyword + ")"
+	}
+	return s
+}
+
+// ValidationError reports why data does not match the schema of Kind.
+type ValidationError struct {
+	Kind     Kind
+	Problems []Problem // at least one; sorted by pointer
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%s does not match schema %s: %s", e.Kind, e.Kind.FileName(), strings.Join(parts, "; "))
+}
+
+// Pointers lists the distinct JSON pointers of the problems.
+func (e *ValidationError) Pointers() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range e.Problems {
+		if !seen[p.Pointer] {
+			seen[p.Pointer] = true
+			out = append(out, p.Pointer)
+		}
+	}
+	return out
+}
+
+func unknownKind(k Kind) error {
+	return fmt.Errorf("unknown schema kind %q (known: %s)", k, kindList())
+}
+
+func kindList() string {
+	ks := Kinds()
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Validate decodes data as one JSON value (numbers kept exact) and checks it
+// against kind's schema. A mismatch or malformed JSON is a *ValidationError
+// naming the kind and the failing JSON pointers.
+func (s *Set) Validate(kind Kind, data []byte) error {
+	sch, ok := s.schemas[kind]
+	if !ok {
+		return unknownKind(kind)
+	}
+	v, err := decode(data)
+	if err != nil {
+		return &ValidationError{Kind: kind, Problems: []Problem{{Message: "malformed JSON: " + err.Error()}}}
+	}
+	err = sch.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &ValidationError{Kind: kind, Problems: []Problem{{Message: err.Error()}}}
+	}
+	return &ValidationError{Kind: kind, Problems: leaves(ve)}
+}
+
+// Validator returns a function that validates bytes as kind; it suits the
+// validate parameters of task.Load, config.Load and gates.RecordCheck.
+func (s *Set) Validator(kind Kind) func([]byte) error {
+	return func(data []byte) error { return s.Validate(kind, data) }
+}
+
+func decode(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty input")
+		}
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
+}
+
+// leaves flattens the library's error tree into its innermost causes, which
+// name the exact instance locations that failed.
+func leaves(root *jsonschema.ValidationError) []Problem {
+	var out []Problem
+	seen := map[Problem]bool{}
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			p := Problem{Pointer: e.InstanceLocation, Message: e.Message, Keyword: e.KeywordLocation}
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(root)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
+	return out
+}

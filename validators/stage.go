@@ -1,0 +1,389 @@
+package validators
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// StageOptions configure a stage validation.
+type StageOptions struct {
+	RunsDir  string
+	Schemas  *schemas.Set
+	SelfExe  string
+	Clock    func() time.Time
+	HostEnv  func(string) string // only PATH is read from it
+	Config   config.Config       // the user's config: its target and external roots are honoured too
+	NewRunID func(stage int, now time.Time) string
+	// Health runs the broader health check once the focused checks pass.
+	Health func(ctx context.Context) (any, bool)
+}
+
+// StageResult is the one JSON line a stage validator prints.
+type StageResult struct {
+	OK                         bool              `json:"ok"`
+	Stage                      int               `json:"stage"`
+	Checked                    []string          `json:"checked"`
+	Errors                     []string          `json:"errors"`
+	PassArtifactPath           string            `json:"pass_artifact_path"`
+	FailureArtifactPaths       map[string]string `json:"failure_artifact_paths"`
+	SourceNonMutationProofPath string            `json:"source_non_mutation_proof_path"`
+	RecordPath                 string            `json:"record_path,omitempty"`
+	Health                     any               `json:"health,omitempty"`
+}
+
+type stageRun struct {
+	o   StageOptions
+	res *StageResult
+}
+
+func (s *stageRun) check(name string) { s.res.Checked = append(s.res.Checked, name) }
+func (s *stageRun) fail(format string, args ...any) {
+	s.res.Errors = append(s.res.Errors, fmt.Sprintf(format, args...))
+}
+func (s *stageRun) failf(name string, err error) bool { s.fail("%s: %v", name, err); return false }
+
+// Stage validates stage n of the ladder on the fake lane and, if every check
+// passes, writes its validation record. Earlier stages whose records are
+// missing are validated first; a stale or tampered earlier record is an error.
+func Stage(ctx context.Context, n int, o StageOptions) StageResult {
+	res := StageResult{Stage: n, Checked: []string{}, Errors: []string{}, FailureArtifactPaths: map[string]string{}}
+	s := &stageRun{o: o, res: &res}
+	if o.Clock == nil {
+		s.o.Clock = time.Now
+	}
+	st, err := gates.Lookup(n)
+	switch {
+	case err != nil:
+		s.fail("%v", err)
+		return res
+	case !st.Approved:
+		s.fail("%s is not approved and cannot be validated", st)
+		return res
+	}
+	if n >= 2 && !s.requirePrevious(ctx, n-1) {
+		return res
+	}
+	if st.Backend == ctoharness.BackendCase {
+		s.gateRefusals(ctx, n)
+	}
+	rep := s.passRoute(ctx, st)
+	if rep != nil && n == 3 {
+		s.compareWithStage2(rep)
+	}
+	if len(res.Errors) == 0 && o.Health != nil {
+		s.check("health")
+		h, ok := o.Health(ctx)
+		res.Health = h
+		if !ok {
+			s.fail("health: the broader health check failed; run 'cto-harness health --json' for details")
+		}
+	}
+	if len(res.Errors) == 0 && rep != nil {
+		s.writeRecord(ctx, n, rep)
+	}
+	res.OK = len(res.Errors) == 0
+	return res
+}
+
+func (s *stageRun) recordCheck() gates.RecordCheck {
+	return gates.RecordCheck{Dir: harness.RecordsDir(s.o.RunsDir), MaxAge: s.o.Config.MaxAge(), Now: s.o.Clock(),
+		Validate: s.o.Schemas.Validator(schemas.StageRecord)}
+}
+
+// requirePrevious makes sure stage n has a valid record, validating it first
+// when the record is missing.
+func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
+	name := fmt.Sprintf("stage_%d_validated", n)
+	s.check(name)
+	_, err := s.recordCheck().Verify(ctx, n)
+	if err == nil {
+		return true
+	}
+	if b := ctoharness.AsBlocker(err, ctoharness.StepGate); b.Code != ctoharness.BlockPrevStageMissing {
+		s.fail("%s: %s: %s", name, b.Code, b.Message)
+		return false
+	}
+	prev := Stage(ctx, n, StageOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe, Clock: s.o.Clock,
+		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID})
+	if !prev.OK {
+		for _, e := range prev.Errors {
+			s.fail("%s: %s", name, e)
+		}
+		return false
+	}
+	return true
+}
+
+func (s *stageRun) env(allow, stage string) func(string) string {
+	return func(k string) string {
+		switch k {
+		case gates.EnvAllowCase:
+			return allow
+		case gates.EnvCaseStage:
+			return stage
+		case "PATH":
+			if s.o.HostEnv != nil {
+				return s.o.HostEnv("PATH")
+			}
+		}
+		return ""
+	}
+}
+
+// sourceFor materializes the stage's source and the config that owns it. A
+// decoy Target Repository is materialized too and listed as a target root, so
+// the trace check proves the harness never looked at it.
+func (s *stageRun) sourceFor(ctx context.Context, st gates.Stage) (string, config.Config, *task.Spec, error) {
+	cfg := s.o.Config
+	base := filepath.Join(s.o.RunsDir, "sources")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", cfg, nil, err
+	}
+	dir, err := os.MkdirTemp(base, fmt.Sprintf("stage%d-", st.N))
+	if err != nil {
+		return "", cfg, nil, err
+	}
+	decoy := filepath.Join(dir, "target-repository")
+	if err := materialize(ctx, fixtures.SampleOwned, decoy, s.o.Clock()); err != nil {
+		return "", cfg, nil, err
+	}
+	cfg.TargetRoots = append(append([]string{}, cfg.TargetRoots...), decoy)
+	if st.Fixture != gates.FixtureOwnedRepo {
+		return "", cfg, nil, nil
+	}
+	src := filepath.Join(dir, "owned-source")
+	if err := materialize(ctx, fixtures.SampleOwned, src, s.o.Clock()); err != nil {
+		return "", cfg, nil, err
+	}
+	cfg.OwnedSources = append(append([]string{}, cfg.OwnedSources...), src)
+	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
+	if err != nil {
+		return "", cfg, nil, err
+	}
+	spec, err := task.Parse(data, "embedded sample task", s.o.Schemas.Validator(schemas.TaskSpec))
+	return src, cfg, &spec, err
+}
+
+func materialize(ctx context.Context, name, dst string, when time.Time) error {
+	archive, err := fixtures.Archive(name)
+	if err != nil {
+		return err
+	}
+	_, err = fixtures.Materialize(ctx, archive, dst, when.UTC().Truncate(time.Second))
+	return err
+}
+
+func (s *stageRun) runOptions(n int, src string, cfg config.Config, spec *task.Spec, getenv func(string) string) harness.Options {
+	return harness.Options{Stage: n, Source: src, Spec: spec, Lane: ctoharness.LaneFake, RunsDir: s.o.RunsDir, Config: cfg,
+		Getenv: getenv, SelfExe: s.o.SelfExe, Schemas: s.o.Schemas, Clock: s.o.Clock, NewRunID: s.o.NewRunID}
+}
+
+// gateRefusals proves that a missing or wrong gate blocks before any Case
+// process starts, and that the blocked run is still well-formed evidence.
+func (s *stageRun) gateRefusals(ctx context.Context, n int) {
+	other := strconv.Itoa(n - 1)
+	cases := []struct {
+		name  string
+		env   func(string) string
+		codes []ctoharness.BlockerCode
+	}{
+		{"gate_allow_case_missing", s.env("", strconv.Itoa(n)), []ctoharness.BlockerCode{ctoharness.BlockAllowCaseMissing}},
+		{"gate_case_stage_missing", s.env("1", ""), []ctoharness.BlockerCode{ctoharness.BlockCaseStageMissing}},
+		{"gate_case_stage_mismatch", s.env("1", other), []ctoharness.BlockerCode{ctoharness.BlockCaseStageMismatch}},
+	}
+	st, _ := gates.Lookup(n)
+	for _, tc := range cases {
+		s.check(tc.name)
+		src, cfg, spec, err := s.sourceFor(ctx, st)
+		if err != nil {
+			s.failf(tc.name, err)
+			continue
+		}
+		rep, err := harness.Run(ctx, s.runOptions(n, src, cfg, spec, tc.env))
+		if err != nil {
+			s.failf(tc.name, err)
+			continue
+		}
+		s.res.FailureArtifactPaths[tc.name] = rep.RunArtifactDir
+		if rep.CaseProcessStarted || rep.Status == ctoharness.StatusPass {
+			s.fail("%s: the run was not blocked before case_process_started (status %s)", tc.name, rep.Status)
+		}
+		if got := codesOf(rep.Blockers); !reflect.DeepEqual(got, sortedCodes(tc.codes)) {
+			s.fail("%s: blockers %v, want exactly %v", tc.name, got, sortedCodes(tc.codes))
+		}
+		if v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, RunOptions{}); !v.OK {
+			s.fail("%s: the blocked run's evidence does not validate: %v", tc.name, v.Errors)
+		}
+	}
+}
+
+func codesOf(bs []ctoharness.Blocker) []string {
+	out := []string{}
+	for _, b := range bs {
+		out = append(out, string(b.Code))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedCodes(cs []ctoharness.BlockerCode) []string {
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, string(c))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *stageRun) passRoute(ctx context.Context, st gates.Stage) *ctoharness.Report {
+	name := "pass_route"
+	s.check(name)
+	src, cfg, spec, err := s.sourceFor(ctx, st)
+	if err != nil {
+		s.failf(name, err)
+		return nil
+	}
+	rep, err := harness.Run(ctx, s.runOptions(st.N, src, cfg, spec, s.env("1", strconv.Itoa(st.N))))
+	if err != nil {
+		s.failf(name, err)
+		return nil
+	}
+	s.res.PassArtifactPath = rep.RunArtifactDir
+	if rep.SourceNonMutation.Checked {
+		s.res.SourceNonMutationProofPath = filepath.Join(rep.RunArtifactDir, rep.SourceNonMutation.ProofPath)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		s.fail("%s: status %s with blockers %v; see %s", name, rep.Status, rep.Blockers, rep.RunArtifactDir)
+		return nil
+	}
+	s.check("pass_route_evidence")
+	v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, RunOptions{ExpectPass: true})
+	for _, f := range v.Errors {
+		s.fail("pass_route_evidence: %s", f)
+	}
+	s.check("source_not_mutated")
+	if rep.SourceRepositoryMutated || !rep.SourceNonMutation.Checked {
+		s.fail("source_not_mutated: the pass route did not prove the source unchanged")
+	}
+	if st.Backend == ctoharness.BackendCase && rep.CaseLane != ctoharness.LaneFake {
+		s.fail("%s: lane %s, stage validation uses the fake lane", name, rep.CaseLane)
+	}
+	if !v.OK {
+		return nil
+	}
+	return rep
+}
+
+// compareWithStage2 holds the stage 3 pass run to the shape stage 2 proved.
+func (s *stageRun) compareWithStage2(rep3 *ctoharness.Report) {
+	const name = "stage2_expectations"
+	s.check(name)
+	rec, err := s.recordCheck().Verify(context.Background(), 2)
+	if err != nil {
+		s.failf(name, err)
+		return
+	}
+	raw, err := os.ReadFile(filepath.Join(rec.RunDir, evidence.ReportJSON))
+	if err != nil {
+		s.failf(name, err)
+		return
+	}
+	var rep2 ctoharness.Report
+	if err := json.Unmarshal(raw, &rep2); err != nil {
+		s.failf(name, err)
+		return
+	}
+	raw3, _ := json.Marshal(rep3)
+	if a, b := keysOf(raw), keysOf(raw3); !reflect.DeepEqual(a, b) {
+		s.fail("%s: report shape differs: stage 2 %v, stage 3 %v", name, a, b)
+	}
+	if !reflect.DeepEqual(ExpectedEvents(2), ExpectedEvents(3)) {
+		s.fail("%s: stage 3's event order differs from stage 2's", name)
+	}
+	if rep2.Backend != rep3.Backend || rep2.CaseLane != rep3.CaseLane || rep2.SchemaVersion != rep3.SchemaVersion {
+		s.fail("%s: backend/lane/schema %s/%s/%s differ from stage 2's %s/%s/%s", name, rep3.Backend, rep3.CaseLane,
+			rep3.SchemaVersion, rep2.Backend, rep2.CaseLane, rep2.SchemaVersion)
+	}
+	if rep2.Tests.Classification != rep3.Tests.Classification || len(rep3.Blockers) != len(rep2.Blockers) {
+		s.fail("%s: tests %s / blockers %d differ from stage 2's %s / %d", name, rep3.Tests.Classification, len(rep3.Blockers),
+			rep2.Tests.Classification, len(rep2.Blockers))
+	}
+	if a, b := mapKeys(rep2.ArtifactDigests), mapKeys(rep3.ArtifactDigests); !reflect.DeepEqual(a, b) {
+		s.fail("%s: artifact set differs: stage 2 %v, stage 3 %v", name, a, b)
+	}
+	for _, c := range rep3.ChangedFiles {
+		if !c.Allowed {
+			s.fail("%s: stage 3 changed %s outside its allowed paths", name, c.Path)
+		}
+	}
+	if !rep3.Freshness.StartedAt.After(rec.ValidatedAt) && !rep3.Freshness.StartedAt.Equal(rec.ValidatedAt) {
+		s.fail("%s: the stage 3 run started before stage 2 was validated", name)
+	}
+}
+
+func keysOf(raw []byte) []string {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &m)
+	return mapKeys(m)
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Report) {
+	s.check("record_written")
+	sum, err := evidence.FileSHA256(filepath.Join(rep.RunArtifactDir, evidence.ReportJSON))
+	if err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: n, RunID: rep.RunID, RunDir: rep.RunArtifactDir,
+		ReportSHA256: sum, ValidatedAt: s.o.Clock().UTC(), HarnessVersion: ctoharness.Version, Checked: append([]string{}, s.res.Checked...)}
+	rec.Seal()
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	if err := s.o.Schemas.Validate(schemas.StageRecord, data); err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	p := gates.RecordPath(harness.RecordsDir(s.o.RunsDir), n)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	s.res.RecordPath = p
+}
