@@ -10,9 +10,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -68,29 +68,79 @@ func ManifestDigest(entries []ctoharness.ManifestEntry) string {
 
 // walker builds the manifest. It is a hand-rolled lstat walk rather than
 // filepath.WalkDir because every entry needs a full lstat anyway (inode,
-// ctime), and WalkDir would add a sorted DirEntry slice per directory on
-// top. It never follows symlinks: directories are opened with O_NOFOLLOW
-// and only descended into when lstat says they are directories.
+// ctime), and because it emits entries directly in bytewise path order, so
+// no sort of the whole manifest is needed: within a directory, each child
+// is placed at its name and its subtree at name+"/" (git's tree order),
+// which orders full paths bytewise. It never follows symlinks: directories
+// are opened with O_NOFOLLOW and only descended into when lstat says they
+// are directories.
+//
+// The walk is syscall-bound, so a walker hands shallow subtrees to another
+// goroutine whenever one of GOMAXPROCS-1 slots is free; the subtree's
+// output is spliced back at the place it would have had, so the result is
+// identical to a sequential walk.
 type walker struct {
-	ctx     context.Context
-	root    string
-	deep    bool
-	entries []ctoharness.ManifestEntry
-	h       hash.Hash
-	buf     []byte
-	sum     []byte
-	seen    int
+	*walk
+	parts  []part                     // finished output, in order
+	cur    []ctoharness.ManifestEntry // output since the last split
+	dirent []byte
+	h      hash.Hash
+	buf    []byte
+	sum    []byte
+	seen   int
 }
 
-// walkManifest lstats every entry under root, root included, and returns
-// them sorted by path. With deep, regular files are hashed too.
-func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
-	w := &walker{ctx: ctx, root: root, deep: deep, entries: make([]ctoharness.ManifestEntry, 0, 4096)}
-	if deep {
+// walk is what the walkers of one manifest share.
+type walk struct {
+	ctx   context.Context
+	deep  bool
+	slots chan struct{} // a token per extra goroutine allowed
+}
+
+// part is a run of entries or a subtree walked by another goroutine.
+type part struct {
+	entries []ctoharness.ManifestEntry
+	sub     *subtree
+}
+
+type subtree struct {
+	done  chan struct{}
+	parts []part
+	err   error
+}
+
+// forkDepth bounds how deep subtrees are handed to other goroutines; below
+// it, splitting would cost more than it saves.
+const forkDepth = 3
+
+func (wk *walk) newWalker() *walker {
+	w := &walker{walk: wk, dirent: make([]byte, 32<<10)}
+	if wk.deep {
 		w.h = sha256.New()
 		w.buf = make([]byte, 64<<10)
 		w.sum = make([]byte, 0, sha256.Size)
 	}
+	return w
+}
+
+// child is one directory entry, lstat'ed, waiting for its turn in order.
+type child struct {
+	name string
+	st   syscall.Stat_t
+}
+
+// slot is a position in a directory's output: a child itself, or its
+// subtree (descend). Index -1 is the walk root itself, named ".".
+type slot struct {
+	i       int32
+	descend bool
+}
+
+// walkManifest lstats every entry under root, root included, and returns
+// them sorted bytewise by path. With deep, regular files are hashed too.
+func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
+	wk := &walk{ctx: ctx, deep: deep, slots: make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 0))}
+	w := wk.newWalker()
 	var st syscall.Stat_t
 	if err := lstat(root, &st); err != nil {
 		return nil, fmt.Errorf("lstat %s: %w", root, err)
@@ -98,52 +148,170 @@ func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.Man
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
 		return nil, fmt.Errorf("%s is no longer a directory (%v)", root, fileMode(uint32(st.Mode)))
 	}
-	if err := w.add(".", root, &st); err != nil {
+	err := w.dir(root, "", &st, 0)
+	w.parts = append(w.parts, part{entries: w.cur})
+	// Always wait for every subtree, even after an error, so no goroutine
+	// is still reading the source when this returns.
+	n, werr := settle(w.parts)
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
 		return nil, err
 	}
-	if err := w.dir(root, ""); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(w.entries, func(a, b ctoharness.ManifestEntry) int { return strings.Compare(a.Path, b.Path) })
-	return w.entries, nil
+	out := make([]ctoharness.ManifestEntry, 0, n)
+	return flatten(out, w.parts), nil
 }
 
-func (w *walker) dir(abs, rel string) error {
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", abs, err)
+// settle waits for every subtree and returns the entry count and the first
+// error in walk order.
+func settle(parts []part) (int, error) {
+	n := 0
+	var first error
+	for _, p := range parts {
+		n += len(p.entries)
+		if p.sub == nil {
+			continue
+		}
+		<-p.sub.done
+		m, err := settle(p.sub.parts)
+		n += m
+		if first == nil {
+			first = p.sub.err
+		}
+		if first == nil {
+			first = err
+		}
 	}
-	names, err := f.Readdirnames(-1)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("read directory %s: %w", abs, err)
+	return n, first
+}
+
+func flatten(out []ctoharness.ManifestEntry, parts []part) []ctoharness.ManifestEntry {
+	for _, p := range parts {
+		out = append(out, p.entries...)
+		if p.sub != nil {
+			out = flatten(out, p.sub.parts)
+		}
 	}
-	var st syscall.Stat_t
-	for _, name := range names {
+	return out
+}
+
+// fork walks abs on another goroutine if a slot is free, leaving a
+// placeholder for its output; it reports whether it did.
+func (w *walker) fork(abs, rel string, depth int) bool {
+	select {
+	case w.slots <- struct{}{}:
+	default:
+		return false
+	}
+	sub := &subtree{done: make(chan struct{})}
+	w.parts = append(w.parts, part{entries: w.cur}, part{sub: sub})
+	w.cur = nil
+	go func() {
+		defer close(sub.done)
+		defer func() { <-w.slots }()
+		cw := w.newWalker()
+		sub.err = cw.dir(abs, rel, nil, depth)
+		sub.parts = append(cw.parts, part{entries: cw.cur})
+	}()
+	return true
+}
+
+// dir emits the entries under abs. rootSt is the root's own lstat when abs
+// is the walk root (its "." entry sorts among the children), nil otherwise.
+func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
+	names, err := w.readNames(abs)
+	if err != nil {
+		return err
+	}
+	kids := make([]child, len(names))
+	slots := make([]slot, 0, len(names)+len(names)/4+1)
+	if rootSt != nil {
+		slots = append(slots, slot{i: -1})
+	}
+	for i, name := range names {
 		w.seen++
 		if w.seen&1023 == 0 {
 			if err := w.ctx.Err(); err != nil {
 				return err
 			}
 		}
-		childRel := name
-		if rel != "" {
-			childRel = rel + "/" + name
+		k := &kids[i]
+		k.name = name
+		if err := lstat(abs+"/"+name, &k.st); err != nil {
+			return fmt.Errorf("lstat %s/%s: %w", abs, name, err)
 		}
-		childAbs := abs + "/" + name
-		if err := lstat(childAbs, &st); err != nil {
-			return fmt.Errorf("lstat %s: %w", childAbs, err)
+		slots = append(slots, slot{i: int32(i)})
+		if k.st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			slots = append(slots, slot{i: int32(i), descend: true})
 		}
-		if err := w.add(childRel, childAbs, &st); err != nil {
-			return err
+	}
+	name := func(s slot) string {
+		if s.i < 0 {
+			return "."
 		}
-		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			if err := w.dir(childAbs, childRel); err != nil {
+		return kids[s.i].name
+	}
+	slices.SortFunc(slots, func(a, b slot) int { return compareTreeNames(name(a), a.descend, name(b), b.descend) })
+	for _, s := range slots {
+		if s.i < 0 {
+			if err := w.add(".", abs, rootSt); err != nil {
 				return err
 			}
+			continue
+		}
+		k := &kids[s.i]
+		childRel := k.name
+		if rel != "" {
+			childRel = rel + "/" + k.name
+		}
+		childAbs := abs + "/" + k.name
+		var err error
+		switch {
+		case !s.descend:
+			err = w.add(childRel, childAbs, &k.st)
+		case depth < forkDepth && w.fork(childAbs, childRel, depth+1):
+		default:
+			err = w.dir(childAbs, childRel, nil, depth+1)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// readNames lists a directory with raw getdents calls: os.File would add a
+// poller registration attempt and a sorted copy per directory.
+func (w *walker) readNames(abs string) ([]string, error) {
+	fd, err := open(abs, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("open directory %s: %w", abs, err)
+	}
+	defer syscall.Close(fd)
+	var names []string
+	for {
+		n, err := syscall.ReadDirent(fd, w.dirent)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read directory %s: %w", abs, err)
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent(w.dirent[:n], -1, names)
+	}
+}
+
+func open(p string, flags int) (int, error) {
+	for {
+		fd, err := syscall.Open(p, flags, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
@@ -178,7 +346,7 @@ func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
 	default:
 		e.Type = ctoharness.EntryOther
 	}
-	w.entries = append(w.entries, e)
+	w.cur = append(w.cur, e)
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -55,9 +54,12 @@ func (o ProofOptions) step() ctoharness.Step {
 // files included. Two proofs taken before and after a run and compared with
 // Compare show whether anything in the source changed.
 //
-// The trace gets one git_read entry for repo.GitDir and one walk entry for
-// repo.Root rather than one per file. Prove never writes: go-git is used
-// for Open, References, Head and Status only.
+// The status has go-git's Worktree.Status semantics; see status.go for how
+// it is computed without a second walk. The trace gets one git_read entry
+// for repo.GitDir and one walk entry for repo.Root rather than one per
+// file. Prove never writes: it only opens, reads and lstats, and uses
+// go-git for Open, Reference, Head, References, object reads and (as a
+// fallback) Status.
 func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Tracer) (ctoharness.SourceProof, error) {
 	step := opts.step()
 	if tr == nil {
@@ -80,14 +82,15 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 	tr.Trace(ctoharness.TraceGitRead, repo.GitDir)
 	tr.Trace(ctoharness.TraceWalk, repo.Root)
 
-	// go-git's status walks the worktree too; running it alongside the
-	// manifest walk keeps the proof close to the cost of one walk.
+	// HEAD, refs, the index and the HEAD-vs-index diff are read alongside
+	// the manifest walk; the worktree half of the status then reuses the
+	// walk's lstat data instead of walking again.
 	var gs gitState
 	var gerr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		gs, gerr = readGit(repo.Root)
+		gs, gerr = readGit(repo)
 	}()
 	entries, werr := walkManifest(ctx, repo.Root, opts.Deep)
 	<-done
@@ -108,6 +111,12 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
+	status, err := proofStatus(repo.Root, gs, entries)
+	if err != nil {
+		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
+			"cannot compute the status of source %s; check that every file in it is readable", repo.Root)
+	}
+
 	return ctoharness.SourceProof{
 		SchemaVersion:  ctoharness.SchemaVersion,
 		RunID:          opts.RunID,
@@ -117,8 +126,8 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		Head:           gs.head,
 		RefsDigest:     gs.refsDigest,
 		RefCount:       gs.refCount,
-		StatusClean:    len(gs.status) == 0,
-		Status:         gs.status,
+		StatusClean:    len(status) == 0,
+		Status:         status,
 		Deep:           opts.Deep,
 		ManifestDigest: ManifestDigest(entries),
 		Manifest:       entries,
@@ -128,22 +137,30 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 // errUnborn means HEAD names a branch that has no commit yet.
 var errUnborn = errors.New("HEAD has no commit")
 
-// gitState is what Prove learns from go-git.
+// gitState is what Prove learns from go-git and the index before the
+// manifest walk finishes.
 type gitState struct {
+	repo       *git.Repository
 	head       ctoharness.HeadState
 	refsDigest string
 	refCount   int
-	status     []ctoharness.StatusEntry
+	// idx and staging feed the fast status; when fallback is set the fast
+	// status cannot model this repository and go-git's Status is used.
+	idx      *gitIndex
+	staging  stagingChanges
+	fallback error
 }
 
 // readGit opens the repository exactly at root (no parent discovery) and
-// reads HEAD, references and status. None of these calls write.
-func readGit(root string) (gitState, error) {
+// reads HEAD, references, the index and how the index differs from HEAD.
+// None of these calls write.
+func readGit(repo Repo) (gitState, error) {
 	var gs gitState
-	r, err := git.PlainOpenWithOptions(root, &git.PlainOpenOptions{DetectDotGit: false})
+	r, err := git.PlainOpenWithOptions(repo.Root, &git.PlainOpenOptions{DetectDotGit: false})
 	if err != nil {
-		return gs, fmt.Errorf("open %s: %w", root, err)
+		return gs, fmt.Errorf("open %s: %w", repo.Root, err)
 	}
+	gs.repo = r
 
 	raw, err := r.Reference(plumbing.HEAD, false)
 	if err != nil {
@@ -171,27 +188,32 @@ func readGit(root string) (gitState, error) {
 		return gs, err
 	}
 
-	wt, err := r.Worktree()
+	idx, err := readIndex(repo.GitDir)
+	if errors.Is(err, errFallback) {
+		gs.fallback = err
+		return gs, nil
+	}
 	if err != nil {
-		return gs, fmt.Errorf("open worktree: %w", err)
+		return gs, err
 	}
-	st, err := wt.Status()
+	staging, err := stagingDiff(r, commit.TreeHash, idx.entries, buildIndexTrees(idx.entries))
 	if err != nil {
-		return gs, fmt.Errorf("status: %w", err)
+		return gs, err
 	}
-	gs.status = make([]ctoharness.StatusEntry, 0, len(st))
-	for p, fst := range st {
-		if fst.Staging == git.Unmodified && fst.Worktree == git.Unmodified {
-			continue
-		}
-		gs.status = append(gs.status, ctoharness.StatusEntry{
-			Path:     p,
-			Staging:  string(rune(fst.Staging)),
-			Worktree: string(rune(fst.Worktree)),
-		})
-	}
-	slices.SortFunc(gs.status, func(a, b ctoharness.StatusEntry) int { return strings.Compare(a.Path, b.Path) })
+	gs.idx, gs.staging = idx, staging
 	return gs, nil
+}
+
+// proofStatus is the worktree status for the proof: the fast status when
+// it models the repository, go-git's Status otherwise.
+func proofStatus(root string, gs gitState, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, error) {
+	if gs.fallback == nil {
+		st, err := worktreeStatus(root, gs.idx, gs.staging, manifest)
+		if !errors.Is(err, errFallback) {
+			return st, err
+		}
+	}
+	return goGitStatus(gs.repo)
 }
 
 // refsDigest hashes the sorted lines "name target\n" of every reference

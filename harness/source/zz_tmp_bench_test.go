@@ -21,7 +21,7 @@ func BenchmarkTmpBig(b *testing.B) {
 	})
 	b.Run("git", func(b *testing.B) {
 		for b.Loop() {
-			readGit(root)
+			readGit(repo)
 		}
 	})
 	b.Run("prove", func(b *testing.B) {
