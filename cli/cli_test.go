@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"context"
 	"os"
 	"path/filepath"
@@ -31,7 +32,11 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("CTO_HARNESS_RUNS_DIR", filepath.Join(e.WorkDir, "runs"))
-			return nil
+			// Everything a script makes under $WORK/owned is owned; $WORK/targets is a Target Repository root.
+			cfg := fmt.Sprintf(`{"owned_sources": [%q], "target_repository_roots": [%q]}`,
+				filepath.Join(e.WorkDir, "owned"), filepath.Join(e.WorkDir, "targets"))
+			e.Setenv("CTO_HARNESS_CONFIG", filepath.Join(e.WorkDir, "harness.json"))
+			return os.WriteFile(filepath.Join(e.WorkDir, "harness.json"), []byte(cfg), 0o644)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// materialize NAME DIR: build an embedded repository with go-git.

@@ -188,7 +188,9 @@ func checkReportChecksum(v *runView, c collector) {
 		return
 	}
 	if fields[0] != hex.EncodeToString(sum[:]) {
-		c.fail("report_checksum", evidence.ReportJSON, "content does not match %s (the report was changed after it was written)", evidence.ReportSum)
+		// Either file may be the one changed; name both.
+		c.fail("report_checksum", evidence.ReportJSON, "content does not match %s (one of them was changed after the run)", evidence.ReportSum)
+		c.fail("report_checksum", evidence.ReportSum, "checksum %s does not match %s", fields[0], evidence.ReportJSON)
 	}
 }
 
@@ -735,8 +737,8 @@ func checkTests(v *runView, c collector) {
 	}
 	ran := v.has(ctoharness.EvVerificationDone) && t.Classification != ctoharness.TestNotRun
 	if ran {
-		if st, err := os.Stat(v.path(evidence.TestLog)); err != nil || (st.Size() == 0 && t.Classification == ctoharness.TestFailure) {
-			c.fail(chk, evidence.TestLog, "the verification ran but its log is missing or empty")
+		if data, err := os.ReadFile(v.path(evidence.TestLog)); err != nil || !strings.HasPrefix(string(data), "$ "+t.Command+"\n") {
+			c.fail(chk, evidence.TestLog, "the verification ran but its log is missing or does not start with its command")
 		}
 	}
 	if v.report.Status == ctoharness.StatusPass && t.Classification != ctoharness.TestPass {

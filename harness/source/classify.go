@@ -121,11 +121,20 @@ func resolveSource(in *inspector, abs string) (string, error) {
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
+		// A link into a fenced root must be reported as such: that refusal
+		// outranks every other. Resolving stops at the fence.
+		var fe *fencedError
+		if _, err := in.resolve(cand); errors.As(err, &fe) {
+			return "", fencedBlock(abs, fe)
+		}
 		return "", block(ctoharness.BlockSourceSymlink, nil,
 			"source %s is a symlink; pass the real directory instead", abs)
 	case !fi.IsDir():
 		return "", block(ctoharness.BlockSourceNotGit, nil,
 			"source %s is not a directory; pass the root directory of a git worktree", abs)
+	case filepath.Base(cand) == ".git":
+		return "", block(ctoharness.BlockSourceNotGit, nil,
+			"source %s is a .git directory; pass the worktree root that contains it (%s)", abs, filepath.Dir(abs))
 	}
 	return cand, nil
 }

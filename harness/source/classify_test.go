@@ -88,6 +88,24 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceSymlink,
 		},
 		{
+			name: "given path is a symlink into the target root",
+			setup: func(t *testing.T, l layout) string {
+				symlink(t, filepath.Join(l.target, "repo"), filepath.Join(l.owned, "link"))
+				return filepath.Join(l.owned, "link")
+			},
+			code: ctoharness.BlockSourceIsTarget,
+		},
+		{
+			name:  "the .git directory itself",
+			setup: func(t *testing.T, l layout) string { return filepath.Join(l.owned, "repo", ".git") },
+			code:  ctoharness.BlockSourceNotGit,
+		},
+		{
+			name:  "subdirectory of a worktree",
+			setup: func(t *testing.T, l layout) string { p := filepath.Join(l.owned, "repo", "sub"); mkdir(t, p); return p },
+			code:  ctoharness.BlockSourceNotGit,
+		},
+		{
 			name: "parent symlink loop",
 			setup: func(t *testing.T, l layout) string {
 				symlink(t, "loop2", filepath.Join(l.owned, "loop1"))

@@ -33,7 +33,16 @@ func Run(ctx context.Context, in Input) (ctoharness.TestsRecord, error) {
 	log := proc.NewCappedFile(in.Log, in.LogCap)
 	argv := []string{"/bin/sh", "-c", in.Command}
 	in.Tracer.TraceExec(argv, in.Fixture)
+	fmt.Fprintf(log, "$ %s\n", in.Command)
 	res, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout, Stdout: log, Stderr: log})
+	switch {
+	case res.TimedOut:
+		fmt.Fprintf(log, "[cto-harness: killed after the %s timeout]\n", in.Timeout)
+	case res.ExitCode != nil:
+		fmt.Fprintf(log, "[cto-harness: exit status %d after %s]\n", *res.ExitCode, res.Duration.Round(time.Millisecond))
+	case res.Signal != "":
+		fmt.Fprintf(log, "[cto-harness: killed by %s]\n", res.Signal)
+	}
 	cerr := log.Close()
 	rec.DurationMs = res.Duration.Milliseconds()
 	rec.TimedOut = res.TimedOut

@@ -66,6 +66,9 @@ func Scenarios() []Scenario {
 				return err
 			}
 			p := filepath.Join(c.root, ".git", "hooks", "post-commit")
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
 			return os.WriteFile(p, []byte("#!/bin/sh\necho planted\n"), 0o755)
 		}},
 	}
