@@ -1,8 +1,8 @@
 package cli_test
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
