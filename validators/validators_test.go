@@ -214,6 +214,54 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			f.Close()
 			reseal(t, dir)
 		}},
+		{"report_schema", func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["status"] = "pasz" })
+			reseal(t, dir)
+		}},
+		{"artifact_schemas", func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, evidence.TaskFile), func(m map[string]any) { m["source_path"] = "/somewhere" })
+			reseal(t, dir)
+		}},
+		{"task_contract", func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, evidence.TaskFile), func(m map[string]any) { m["allowed_paths"] = []any{"**"} })
+			reseal(t, dir)
+		}},
+		{"tests", func(t *testing.T, dir string) {
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+				m["tests"].(map[string]any)["exit_code"] = float64(1)
+			})
+			reseal(t, dir)
+		}},
+		{"event_order", func(t *testing.T, dir string) {
+			// Drop fixture_clean_start and rebuild a consistent chain: only the order check can object.
+			p := filepath.Join(dir, evidence.EventsFile)
+			data, _ := os.ReadFile(p)
+			var rep ctoharness.Report
+			raw, _ := os.ReadFile(filepath.Join(dir, evidence.ReportJSON))
+			json.Unmarshal(raw, &rep)
+			prev := evidence.GenesisHash(rep.RunID, rep.Freshness.Nonce)
+			var out []byte
+			seq := 0
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var e ctoharness.Event
+				json.Unmarshal([]byte(line), &e)
+				if e.Type == ctoharness.EvFixtureCleanStart {
+					continue
+				}
+				seq++
+				e.Seq, e.Prev = seq, prev
+				b, _ := json.Marshal(e)
+				prev = evidence.LineHash(b)
+				out = append(append(out, b...), '\n')
+			}
+			os.WriteFile(p, out, 0o644)
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+				f := m["freshness"].(map[string]any)
+				f["final_event_hash"] = prev
+				f["events"] = float64(seq)
+			})
+			reseal(t, dir)
+		}},
 		{"event_chain", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, evidence.EventsFile)
 			data, _ := os.ReadFile(p)

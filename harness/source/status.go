@@ -30,8 +30,16 @@ import (
 // comparison with its racy-git rule, every untracked file listed, nested
 // .git entries skipped, .gitignore patterns loaded the way
 // gitignore.ReadPatterns loads them); tests check it against go-git's
-// Status on the same repositories. Anything it does not model returns
-// errFallback and the proof uses go-git's Status instead.
+// Status on the same repositories. Anything it does not model (submodules,
+// unmerged, skip-worktree or intent-to-add entries, split or sparse index,
+// index versions other than 2-4, a non-SHA-1 index) returns errFallback and
+// the proof uses go-git's Status instead.
+//
+// Known, deliberate differences from go-git v5.19: a symlinked .gitignore
+// is not followed (git itself stopped following them in 2.32), and paths
+// that go-git's worktree filesystem refuses to open (control characters,
+// NTFS-reserved names such as "aux") are read normally, where go-git would
+// fail the status or report the file modified.
 
 // stagingChanges maps a path to its staging code (HEAD tree vs index).
 type stagingChanges map[string]git.StatusCode

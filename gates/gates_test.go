@@ -1,0 +1,175 @@
+package gates_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+func TestLadderTable(t *testing.T) {
+	l := gates.Ladder()
+	if len(l) != 6 {
+		t.Fatalf("%d stages", len(l))
+	}
+	for i, st := range l {
+		if st.N != i+1 {
+			t.Errorf("stage at %d is numbered %d", i, st.N)
+		}
+		if st.Approved != (st.N <= 3) {
+			t.Errorf("%s approved=%v", st, st.Approved)
+		}
+	}
+	if l[0].Backend != ctoharness.BackendFake || l[1].Backend != ctoharness.BackendCase || l[2].Fixture != gates.FixtureOwnedRepo {
+		t.Errorf("unexpected ladder %+v", l)
+	}
+	for _, n := range []int{0, 7, -1} {
+		if _, err := gates.Lookup(n); ctoharness.AsBlocker(err, "").Code != ctoharness.BlockStageUnknown {
+			t.Errorf("Lookup(%d) = %v", n, err)
+		}
+	}
+}
+
+type fixture struct {
+	dir    string
+	set    *schemas.Set
+	now    time.Time
+	report string
+}
+
+// newFixture writes a run's report.json and a sealed stage record for it.
+func newFixture(t *testing.T, stage int) *fixture {
+	t.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{dir: t.TempDir(), set: set, now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
+	runDir := filepath.Join(f.dir, "run")
+	os.MkdirAll(runDir, 0o755)
+	f.report = filepath.Join(runDir, "report.json")
+	os.WriteFile(f.report, []byte(`{"status":"pass"}`), 0o644)
+	f.write(t, stage, func(*gates.Record) {})
+	return f
+}
+
+func (f *fixture) write(t *testing.T, stage int, edit func(*gates.Record)) {
+	t.Helper()
+	r := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: stage, RunID: "20261101T110000Z-s1-abcdef01",
+		RunDir: filepath.Dir(f.report), ReportSHA256: "b0a4d9d8b4eb0c37ddbfc1a1d9b1d54fba4f37c9b19e0d25bfc8f7a0a3c28e6d",
+		ValidatedAt: f.now.Add(-time.Hour), HarnessVersion: ctoharness.Version, Checked: []string{"pass_route"}}
+	sum, _ := os.ReadFile(f.report)
+	r.ReportSHA256 = sha(sum)
+	edit(&r)
+	if r.RecordDigest == "" {
+		r.Seal()
+	}
+	data, _ := json.Marshal(r)
+	if err := os.WriteFile(gates.RecordPath(f.dir, stage), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) check() gates.RecordCheck {
+	return gates.RecordCheck{Dir: f.dir, MaxAge: 24 * time.Hour, Now: f.now, Validate: f.set.Validator(schemas.StageRecord)}
+}
+
+func TestRecordVerify(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, f *fixture)
+		want   ctoharness.BlockerCode
+	}{
+		{"valid", func(*testing.T, *fixture) {}, ""},
+		{"missing", func(t *testing.T, f *fixture) { os.Remove(gates.RecordPath(f.dir, 1)) }, ctoharness.BlockPrevStageMissing},
+		{"not json", func(t *testing.T, f *fixture) { os.WriteFile(gates.RecordPath(f.dir, 1), []byte("{"), 0o644) }, ctoharness.BlockPrevStageInvalid},
+		{"schema invalid", func(t *testing.T, f *fixture) {
+			os.WriteFile(gates.RecordPath(f.dir, 1), []byte(`{"stage":1}`), 0o644)
+		}, ctoharness.BlockPrevStageInvalid},
+		{"digest broken", func(t *testing.T, f *fixture) {
+			f.write(t, 1, func(r *gates.Record) { r.Seal(); r.RunID = "20261101T110000Z-s1-ffffffff" })
+		}, ctoharness.BlockPrevStageTampered},
+		{"report changed", func(t *testing.T, f *fixture) { os.WriteFile(f.report, []byte(`{"status":"pasz"}`), 0o644) }, ctoharness.BlockPrevStageTampered},
+		{"report gone", func(t *testing.T, f *fixture) { os.Remove(f.report) }, ctoharness.BlockPrevStageMissing},
+		{"other stage", func(t *testing.T, f *fixture) { f.write(t, 1, func(r *gates.Record) { r.Stage = 2 }) }, ctoharness.BlockPrevStageTampered},
+		{"schema version", func(t *testing.T, f *fixture) { f.write(t, 1, func(r *gates.Record) { r.SchemaVersion = "0.9.0" }) }, ctoharness.BlockPrevStageSchema},
+		{"stale", func(t *testing.T, f *fixture) {
+			f.write(t, 1, func(r *gates.Record) { r.ValidatedAt = f.now.Add(-25 * time.Hour) })
+		}, ctoharness.BlockPrevStageStale},
+		{"from the future", func(t *testing.T, f *fixture) {
+			f.write(t, 1, func(r *gates.Record) { r.ValidatedAt = f.now.Add(time.Hour) })
+		}, ctoharness.BlockPrevStageStale},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 1)
+			tc.damage(t, f)
+			_, err := f.check().Verify(context.Background(), 1)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var be *ctoharness.BlockerError
+			if !errors.As(err, &be) || be.Blocker.Code != tc.want {
+				t.Fatalf("err = %v, want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckDecisions(t *testing.T) {
+	f := newFixture(t, 2)
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	tests := []struct {
+		name  string
+		stage int
+		env   map[string]string
+		want  []ctoharness.BlockerCode
+	}{
+		{"stage 1 needs nothing", 1, nil, nil},
+		{"stage 3 open", 3, map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}, nil},
+		{"allow missing", 3, map[string]string{gates.EnvCaseStage: "3"}, []ctoharness.BlockerCode{ctoharness.BlockAllowCaseMissing}},
+		{"allow not 1", 3, map[string]string{gates.EnvAllowCase: "true", gates.EnvCaseStage: "3"}, []ctoharness.BlockerCode{ctoharness.BlockAllowCaseMissing}},
+		{"stage missing", 3, map[string]string{gates.EnvAllowCase: "1"}, []ctoharness.BlockerCode{ctoharness.BlockCaseStageMissing}},
+		{"stage mismatch", 3, map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "2"}, []ctoharness.BlockerCode{ctoharness.BlockCaseStageMismatch}},
+		{"previous missing", 2, map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "2"}, []ctoharness.BlockerCode{ctoharness.BlockPrevStageMissing}},
+		{"all at once", 2, nil, []ctoharness.BlockerCode{ctoharness.BlockAllowCaseMissing, ctoharness.BlockCaseStageMissing, ctoharness.BlockPrevStageMissing}},
+		{"stage 5", 5, map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "5"}, []ctoharness.BlockerCode{ctoharness.BlockStageNotApproved}},
+		{"stage 0", 0, nil, []ctoharness.BlockerCode{ctoharness.BlockStageUnknown}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := gates.Check(context.Background(), gates.Request{Stage: tc.stage, Getenv: env(tc.env), Records: f.check()})
+			var got []ctoharness.BlockerCode
+			for _, b := range d.Blockers {
+				got = append(got, b.Code)
+				if b.Step != ctoharness.StepGate || b.Message == "" {
+					t.Errorf("blocker %+v lacks step or message", b)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+			if d.Allowed() != (len(tc.want) == 0) {
+				t.Fatalf("Allowed() = %v", d.Allowed())
+			}
+			if tc.stage == 3 && d.Allowed() && (d.Previous == nil || d.Previous.Stage != 2) {
+				t.Fatalf("previous record not returned: %+v", d.Previous)
+			}
+		})
+	}
+}
