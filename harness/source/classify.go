@@ -43,6 +43,13 @@ type Repo struct {
 // tr before it happens; paths at or under a target or external root are
 // refused before they are touched, and that refusal takes precedence over
 // every other check.
+//
+// Checks run in this order: remote or empty path; the fence, lexically on
+// the given path; component-wise resolution (fence checked before every
+// lstat); the given path itself (symlink, missing, not a directory); a
+// source that contains a fenced root; ownership, before anything inside
+// the repository is read; then the git layout (.git directory, bare,
+// gitfile, commondir, alternates).
 func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer) (Repo, error) {
 	if tr == nil {
 		tr = ctoharness.NopTracer{}
@@ -105,14 +112,12 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 // resolved component by component, then the last component is lstat'ed
 // itself, because the given path must be the real directory, not a link.
 func resolveSource(in *inspector, abs string) (string, error) {
-	parent := "/"
 	cand := "/"
 	if abs != "/" {
-		p, err := in.resolve(filepath.Dir(abs))
+		parent, err := in.resolve(filepath.Dir(abs))
 		if err != nil {
 			return "", classifyFSError(abs, err)
 		}
-		parent = p
 		cand = filepath.Join(parent, filepath.Base(abs))
 	}
 	fi, err := in.lstat(cand)
