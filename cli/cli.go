@@ -70,6 +70,7 @@ type CLI struct {
 	Validate      ValidateCmd      `cmd:"" help:"Validate one run directory's evidence."`
 	ValidateStage ValidateStageCmd `cmd:"" name:"validate-stage" help:"Validate a whole stage (runs it on the fake lane) and write its validation record."`
 	Health        HealthCmd        `cmd:"" help:"Check that this machine can produce valid evidence."`
+	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
 }

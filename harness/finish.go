@@ -34,13 +34,13 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.skipVerify("the run did not reach verification")
 	}
 	if r.dir.Fault() != "" && r.ok() {
-		// An injected fault that never fired still must not let the run pass.
+		// An injected write fault that never fired still must not let the run pass.
 		r.blockWrite(fmt.Errorf("%w: fault injected at %s", evidence.ErrWrite, r.dir.Fault()), ctoharness.StepReport)
 	}
 	r.ensureFile(ctx, evidence.PatchFile, nil)
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.dir.Fault() == ""
+	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" && r.o.AllowedCheck == nil
 	codes := []string{}
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))

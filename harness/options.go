@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -38,9 +39,32 @@ type Options struct {
 	NewNonce func() string
 
 	// Scenario and Fault are for the failure machinery only: they pick the
-	// fake Case's behaviour and an artifact whose write is made to fail.
+	// fake Case's behaviour and inject a fault ("artifact:NAME" makes that
+	// artifact's write fail; "fixture_dirty_start" leaves an untracked file in
+	// the fixture after the baseline commit). A fault is recorded in the report
+	// and a run with one never qualifies as stage evidence.
 	Scenario string
 	Fault    string
+
+	// AllowedCheck replaces the allowed-path policy when set. It exists so a
+	// test can break the check on purpose and show the failure matrix notice.
+	AllowedCheck func(path string) (bool, string)
+}
+
+// Fault points.
+const (
+	FaultArtifactPrefix    = "artifact:"
+	FaultFixtureDirtyStart = "fixture_dirty_start"
+)
+
+func (o *Options) checkFault() error {
+	switch {
+	case o.Fault == "", o.Fault == FaultFixtureDirtyStart:
+		return nil
+	case strings.HasPrefix(o.Fault, FaultArtifactPrefix) && len(o.Fault) > len(FaultArtifactPrefix):
+		return nil
+	}
+	return fmt.Errorf("%w: unknown fault %q; use %q or %qNAME", ErrUsage, o.Fault, FaultFixtureDirtyStart, FaultArtifactPrefix)
 }
 
 // RecordsDir is where stage validation records live.

@@ -51,6 +51,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
 		return nil, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
 	}
+	if err := o.checkFault(); err != nil {
+		return nil, err
+	}
 	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
 		return nil, err
 	}
@@ -65,8 +68,8 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		return nil, err
 	}
 	r.dir = dir
-	if o.Fault != "" {
-		dir.WithFault(o.Fault)
+	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
+		dir.WithFault(a)
 	}
 	r.rep = &ctoharness.Report{
 		SchemaVersion:        ctoharness.SchemaVersion,
@@ -85,9 +88,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		Sandbox:      sandboxRecord(),
 		Freshness:    ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
 	}
-	if dir.Fault() != "" {
-		r.rep.FaultInjection = dir.Fault()
-	}
+	r.rep.FaultInjection = o.Fault
 	r.ev, err = dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
 	if err != nil {
 		r.blockWrite(err, ctoharness.StepGate)
@@ -106,10 +107,17 @@ func (r *run) steps(ctx context.Context) {
 	if !r.gate(ctx) {
 		return
 	}
-	if !r.classify(ctx) || !r.proveBefore(ctx) {
+	if !r.classify(ctx) {
+		return
+	}
+	clean := r.proveBefore(ctx)
+	if r.before == nil {
 		return
 	}
 	defer r.proveAfter(ctx)
+	if !clean {
+		return
+	}
 	if !r.copyFixture(ctx) {
 		return
 	}

@@ -265,7 +265,7 @@ func TestStage3PassAndFailures(t *testing.T) {
 
 	t.Run("artifact write failure", func(t *testing.T) {
 		o := base
-		o.Fault = "patch.diff"
+		o.Fault = harness.FaultArtifactPrefix + "patch.diff"
 		rep, err := harness.Run(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)

@@ -186,6 +186,13 @@ func (r *run) copyFixture(ctx context.Context) bool {
 	}
 	r.rep.Commits.BaselineCommit = res.BaselineCommit
 	r.rep.Commits.BaselineTree = res.BaselineTree
+	if r.o.Fault == FaultFixtureDirtyStart {
+		p := filepath.Join(dst, "injected-untracked.txt")
+		r.tr.Trace(ctoharness.TraceWrite, p)
+		if err := os.WriteFile(p, []byte("left by the fixture_dirty_start fault\n"), 0o644); err != nil {
+			r.blockErr(err, ctoharness.StepBaseline)
+		}
+	}
 	r.emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside)})
 	r.step(ctoharness.StepBaseline)
 	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
@@ -360,9 +367,12 @@ func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) 
 
 func (r *run) collect(ctx context.Context) {
 	r.step(ctoharness.StepCollect)
-	pol := task.NewPathPolicy(r.spec.AllowedPaths)
+	allowed := task.NewPathPolicy(r.spec.AllowedPaths).Check
+	if r.o.AllowedCheck != nil {
+		allowed = r.o.AllowedCheck
+	}
 	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Baseline: r.rep.Commits.BaselineCommit,
-		When: r.o.Clock(), Tracer: r.tr, Allowed: pol.Check})
+		When: r.o.Clock(), Tracer: r.tr, Allowed: allowed})
 	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	if werr := r.dir.WriteFile(ctx, evidence.PatchFile, res.Patch); werr != nil {
 		r.blockWrite(werr, ctoharness.StepCollect)

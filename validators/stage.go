@@ -85,6 +85,7 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 	rep := s.passRoute(ctx, st)
 	if rep != nil && n == 3 {
 		s.compareWithStage2(rep)
+		s.failureMatrix(ctx)
 	}
 	if len(res.Errors) == 0 && o.Health != nil {
 		s.check("health")
@@ -386,4 +387,27 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		return
 	}
 	s.res.RecordPath = p
+}
+
+// failureMatrix replays every row of the failure matrix; each must fail
+// closed exactly as the matrix says.
+func (s *stageRun) failureMatrix(ctx context.Context) {
+	rows, err := fixtures.Matrix()
+	if err != nil {
+		s.check("failure_matrix")
+		s.failf("failure_matrix", err)
+		return
+	}
+	for _, row := range rows {
+		name := "fixture:" + row.Name
+		s.check(name)
+		r := Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
+			HostEnv: s.o.HostEnv, Clock: s.o.Clock})
+		if r.RunDir != "" {
+			s.res.FailureArtifactPaths[row.Name] = r.RunDir
+		}
+		for _, e := range r.Errors {
+			s.fail("%s: %s", name, e)
+		}
+	}
 }

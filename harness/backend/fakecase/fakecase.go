@@ -18,6 +18,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/go-git/go-git/v5"
 )
 
 // NoteLine is the line the canned change appends; sample verification
@@ -60,6 +61,20 @@ func Scenarios() []Scenario {
 		}},
 		{"break-verification", "make a change the verification command rejects", func(c *caseRun) error {
 			return c.writeNote("- a note the verification check does not accept\n")
+		}},
+		{"nested-repo", "make the change and create a nested git repository under the first allowed path", func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			rel, err := Target(c.contract.AllowedPaths)
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(c.root, filepath.Dir(filepath.FromSlash(rel)), "nested")
+			if _, err := git.PlainInit(dir, false); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, "inner.txt"), []byte("inside a nested repository\n"), 0o644)
 		}},
 		{"touch-git", "make the change and plant a hook inside the fixture's .git", func(c *caseRun) error {
 			if err := c.edit(); err != nil {

@@ -1,0 +1,298 @@
+package validators
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// ReplayOptions configure failure-row replays.
+type ReplayOptions struct {
+	RunsDir string // holds the validated stage records; each row gets its own directory under matrix/
+	Schemas *schemas.Set
+	SelfExe string
+	HostEnv func(string) string
+	Clock   func() time.Time
+	// Harness, when set, adjusts the harness options of every row; tests use
+	// it to break a check on purpose.
+	Harness func(*harness.Options)
+	// Keep leaves the row's sources and workspace behind; by default only the
+	// run's evidence directory is kept.
+	Keep bool
+}
+
+// RowResult is the outcome of one replay: expected against actual.
+type RowResult struct {
+	Name               string   `json:"name"`
+	OK                 bool     `json:"ok"`
+	RunDir             string   `json:"run_dir"`
+	ExpectedBlockers   []string `json:"expected_blockers"`
+	ActualBlockers     []string `json:"actual_blockers"`
+	ExpectedLastEvent  string   `json:"expected_last_event"`
+	ActualLastEvent    string   `json:"actual_last_event"`
+	CaseProcessStarted bool     `json:"case_process_started"`
+	Status             string   `json:"status"`
+	SourceUnchanged    bool     `json:"source_unchanged"`
+	EvidenceValid      bool     `json:"evidence_valid"`
+	Errors             []string `json:"errors"`
+}
+
+func (r *RowResult) fail(format string, args ...any) {
+	r.Errors = append(r.Errors, fmt.Sprintf(format, args...))
+}
+
+// EnsureStage2 validates stage 2 in runsDir unless its record is already valid.
+func EnsureStage2(ctx context.Context, o StageOptions) error {
+	s := &stageRun{o: o, res: &StageResult{FailureArtifactPaths: map[string]string{}}}
+	if s.o.Clock == nil {
+		s.o.Clock = time.Now
+	}
+	if !s.requirePrevious(ctx, 2) {
+		return fmt.Errorf("stage 2 is not validated: %s", strings.Join(s.res.Errors, "; "))
+	}
+	return nil
+}
+
+// Replay runs one failure row in a directory of its own and checks that it
+// failed closed exactly as the matrix says: the expected blockers and no
+// others, the expected last step, no Case process where none may start, the
+// source unchanged (unless the row changes it on purpose), and evidence that
+// validates as a well-formed blocked run.
+func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
+	res := RowResult{Name: row.Name, ExpectedBlockers: sortedStrings(row.ExpectedBlockers), ExpectedLastEvent: row.ExpectedLastEvent,
+		ActualBlockers: []string{}, Errors: []string{}}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	base := filepath.Join(o.RunsDir, "matrix")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		res.fail("%v", err)
+		return res
+	}
+	work, err := os.MkdirTemp(base, row.Name+"-")
+	if err != nil {
+		res.fail("%v", err)
+		return res
+	}
+	opts, src, err := prepareRow(ctx, row, o, work)
+	if err != nil {
+		res.fail("set-up: %v", err)
+		return res
+	}
+	var before *ctoharness.SourceProof
+	// A source under a Target Repository root is not proven here either: the
+	// run's trace is what shows nothing under it was touched.
+	if row.Setup.Source != "target" {
+		// The row's own proof of the source, independent of the harness's.
+		repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
+		p, err := source.Prove(ctx, repo, source.ProofOptions{RunID: "matrix", Kind: source.KindBefore, Now: o.Clock()}, nil)
+		if err != nil {
+			res.fail("set-up: prove the source: %v", err)
+			return res
+		}
+		before = &p
+	}
+	rep, runErr := harness.Run(ctx, opts)
+	if rep == nil {
+		res.fail("the run did not start: %v", runErr)
+		return res
+	}
+	res.RunDir = rep.RunArtifactDir
+	res.Status = string(rep.Status)
+	res.CaseProcessStarted = rep.CaseProcessStarted
+	res.ActualBlockers = codesOf(rep.Blockers)
+	res.ActualBlockers = uniq(res.ActualBlockers)
+	res.ActualLastEvent = lastStepEvent(rep.RunArtifactDir)
+	if rep.Status == ctoharness.StatusPass {
+		res.fail("the row passed; it must fail closed")
+	}
+	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
+		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
+	}
+	if res.ActualLastEvent != row.ExpectedLastEvent {
+		res.fail("last step event %q, expected %q", res.ActualLastEvent, row.ExpectedLastEvent)
+	}
+	if rep.CaseProcessStarted && !row.CaseProcessStarted {
+		res.fail("a Case process started, which this row forbids")
+	}
+	if before != nil {
+		repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
+		after, err := source.Prove(ctx, repo, source.ProofOptions{RunID: "matrix", Kind: source.KindAfter, Now: o.Clock()}, nil)
+		res.SourceUnchanged = err == nil && !source.Compare("matrix", *before, after).Mutated
+		if !res.SourceUnchanged && !row.SourceChanges {
+			res.fail("the source changed during the row")
+		}
+	}
+	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{})
+	res.EvidenceValid = v.OK
+	if !v.OK {
+		for _, f := range v.Errors {
+			res.fail("evidence: %s", f)
+		}
+	}
+	if runErr != nil {
+		res.fail("evidence incomplete: %v", runErr)
+	}
+	res.OK = len(res.Errors) == 0
+	if !o.Keep {
+		for _, d := range []string{"owned", "targets", "elsewhere", filepath.Join("runs", ".work")} {
+			_ = os.RemoveAll(filepath.Join(work, d))
+		}
+	}
+	return res
+}
+
+func uniq(s []string) []string {
+	out := []string{}
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func sortedStrings(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
+}
+
+// lastStepEvent is the last harness event before run_finished, skipping
+// run_blocked and Case's own events.
+func lastStepEvent(runDir string) string {
+	lines, errText := readLines(filepath.Join(runDir, evidence.EventsFile))
+	if errText != "" {
+		return ""
+	}
+	last := ""
+	for _, l := range lines {
+		var e ctoharness.Event
+		if json.Unmarshal(l, &e) != nil {
+			return ""
+		}
+		if e.Type == ctoharness.EvRunBlocked || e.Type == ctoharness.EvRunFinished || strings.HasPrefix(string(e.Type), "case.") {
+			continue
+		}
+		last = string(e.Type)
+	}
+	return last
+}
+
+// prepareRow builds the row's world inside work: the stage records, the
+// source, the config, and the harness options.
+func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work string) (harness.Options, string, error) {
+	st := row.Setup
+	stage := st.Stage
+	if stage == 0 {
+		stage = 3
+	}
+	runs := filepath.Join(work, "runs")
+	records := harness.RecordsDir(runs)
+	if err := os.MkdirAll(records, 0o755); err != nil {
+		return harness.Options{}, "", err
+	}
+	if st.Stage2Record != "missing" {
+		data, err := os.ReadFile(gates.RecordPath(harness.RecordsDir(o.RunsDir), 2))
+		if err != nil {
+			return harness.Options{}, "", fmt.Errorf("stage 2 must be validated in %s first: %w", o.RunsDir, err)
+		}
+		var rec gates.Record
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return harness.Options{}, "", err
+		}
+		switch st.Stage2Record {
+		case "stale":
+			rec.ValidatedAt = o.Clock().Add(-config.DefaultStageRecordMaxAge - time.Hour).UTC()
+			rec.Seal() // stale, but intact
+		case "tampered":
+			rec.Checked = append(rec.Checked, "edited-after-sealing") // digest no longer matches
+		case "":
+		default:
+			return harness.Options{}, "", fmt.Errorf("unknown stage2_record %q", st.Stage2Record)
+		}
+		out, _ := json.MarshalIndent(rec, "", "  ")
+		if err := os.WriteFile(gates.RecordPath(records, 2), append(out, '\n'), 0o644); err != nil {
+			return harness.Options{}, "", err
+		}
+	}
+	cfg := config.Config{}
+	srcDir := filepath.Join(work, "owned", "sample")
+	switch st.Source {
+	case "target":
+		srcDir = filepath.Join(work, "targets", "sample")
+		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+	case "not_owned":
+		srcDir = filepath.Join(work, "elsewhere", "sample")
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+	case "":
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
+	default:
+		return harness.Options{}, "", fmt.Errorf("unknown source kind %q", st.Source)
+	}
+	if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
+		return harness.Options{}, "", err
+	}
+	if st.SourceModify != "" {
+		f, err := os.OpenFile(filepath.Join(srcDir, st.SourceModify), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return harness.Options{}, "", err
+		}
+		fmt.Fprintln(f, "modified before the run")
+		f.Close()
+	}
+	if st.SourceUntracked != "" {
+		if err := os.WriteFile(filepath.Join(srcDir, st.SourceUntracked), []byte("untracked\n"), 0o644); err != nil {
+			return harness.Options{}, "", err
+		}
+	}
+	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
+	if err != nil {
+		return harness.Options{}, "", err
+	}
+	spec, err := task.Parse(data, "embedded sample task", o.Schemas.Validator(schemas.TaskSpec))
+	if err != nil {
+		return harness.Options{}, "", err
+	}
+	if st.CaseTimeoutSeconds > 0 {
+		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
+	}
+	allow, caseStage := "1", strconv.Itoa(stage)
+	if st.AllowCase != nil {
+		allow = *st.AllowCase
+	}
+	if st.CaseStage != nil {
+		caseStage = *st.CaseStage
+	}
+	scenario := st.Scenario
+	if scenario == "mutate-source" {
+		scenario = "mutate-source=" + filepath.Join(srcDir, "written-by-case.txt")
+	}
+	sr := &stageRun{o: StageOptions{HostEnv: o.HostEnv}}
+	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
+		Getenv: sr.env(allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
+		Scenario: scenario, Fault: st.Fault}
+	if o.Harness != nil {
+		o.Harness(&opts)
+	}
+	return opts, srcDir, nil
+}

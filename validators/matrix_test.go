@@ -1,0 +1,77 @@
+package validators_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+func replayOpts(t *testing.T) validators.ReplayOptions {
+	t.Helper()
+	runs := t.TempDir()
+	so, set := stageOpts(t, runs)
+	if err := validators.EnsureStage2(context.Background(), so); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	return validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}
+}
+
+// Every row replays alone and fails closed exactly as the matrix says.
+func TestMatrixRowsFailClosed(t *testing.T) {
+	o := replayOpts(t)
+	rows, err := fixtures.Matrix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 20 {
+		t.Fatalf("only %d rows", len(rows))
+	}
+	for _, row := range rows {
+		t.Run(row.Name, func(t *testing.T) {
+			res := validators.Replay(context.Background(), row, o)
+			if !res.OK {
+				t.Fatalf("row %s: %v (evidence %s)", row.Name, res.Errors, res.RunDir)
+			}
+			if res.Status == "pass" || len(res.ActualBlockers) == 0 {
+				t.Fatalf("row %s did not fail: %+v", row.Name, res)
+			}
+		})
+	}
+}
+
+// Breaking the allowed-path check on purpose turns the disallowed-file row red.
+func TestBrokenAllowedCheckTurnsRowRed(t *testing.T) {
+	o := replayOpts(t)
+	o.Harness = func(h *harness.Options) { h.AllowedCheck = func(string) (bool, string) { return true, "" } }
+	row, err := fixtures.Lookup("disallowed-file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validators.Replay(context.Background(), row, o)
+	if res.OK {
+		t.Fatal("the matrix did not notice a disabled allowed-path check")
+	}
+	if !strings.Contains(strings.Join(res.Errors, " "), "DISALLOWED_CHANGE") {
+		t.Fatalf("errors do not name the missing blocker: %v", res.Errors)
+	}
+}
+
+// Skipping the after-proof comparison (a source mutation left undetected)
+// turns the source-mutated row red.
+func TestBrokenMutationDetectionTurnsRowRed(t *testing.T) {
+	o := replayOpts(t)
+	o.Harness = func(h *harness.Options) { h.Scenario = "pass" }
+	row, err := fixtures.Lookup("source-mutated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := validators.Replay(context.Background(), row, o); res.OK {
+		t.Fatal("a row whose expected failure did not happen still counted as failing closed")
+	}
+}
