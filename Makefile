@@ -16,7 +16,7 @@ demo: build
 
 # The focused stage 3 validation CI runs.
 validate-stage3: build
-	$(BIN)/validate-case-stage3 --runs-dir $(RUNS) --json
+	$(BIN)/validate-case-stage3 --runs-dir $(RUNS) --harness-root . --json
 
 test:
 	$(GO) test -count=1 ./...

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cto-harness/cto-harness/cli"
 	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/validators"
 )
 
 // TestMain registers the harness binaries, so scripts run the real command
@@ -36,6 +37,19 @@ func TestScripts(t *testing.T) {
 			cfg := fmt.Sprintf(`{"owned_sources": [%q], "target_repository_roots": [%q]}`,
 				filepath.Join(e.WorkDir, "owned"), filepath.Join(e.WorkDir, "targets"))
 			e.Setenv("CTO_HARNESS_CONFIG", filepath.Join(e.WorkDir, "harness.json"))
+			// Stage 3 validation reads the governance documents from the harness root ($WORK).
+			for _, d := range validators.GovernanceDocs() {
+				data, err := os.ReadFile(filepath.Join("..", d))
+				if err != nil {
+					return err
+				}
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(e.WorkDir, d)), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(e.WorkDir, d), data, 0o644); err != nil {
+					return err
+				}
+			}
 			return os.WriteFile(filepath.Join(e.WorkDir, "harness.json"), []byte(cfg), 0o644)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -52,8 +52,10 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 
 // ValidateStageCmd is `cto-harness validate-stage N`.
 type ValidateStageCmd struct {
-	Stage int  `arg:"" name:"N" help:"Stage to validate (1-3)."`
-	JSON  bool `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health."`
+	Stage       int    `arg:"" name:"N" help:"Stage to validate (1-3)."`
+	HarnessRoot string `name:"harness-root" default:"." type:"path" help:"Directory holding docs/prd and docs/issues, which stage 3 requires."`
+	JUnit       string `name:"junit" type:"path" placeholder:"FILE" help:"Also write a JUnit XML report, one testcase per check."`
+	JSON        bool   `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health."`
 }
 
 // Help explains the stage validation.
@@ -82,11 +84,16 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 		return usagef("stage %d is not on the ladder; stages are 1 to 6", c.Stage)
 	}
 	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
-		HostEnv: env.Getenv, Config: cfg,
+		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot,
 		Health: func(ctx context.Context) (any, bool) {
 			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set})
 			return h, h.OK
 		}})
+	if c.JUnit != "" {
+		if err := writeJUnit(c.JUnit, res); err != nil {
+			return err
+		}
+	}
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {

@@ -32,6 +32,8 @@ type StageOptions struct {
 	NewRunID func(stage int, now time.Time) string
 	// Health runs the broader health check once the focused checks pass.
 	Health func(ctx context.Context) (any, bool)
+	// HarnessRoot holds docs/prd and docs/issues, which stage 3 requires ("." by default).
+	HarnessRoot string
 }
 
 // StageResult is the one JSON line a stage validator prints.
@@ -75,6 +77,9 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 	case !st.Approved:
 		s.fail("%s is not approved and cannot be validated", st)
 		return res
+	}
+	if n == 3 {
+		s.governance()
 	}
 	if n >= 2 && !s.requirePrevious(ctx, n-1) {
 		return res
@@ -121,7 +126,7 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 		return false
 	}
 	prev := Stage(ctx, n, StageOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe, Clock: s.o.Clock,
-		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID})
+		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID, HarnessRoot: s.o.HarnessRoot})
 	if !prev.OK {
 		for _, e := range prev.Errors {
 			s.fail("%s: %s", name, e)

@@ -302,11 +302,12 @@ func TestStage3(t *testing.T) {
 	runs := t.TempDir()
 	o, set := stageOpts(t, runs)
 	o.Health = func(ctx context.Context) (any, bool) { return map[string]any{"ok": true}, true }
+	o.HarnessRoot = ".."
 	res := validators.Stage(context.Background(), 3, o)
 	if !res.OK {
 		t.Fatalf("stage 3: %v", res.Errors)
 	}
-	for _, name := range []string{"stage_2_validated", "gate_allow_case_missing", "gate_case_stage_mismatch", "pass_route", "stage2_expectations", "health", "record_written"} {
+	for _, name := range []string{"governance_documents", "fixture:timeout", "fixture:source-is-target", "stage_2_validated", "gate_allow_case_missing", "gate_case_stage_mismatch", "pass_route", "stage2_expectations", "health", "record_written"} {
 		if !contains(res.Checked, name) {
 			t.Errorf("check %s missing from %v", name, res.Checked)
 		}
@@ -344,6 +345,7 @@ func TestStage3RefusesBadStage2Record(t *testing.T) {
 			}
 			editJSON(t, gates.RecordPath(harness.RecordsDir(runs), 2), tc.damage)
 			o.Clock = func() time.Time { return time.Now().Add(tc.clock) }
+			o.HarnessRoot = ".."
 			res := validators.Stage(context.Background(), 3, o)
 			if res.OK || len(res.Errors) == 0 || !strings.Contains(res.Errors[0], "stage_2_validated") {
 				t.Fatalf("stage 3 accepted a %s stage 2 record: %+v", tc.name, res)
@@ -359,4 +361,36 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestGovernanceDocs(t *testing.T) {
+	for _, d := range validators.GovernanceDocs() {
+		if err := validators.CheckGovernanceDoc(filepath.Join("..", d)); err != nil {
+			t.Error(err)
+		}
+	}
+	dir := t.TempDir()
+	bad := map[string]string{
+		"no-front-matter.md": "# title\n",
+		"unclosed.md":        "---\nname: x\n",
+		"missing-owner.md":   "---\nname: x\nstatus: draft\ncreated: 2026-01-01\nlast_reviewed: 2026-01-01\ndescription: d\n---\n",
+		"bad-date.md":        "---\nname: x\nstatus: draft\nowner: o\ncreated: yesterday\nlast_reviewed: 2026-01-01\ndescription: d\n---\n",
+	}
+	for name, content := range bad {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		if err := validators.CheckGovernanceDoc(p); err == nil {
+			t.Errorf("%s accepted", name)
+		}
+	}
+	if err := validators.CheckGovernanceDoc(filepath.Join(dir, "absent.md")); err == nil {
+		t.Error("a missing document accepted")
+	}
+	// Stage 3 validation without the documents is not ok.
+	o, _ := stageOpts(t, t.TempDir())
+	o.HarnessRoot = dir
+	res := validators.Stage(context.Background(), 3, o)
+	if res.OK || !strings.HasPrefix(res.Errors[0], "governance_documents:") {
+		t.Fatalf("stage 3 validated without governance documents: %v", res.Errors)
+	}
 }
