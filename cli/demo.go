@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -44,8 +45,16 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 		if res.SourceNonMutationProofPath != "" {
 			fmt.Fprintf(env.Stdout, "  source unchanged:      %s\n", res.SourceNonMutationProofPath)
 		}
+		rows := 0
 		for _, name := range sortedKeys(res.FailureArtifactPaths) {
-			fmt.Fprintf(env.Stdout, "  blocked as expected:   %s -> %s\n", name, res.FailureArtifactPaths[name])
+			if strings.HasPrefix(name, "gate_") {
+				fmt.Fprintf(env.Stdout, "  blocked as expected:   %s -> %s\n", name, res.FailureArtifactPaths[name])
+			} else {
+				rows++
+			}
+		}
+		if rows > 0 {
+			fmt.Fprintf(env.Stdout, "  failure matrix:        %d rows failed closed as expected (evidence under %s)\n", rows, filepath.Join(runs, "matrix"))
 		}
 		if res.RecordPath != "" {
 			fmt.Fprintf(env.Stdout, "  validation record:     %s\n", res.RecordPath)

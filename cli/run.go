@@ -71,8 +71,12 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	if rep.Status != ctoharness.StatusPass {
-		b := rep.Blockers[0]
-		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s: %s: %s (evidence: %s)\n", rep.RunID, rep.Status, b.Code, b.Message, rep.RunArtifactDir)
+		codes := make([]string, len(rep.Blockers))
+		for i, b := range rep.Blockers {
+			codes[i] = string(b.Code)
+		}
+		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s (%s): %s (evidence: %s)\n", rep.RunID, rep.Status,
+			strings.Join(codes, ", "), rep.Blockers[0].Message, rep.RunArtifactDir)
 		return exitError{ExitFailed}
 	}
 	return nil
