@@ -288,3 +288,12 @@ func TestRunsDirInsideSourceRefused(t *testing.T) {
 		t.Fatal("a runs directory was created inside the source")
 	}
 }
+
+func compileB(b *testing.B) *schemas.Set {
+	b.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return set
+}

@@ -1,0 +1,141 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// goTreeRepo builds, once per benchmark, a git repository from the Go
+// toolchain's own source tree (about 15k files), with the git CLI: this is the
+// benchmark's own scratch repository, never a source the harness is run on.
+func goTreeRepo(b *testing.B) string {
+	b.Helper()
+	goroot := runtime.GOROOT()
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		goroot = string(out[:len(out)-1])
+	}
+	src := filepath.Join(goroot, "src")
+	if _, err := os.Stat(src); err != nil {
+		b.Skipf("the Go source tree is not available at %s", src)
+	}
+	dir := filepath.Join(b.TempDir(), "gosrc")
+	run(b, "", "cp", "-a", src, dir)
+	run(b, dir, "git", "init", "-q", "-b", "main")
+	run(b, dir, "git", "add", "-A")
+	run(b, dir, "git", "-c", "gc.auto=0", "-c", "user.name=bench", "-c", "user.email=bench@invalid", "commit", "-q", "-m", "go tree")
+	run(b, dir, "git", "repack", "-a", "-d", "-q")
+	return dir
+}
+
+func run(b *testing.B, dir, name string, args ...string) {
+	b.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// BenchmarkPassRouteGoTree measures one stage 3 pass-route run (fake lane,
+// trivial change, trivial verification) side by side with the git CLI
+// pipeline and with a bare cp -a of the same tree, and fails when the
+// targets are missed: run ≤ 0.5× git pipeline and ≤ 3× cp -a, peak RSS ≤ 256 MiB.
+func BenchmarkPassRouteGoTree(b *testing.B) {
+	repo := goTreeRepo(b)
+	set := compileB(b)
+	runs := b.TempDir()
+	exe, _ := os.Executable()
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	spec := task.Spec{Task: "add a note", AllowedPaths: []string{"CASE_NOTES.md"},
+		Verification: task.Verification{Command: "test -f CASE_NOTES.md", TimeoutSeconds: 60}, CaseTimeoutSeconds: 60}
+	o := harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
+		Config: config.Config{OwnedSources: []string{repo}},
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get}
+	var harnessT, gitT, cpT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		harnessT += timed(func() {
+			rep, err := harness.Run(context.Background(), o)
+			if err != nil || rep.Status != ctoharness.StatusPass {
+				b.Fatalf("run: %v %v", err, rep.Blockers)
+			}
+		})
+		scratch := b.TempDir()
+		gitT += timed(func() {
+			d := filepath.Join(scratch, "git")
+			run(b, "", "cp", "-a", repo, d)
+			os.RemoveAll(filepath.Join(d, ".git"))
+			run(b, d, "git", "init", "-q")
+			run(b, d, "git", "add", "-A")
+			run(b, d, "git", "-c", "gc.auto=0", "-c", "user.name=b", "-c", "user.email=b@invalid", "commit", "-q", "-m", "x")
+			run(b, d, "git", "status", "--porcelain")
+			run(b, d, "git", "status", "--porcelain")
+		})
+		cpT += timed(func() { run(b, "", "cp", "-a", repo, filepath.Join(scratch, "cp")) })
+	}
+	b.StopTimer()
+	vsGit, vsCp := float64(harnessT)/float64(gitT), float64(harnessT)/float64(cpT)
+	b.ReportMetric(vsGit, "x-git-pipeline")
+	b.ReportMetric(vsCp, "x-cp-a")
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	rss := float64(ru.Maxrss) / 1024
+	b.ReportMetric(rss, "peak-RSS-MiB")
+	if vsGit > 0.5 {
+		b.Errorf("a pass-route run took %.2f× the git CLI pipeline; the target is ≤ 0.5×", vsGit)
+	}
+	if vsCp > 3 {
+		b.Errorf("a pass-route run took %.2f× cp -a; the target is ≤ 3×", vsCp)
+	}
+	if rss > 256 {
+		b.Errorf("peak RSS %.0f MiB; the target is ≤ 256 MiB", rss)
+	}
+}
+
+// BenchmarkSourceProofGoTree compares one source proof with
+// git --no-optional-locks status --porcelain on the same tree (target ≤ 3×).
+func BenchmarkSourceProofGoTree(b *testing.B) {
+	repo := goTreeRepo(b)
+	r, err := source.Classify(context.Background(), repo, source.Policy{Owned: []string{repo}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var proofT, gitT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		proofT += timed(func() {
+			if _, err := source.Prove(context.Background(), r, source.ProofOptions{RunID: "bench", Kind: source.KindBefore, Now: time.Now()}, nil); err != nil {
+				b.Fatal(err)
+			}
+		})
+		gitT += timed(func() { run(b, repo, "git", "--no-optional-locks", "status", "--porcelain") })
+	}
+	b.StopTimer()
+	ratio := float64(proofT) / float64(gitT)
+	b.ReportMetric(ratio, "x-git-status")
+	if ratio > 3 {
+		b.Errorf("a source proof took %.2f× git status; the target is ≤ 3×", ratio)
+	}
+}
