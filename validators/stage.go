@@ -283,6 +283,9 @@ func (s *stageRun) passRoute(ctx context.Context, st gates.Stage) *ctoharness.Re
 	for _, f := range v.Errors {
 		s.fail("pass_route_evidence: %s", f)
 	}
+	if !rep.Qualifies {
+		s.fail("%s: the pass run does not qualify as stage evidence (fault injection or a non-default scenario)", name)
+	}
 	s.check("source_not_mutated")
 	if rep.SourceRepositoryMutated || !rep.SourceNonMutation.Checked {
 		s.fail("source_not_mutated: the pass route did not prove the source unchanged")
