@@ -1,0 +1,114 @@
+package evidence_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+func newDir(t *testing.T) (*evidence.Dir, *evidence.Trace) {
+	t.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := evidence.NewTrace("20261121T000000Z-s1-00000000")
+	d, err := evidence.Create(context.Background(), filepath.Join(t.TempDir(), "run"), set, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, tr
+}
+
+func TestWriteJSONRefusesSchemaInvalid(t *testing.T) {
+	d, _ := newDir(t)
+	err := d.WriteJSON(context.Background(), evidence.TaskFile, schemas.TaskContract, map[string]any{"task": "x"})
+	if !errors.Is(err, evidence.ErrWrite) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(d.Path(evidence.TaskFile)); err == nil {
+		t.Fatal("invalid evidence was written")
+	}
+	entries, _ := os.ReadDir(d.Root())
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			t.Fatalf("temp file left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestFaultInjection(t *testing.T) {
+	d, _ := newDir(t)
+	d.WithFault(evidence.PatchFile)
+	if err := d.WriteFile(context.Background(), evidence.PatchFile, []byte("x")); !errors.Is(err, evidence.ErrWrite) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := d.WriteFile(context.Background(), evidence.TestLog, []byte("x")); err != nil {
+		t.Fatalf("an unrelated write failed: %v", err)
+	}
+}
+
+func TestEventChain(t *testing.T) {
+	d, _ := newDir(t)
+	now := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	ev, err := d.OpenEvents("20261121T000000Z-s1-00000000", "nonce", func() time.Time { now = now.Add(time.Millisecond); return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []ctoharness.EventType{ctoharness.EvRunStarted, ctoharness.EvGateChecked, ctoharness.EvRunFinished} {
+		if err := ev.Emit(context.Background(), typ, map[string]any{"k": 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(d.Path(evidence.EventsFile))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	prev := evidence.GenesisHash("20261121T000000Z-s1-00000000", "nonce")
+	for i, l := range lines {
+		var e ctoharness.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq != i+1 || e.Prev != prev {
+			t.Fatalf("line %d: seq %d prev %s, want %d %s", i+1, e.Seq, e.Prev, i+1, prev)
+		}
+		prev = evidence.LineHash([]byte(l))
+	}
+	if prev != ev.Head() || ev.Count() != 3 {
+		t.Fatalf("head %s count %d", ev.Head(), ev.Count())
+	}
+	// An event that does not match the schema is refused, and the log stays refused.
+	if err := ev.Emit(context.Background(), "not_an_event", nil); err == nil {
+		t.Fatal("an unknown event type was written")
+	}
+}
+
+func TestDigestsSkipReportAndFixture(t *testing.T) {
+	d, _ := newDir(t)
+	os.MkdirAll(d.Path("fixture/sub"), 0o755)
+	os.WriteFile(d.Path("fixture/sub/file"), []byte("x"), 0o644)
+	os.WriteFile(d.Path(evidence.ReportJSON), []byte("{}"), 0o644)
+	os.WriteFile(d.Path(evidence.PatchFile), []byte("p"), 0o644)
+	dig, err := evidence.Digests(d.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dig) != 1 || dig[evidence.PatchFile] == "" {
+		t.Fatalf("digests %v", dig)
+	}
+	os.Symlink("/etc/passwd", d.Path("backend/link"))
+	if _, err := evidence.Digests(d.Root()); err == nil {
+		t.Fatal("a symlink among the artifacts was accepted")
+	}
+}
