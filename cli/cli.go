@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -79,6 +80,9 @@ type CLI struct {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	if len(args) > 0 && args[0] == backend.FakeSubcommand {
 		return fakecase.Main(args[1:], stdout, stderr, getenv)
+	}
+	if len(args) > 0 && args[0] == sandbox.Subcommand {
+		return sandbox.Main(args[1:], stderr)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -175,8 +179,8 @@ func printJSON(w io.Writer, v any) error {
 
 // MainStage3 is the validate-case-stage3 binary: exactly `validate-stage 3`.
 func MainStage3(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) > 0 && args[0] == backend.FakeSubcommand {
-		return fakecase.Main(args[1:], stdout, stderr, getenv)
+	if len(args) > 0 && (args[0] == backend.FakeSubcommand || args[0] == sandbox.Subcommand) {
+		return Main(ctx, args, stdout, stderr, getenv)
 	}
 	return Main(ctx, append([]string{"validate-stage", "3"}, args...), stdout, stderr, getenv)
 }

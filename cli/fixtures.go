@@ -86,6 +86,9 @@ func describeSetup(s fixtures.Setup) string {
 	if s.CaseTimeoutSeconds != 0 {
 		parts = append(parts, fmt.Sprintf("Case timeout %ds", s.CaseTimeoutSeconds))
 	}
+	if s.Unsandboxed {
+		parts = append(parts, "`--unsandboxed`")
+	}
 	if s.Fault != "" {
 		parts = append(parts, "fault `"+s.Fault+"`")
 	}

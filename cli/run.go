@@ -15,13 +15,14 @@ import (
 
 // RunCmd is `cto-harness run`.
 type RunCmd struct {
-	Stage   int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
-	Source  string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task    string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane    string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
-	CaseCmd string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Deep    bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
-	JSON    bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+	Stage       int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
+	Source      string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
+	Task        string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Lane        string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	CaseCmd     string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
+	Unsandboxed bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
+	Deep        bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
+	JSON        bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
 }
 
 // Help explains what a run does.
@@ -58,7 +59,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	}
 	rep, err := harness.Run(env.Ctx, harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
-		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, SelfExe: env.Self, Schemas: set,
+		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
 	})
 	if errors.Is(err, harness.ErrUsage) {
 		return usageError{err}

@@ -11,20 +11,6 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
-// sandboxRecord states what confinement is in force. This build confines
-// Case only by process group, explicit environment and timeout; it enforces
-// no filesystem or network isolation, and says so.
-func sandboxRecord() ctoharness.SandboxRecord {
-	return ctoharness.SandboxRecord{
-		Enforced:          false,
-		Mechanisms:        []string{"process_group", "explicit_environment", "timeout"},
-		WritableRoots:     []string{},
-		EnvAllowlist:      []string{"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "GOCACHE", "GOPATH", "LANG", "CASE_TASK_FILE"},
-		ProcessGroupKill:  true,
-		NotEnforcedReason: "filesystem and network isolation are not enforced by this build; source mutation is detected by the source proofs instead",
-	}
-}
-
 // finish closes the run: status, run_finished, the trace, then the report.
 // Evidence problems found here still end as ARTIFACT_WRITE_FAILED blockers
 // in whatever can be written; the returned error says the evidence is incomplete.
@@ -40,7 +26,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.ensureFile(ctx, evidence.PatchFile, nil)
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" && r.o.AllowedCheck == nil
+	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
+		r.o.AllowedCheck == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced
 	codes := []string{}
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))
@@ -122,7 +109,8 @@ func Markdown(rep *ctoharness.Report) []byte {
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
 		orNone(rep.Commits.SourceHead), orNone(rep.Commits.SourceTree), orNone(rep.Commits.BaselineCommit),
 		orNone(rep.Commits.BaselineTree), orNone(rep.Commits.ResultCommit), orNone(rep.Commits.ResultTree))
-	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "))
+	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "),
+		strings.Join(rep.Sandbox.WritableRoots, ", "))
 	if rep.Sandbox.NotEnforcedReason != "" {
 		fmt.Fprintf(&b, "- %s\n", rep.Sandbox.NotEnforcedReason)
 	}

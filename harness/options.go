@@ -46,6 +46,11 @@ type Options struct {
 	Scenario string
 	Fault    string
 
+	// Unsandboxed runs Case and the verification command without the sandbox
+	// launcher. It is an explicit opt-out: recorded in the report, and such a
+	// run never qualifies as stage evidence.
+	Unsandboxed bool
+
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
 	AllowedCheck func(path string) (bool, string)

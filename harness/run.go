@@ -12,6 +12,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -36,6 +37,7 @@ type run struct {
 	before   *ctoharness.SourceProof
 	fixture  string // set once the fixture exists
 	contract *task.Contract
+	facts    sandbox.Facts // what the machine can enforce, probed at the gate
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -85,7 +87,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		Blockers:     []ctoharness.Blocker{},
 		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
 		Tests:        ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog},
-		Sandbox:      sandboxRecord(),
+		Sandbox:      ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}},
 		Freshness:    ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
 	}
 	r.rep.FaultInjection = o.Fault

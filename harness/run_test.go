@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -25,6 +26,9 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == backend.FakeSubcommand {
 		os.Exit(fakecase.Main(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+	}
+	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
+		os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -208,6 +212,7 @@ func TestStage3PassAndFailures(t *testing.T) {
 	t.Run("source mutated", func(t *testing.T) {
 		o := base
 		o.Scenario = "mutate-source=" + filepath.Join(src, "added-during-run.txt")
+		o.Unsandboxed = true // detection on its own: the sandbox would refuse the write
 		rep, err := harness.Run(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)

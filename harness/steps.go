@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -44,6 +45,9 @@ func (r *run) gate(ctx context.Context) bool {
 	}
 	for _, b := range d.Blockers {
 		r.block(b)
+	}
+	if r.ok() {
+		r.probeSandbox()
 	}
 	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
@@ -299,10 +303,18 @@ func (r *run) runCase(ctx context.Context) {
 		}
 		files[name] = f
 	}
+	launch, attr, err := r.confine(argv)
+	if err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
+		for _, f := range files {
+			f.Close()
+		}
+		return
+	}
 	r.tr.TraceExec(argv, r.fixture)
 	r.rep.CaseProcessStarted = true
 	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
-	out, err := backend.Run(ctx, backend.Input{Argv: argv, Fixture: r.fixture, Env: env,
+	out, err := backend.Run(ctx, backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
 		OnEvent: func(e backend.CaseEvent) {
@@ -324,6 +336,16 @@ func (r *run) runCase(ctx context.Context) {
 		return
 	case err != nil:
 		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if code := exitCode(out.ExitCode); !r.o.Unsandboxed {
+		if msg, ok := sandbox.IsSetupFailure(code, out.StderrInline); ok {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: msg})
+			return
+		}
+		if msg, ok := sandbox.IsStartFailure(code, out.StderrInline); ok {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
+			return
+		}
 	}
 	if out.TimedOut {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,

@@ -290,7 +290,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	sr := &stageRun{o: StageOptions{HostEnv: o.HostEnv}}
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: sr.env(allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
-		Scenario: scenario, Fault: st.Fault}
+		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}

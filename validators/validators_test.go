@@ -14,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -22,6 +23,9 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == backend.FakeSubcommand {
 		os.Exit(fakecase.Main(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+	}
+	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
+		os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
 	}
 	os.Exit(m.Run())
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -45,6 +46,8 @@ type Input struct {
 	Events  *os.File // backend/case.events.jsonl
 	LogCap  int64
 	OnEvent func(CaseEvent) // called in order for each well-formed event
+	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
+	SysProcAttr *syscall.SysProcAttr
 }
 
 // Outcome is how the Case run ended.
@@ -89,7 +92,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
-		Stdout: teeWriter{stdout, lines}, Stderr: stderr})
+		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
 	lines.flush()
 	out.Result = res
 	out.StdoutInline, out.Truncated = stdout.Inline()

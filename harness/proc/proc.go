@@ -32,6 +32,9 @@ type Spec struct {
 	Grace   time.Duration // between SIGTERM and SIGKILL
 	Stdout  io.Writer     // full stream destination (already capped by the caller if wanted)
 	Stderr  io.Writer
+	// SysProcAttr replaces the default (own process group, SIGKILL on harness
+	// death); the sandbox launcher needs namespaces as well. It must keep Setpgid.
+	SysProcAttr *syscall.SysProcAttr
 }
 
 // Result is what happened.
@@ -64,6 +67,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	cmd.Stdout = s.Stdout
 	cmd.Stderr = s.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if s.SysProcAttr != nil {
+		cmd.SysProcAttr = s.SysProcAttr
+	}
 	// Output pipes are closed as soon as the leader exits; a descendant that
 	// keeps them open must not hold the harness.
 	cmd.WaitDelay = s.Grace

@@ -109,9 +109,9 @@ func (r Rlimits) Effective() Rlimits {
 // the harness itself is in, so the launcher can prove it is in new ones
 // before it touches any mount.
 type launch struct {
-	Policy Policy            `json:"policy"`
-	HostNS map[string]string `json:"host_ns"`
-	HostUID int              `json:"host_uid"`
+	Policy  Policy            `json:"policy"`
+	HostNS  map[string]string `json:"host_ns"`
+	HostUID int               `json:"host_uid"`
 }
 
 // namespaces the launcher must not share with the harness.

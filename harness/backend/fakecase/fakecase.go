@@ -93,6 +93,9 @@ func Scenarios() []Scenario {
 // scenario: it writes to PATH, which the failure machinery hands it so that
 // detection of source mutation can be proven.
 func Lookup(name string) (Scenario, error) {
+	if s, ok := LookupAdversarial(name); ok {
+		return s, nil
+	}
 	if p, ok := strings.CutPrefix(name, "mutate-source="); ok {
 		return Scenario{Name: "mutate-source", Description: "write a file at an absolute path outside the fixture",
 			run: func(c *caseRun) error {

@@ -1,0 +1,376 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// helperCmd makes this test binary a small target program with precise
+// error reporting: `sandbox.test __sandbox-helper ACTION ARG...`.
+const helperCmd = "__sandbox-helper"
+
+// adversarialCmd runs the adversarial fake Case scenarios.
+const adversarialCmd = "__case-fake-adversarial"
+
+// TestMain lets this test binary be the launcher, the helper target and the
+// adversarial fake Case.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case sandbox.Subcommand:
+			os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+		case helperCmd:
+			os.Exit(helper(os.Args[2:]))
+		case adversarialCmd:
+			os.Exit(fakecase.AdversarialMain(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// result is what the helper prints, one JSON object.
+type result struct {
+	OK     bool              `json:"ok"`
+	Errno  string            `json:"errno,omitempty"`
+	Err    string            `json:"err,omitempty"`
+	Count  int               `json:"count,omitempty"`
+	Fields map[string]string `json:"fields,omitempty"`
+	List   []string          `json:"list,omitempty"`
+}
+
+func errnoName(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return unix.ErrnoName(e)
+	}
+	return ""
+}
+
+func helper(args []string) int {
+	var r result
+	fail := func(err error) {
+		r.Err = err.Error()
+		r.Errno = errnoName(err)
+	}
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch arg(0) {
+	case "write": // create or truncate PATH
+		if err := os.WriteFile(arg(1), []byte("written by the helper\n"), 0o644); err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "append":
+		f, err := os.OpenFile(arg(1), os.O_WRONLY|os.O_APPEND, 0)
+		if err == nil {
+			_, err = f.WriteString("appended by the helper\n")
+			f.Close()
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "truncate":
+		if err := os.Truncate(arg(1), 0); err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "read":
+		if _, err := os.ReadFile(arg(1)); err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "mknod":
+		if err := unix.Mknod(arg(1), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "connect":
+		c, err := net.DialTimeout("tcp", arg(1), 2*time.Second)
+		if err != nil {
+			fail(err)
+		} else {
+			c.Close()
+			r.OK = true
+		}
+	case "bind":
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err == nil {
+			err = unix.Bind(fd, &unix.SockaddrInet4{Port: 18080})
+			unix.Close(fd)
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "unix":
+		c, err := net.Dial("unix", arg(1))
+		if err != nil {
+			fail(err)
+		} else {
+			c.Close()
+			r.OK = true
+		}
+	case "iouring":
+		var params [120]byte
+		_, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])), 0)
+		if e != 0 {
+			fail(e)
+		} else {
+			r.OK = true
+		}
+	case "status":
+		r.Fields = map[string]string{}
+		data, _ := os.ReadFile("/proc/self/status")
+		for _, line := range strings.Split(string(data), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok {
+				r.Fields[k] = strings.TrimSpace(v)
+			}
+		}
+		r.Fields["pid"] = fmt.Sprint(os.Getpid())
+		for _, lim := range []struct {
+			n string
+			r int
+		}{{"nofile", unix.RLIMIT_NOFILE}, {"nproc", unix.RLIMIT_NPROC}, {"as", unix.RLIMIT_AS}, {"cpu", unix.RLIMIT_CPU}, {"fsize", unix.RLIMIT_FSIZE}} {
+			var rl unix.Rlimit
+			_ = unix.Getrlimit(lim.r, &rl)
+			r.Fields["rlimit_"+lim.n] = fmt.Sprintf("%d/%d", rl.Cur, rl.Max)
+		}
+		if b, err := os.ReadFile("/proc/sys/kernel/pid_max"); err == nil {
+			r.Fields["pid_max"] = strings.TrimSpace(string(b))
+		}
+		// Raising a hard limit needs CAP_SYS_RESOURCE.
+		var rl unix.Rlimit
+		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+		rl.Max++
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+			r.Fields["raise_nofile"] = errnoName(err)
+		} else {
+			r.Fields["raise_nofile"] = "ok"
+		}
+		r.OK = true
+	case "procs":
+		r.Count = os.Getpid()
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if e.Name()[0] >= '0' && e.Name()[0] <= '9' {
+				r.List = append(r.List, e.Name())
+			}
+		}
+		r.OK = true
+	case "forkbomb":
+		// Start sleepers until the kernel refuses, then report.
+		for r.Count < 100000 {
+			_, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "60"}, &syscall.ProcAttr{})
+			if err != nil {
+				fail(err)
+				break
+			}
+			r.Count++
+		}
+		r.OK = r.Err == ""
+	default:
+		r.Err = "unknown helper action " + arg(0)
+	}
+	b, _ := json.Marshal(r)
+	fmt.Println(string(b))
+	return 0
+}
+
+var (
+	factsOnce sync.Once
+	facts     sandbox.Facts
+)
+
+func self(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// requireSandbox skips when the machine cannot confine, naming what is missing.
+func requireSandbox(t *testing.T) sandbox.Facts {
+	t.Helper()
+	factsOnce.Do(func() { facts = sandbox.ProbeWith(self(t)) })
+	if !facts.Available() {
+		t.Skipf("sandbox unavailable on this machine: %s", facts.Reason)
+	}
+	return facts
+}
+
+type outcome struct {
+	code     int
+	stdout   string
+	stderr   string
+	duration time.Duration
+	nsInode  string // the launcher's PID namespace, read while it ran
+}
+
+func (o outcome) result(t *testing.T) result {
+	t.Helper()
+	var r result
+	line, _, _ := strings.Cut(strings.TrimSpace(o.stdout), "\n")
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatalf("helper printed %q (stderr %q, exit %d): %v", o.stdout, o.stderr, o.code, err)
+	}
+	return r
+}
+
+// launch runs argv under the sandbox the way the harness will: the launcher
+// command and SysProcAttr from sandbox.Command, an explicit environment, a
+// working directory, and a timeout that kills the launcher (and so the
+// namespace) if the test goes wrong.
+func launch(t *testing.T, p sandbox.Policy, dir string, argv ...string) outcome {
+	t.Helper()
+	return launchWith(t, p, dir, opts{}, argv...)
+}
+
+type opts struct {
+	env     []string
+	started func(*exec.Cmd)
+	stdout  io.Writer // instead of capturing stdout in outcome.stdout
+	bare    bool      // run argv directly, without the sandbox
+}
+
+func launchWith(t *testing.T, p sandbox.Policy, dir string, o opts, argv ...string) outcome {
+	t.Helper()
+	largv, attr, err := sandbox.Command(self(t), p, argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.bare {
+		largv, attr = argv, &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, largv[0], largv[1:]...)
+	cmd.SysProcAttr = attr
+	cmd.Dir = dir
+	env := o.env
+	if env == nil {
+		env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if o.stdout != nil {
+		cmd.Stdout = o.stdout
+	}
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start launcher: %v", err)
+	}
+	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
+	if o.started != nil {
+		o.started(cmd)
+	}
+	err = cmd.Wait()
+	if o.bare {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	out := outcome{stdout: stdout.String(), stderr: stderr.String(), duration: time.Since(start), nsInode: ns}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		out.code = ee.ExitCode()
+		if st, ok := ee.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+			out.code = 128 + int(st.Signal())
+		}
+	default:
+		t.Fatalf("wait for launcher: %v (stderr %q)", err, stderr.String())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the launcher did not exit within the test timeout; stderr %q", stderr.String())
+	}
+	return out
+}
+
+// aliveInNamespace lists host pids still in the PID namespace ns.
+func aliveInNamespace(ns string) []string {
+	if ns == "" {
+		return nil
+	}
+	var alive []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "pid")); err == nil && l == ns {
+			alive = append(alive, e.Name())
+		}
+	}
+	return alive
+}
+
+// box is a run-directory stand-in: runs/<id>/{fixture,report.json,task.json,
+// events.normalized.jsonl}, the scratch root runs/.work/<id>/ and a source
+// tree next to them.
+type box struct {
+	root, runDir, fixture, scratchRoot, tmp, source, report, task, events string
+}
+
+func newBox(t *testing.T) box {
+	t.Helper()
+	root := t.TempDir()
+	b := box{root: root, runDir: filepath.Join(root, "runs", "r1"), source: filepath.Join(root, "source"),
+		scratchRoot: filepath.Join(root, "runs", ".work", "r1")}
+	b.fixture = filepath.Join(b.runDir, "fixture")
+	b.tmp = filepath.Join(b.scratchRoot, "tmp")
+	b.report = filepath.Join(b.runDir, "report.json")
+	b.task = filepath.Join(b.runDir, "task.json")
+	b.events = filepath.Join(b.runDir, "events.normalized.jsonl")
+	for _, d := range append([]string{b.fixture, b.source}, backend.ScratchDirs(b.scratchRoot)...) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{b.report, b.task, b.events, filepath.Join(b.source, "main.go")} {
+		if err := os.WriteFile(f, []byte("original\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// policy is what the harness should use for Case: the fixture and the
+// scratch subdirectories (not the scratch root, which for stages 1-2 also
+// holds the materialized source) are writable.
+func (b box) policy() sandbox.Policy {
+	return sandbox.Policy{Writable: append([]string{b.fixture}, backend.ScratchDirs(b.scratchRoot)...), DenyNetwork: true}
+}

@@ -1,0 +1,62 @@
+package sandbox
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// installSeccomp adds a small seccomp filter to every thread (TSYNC), so the
+// command inherits it:
+//
+//   - socket(AF_UNIX, ...) fails with EACCES. Landlock below ABI 9 does not
+//     control connect(2) on pathname UNIX sockets, and a root process that
+//     reaches the D-Bus system bus or a container daemon's socket is outside
+//     every other restriction. socketpair(2) stays allowed.
+//   - io_uring_setup fails with EPERM: io_uring performs socket and file
+//     operations that a syscall filter never sees.
+//   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
+//     filter cannot be bypassed through a second syscall table.
+func installSeccomp() error {
+	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return failf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	const (
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+		// struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (low half
+		// on little-endian machines).
+		offNr, offArch, offArg0 = 0, 4, 16
+		x32Bit                  = 0x40000000
+	)
+	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
+	prog := []unix.SockFilter{
+		/* 0 */ {Code: ld, K: offArch},
+		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
+		/* 2 */ {Code: ret, K: errno(unix.ENOSYS)},
+		/* 3 */ {Code: ld, K: offNr},
+		/* 4 */ {Code: jge, K: x32Bit, Jt: 0, Jf: 1},
+		/* 5 */ {Code: ret, K: errno(unix.ENOSYS)},
+		/* 6 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 0, Jf: 1},
+		/* 7 */ {Code: ret, K: errno(unix.EPERM)},
+		/* 8 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 3},
+		/* 9 */ {Code: ld, K: offArg0},
+		/* 10 */ {Code: jeq, K: unix.AF_UNIX, Jt: 0, Jf: 1},
+		/* 11 */ {Code: ret, K: errno(unix.EACCES)},
+		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	if e != 0 {
+		return failf("seccomp(SECCOMP_SET_MODE_FILTER, TSYNC): %v", e)
+	}
+	if r != 0 {
+		return failf("seccomp: thread %d could not be synchronized", r)
+	}
+	return nil
+}
