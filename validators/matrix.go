@@ -91,7 +91,13 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		res.fail("%v", err)
 		return res
 	}
-	opts, src, err := prepareRow(ctx, row, o, work)
+	att, err := newAttack(row)
+	if err != nil {
+		res.fail("set-up: %v", err)
+		return res
+	}
+	defer att.close()
+	opts, src, err := prepareRow(ctx, row, o, work, att)
 	if err != nil {
 		res.fail("set-up: %v", err)
 		return res
@@ -120,9 +126,16 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	res.ActualBlockers = codesOf(rep.Blockers)
 	res.ActualBlockers = uniq(res.ActualBlockers)
 	res.ActualLastEvent = lastStepEvent(rep.RunArtifactDir)
-	if rep.Status == ctoharness.StatusPass {
+	switch {
+	case row.ExpectedStatus == "pass" && rep.Status != ctoharness.StatusPass:
+		res.fail("status %s; this row's attack must be refused while the run completes", rep.Status)
+	case row.ExpectedStatus != "pass" && rep.Status == ctoharness.StatusPass:
 		res.fail("the row passed; it must fail closed")
 	}
+	if row.ExpectDenied {
+		att.checkDenied(rep.RunArtifactDir, &res)
+	}
+	att.checkAfter(rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
 	}
@@ -198,7 +211,7 @@ func lastStepEvent(runDir string) string {
 
 // prepareRow builds the row's world inside work: the stage records, the
 // source, the config, and the harness options.
-func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work string) (harness.Options, string, error) {
+func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work string, att *attack) (harness.Options, string, error) {
 	st := row.Setup
 	stage := st.Stage
 	if stage == 0 {
@@ -287,10 +300,17 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if scenario == "mutate-source" {
 		scenario = "mutate-source=" + filepath.Join(srcDir, "written-by-case.txt")
 	}
+	// The run id is fixed up front so that a scenario can be handed a path in
+	// the run's scratch directory.
+	runID := harness.DefaultRunID(stage, o.Clock())
+	scratch := filepath.Join(runs, ".work", runID, "scratch")
+	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
+		"{secret}", att.secretName).Replace(scenario)
 	sr := &stageRun{o: StageOptions{HostEnv: o.HostEnv}}
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: sr.env(allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
-		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed}
+		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed,
+		NewRunID: func(int, time.Time) string { return runID }}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}

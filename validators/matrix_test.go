@@ -38,8 +38,11 @@ func TestMatrixRowsFailClosed(t *testing.T) {
 			if !res.OK {
 				t.Fatalf("row %s: %v (evidence %s)", row.Name, res.Errors, res.RunDir)
 			}
-			if res.Status == "pass" || len(res.ActualBlockers) == 0 {
+			if row.ExpectedStatus != "pass" && (res.Status == "pass" || len(res.ActualBlockers) == 0) {
 				t.Fatalf("row %s did not fail: %+v", row.Name, res)
+			}
+			if !res.SourceUnchanged && !row.SourceChanges && row.Setup.Source != "target" {
+				t.Fatalf("row %s changed the source", row.Name)
 			}
 		})
 	}
@@ -73,5 +76,23 @@ func TestBrokenMutationDetectionTurnsRowRed(t *testing.T) {
 	}
 	if res := validators.Replay(context.Background(), row, o); res.OK {
 		t.Fatal("a row whose expected failure did not happen still counted as failing closed")
+	}
+}
+
+// Detection and enforcement each work on their own: with the sandbox switched
+// off, the write to the source by absolute path is caught by the source proof.
+func TestUnsandboxedSourceWriteIsDetected(t *testing.T) {
+	o := replayOpts(t)
+	o.Harness = func(h *harness.Options) { h.Unsandboxed = true }
+	row, err := fixtures.Lookup("sandbox-write-source-abs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validators.Replay(context.Background(), row, o)
+	if res.OK || !strings.Contains(strings.Join(res.ActualBlockers, " "), "SOURCE_MUTATED") {
+		t.Fatalf("unsandboxed source write: blockers %v, errors %v", res.ActualBlockers, res.Errors)
+	}
+	if !res.EvidenceValid {
+		t.Fatalf("the evidence of the caught run does not validate: %v", res.Errors)
 	}
 }
