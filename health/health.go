@@ -14,6 +14,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -26,9 +27,10 @@ type Check struct {
 
 // Report is the health answer.
 type Report struct {
-	OK      bool    `json:"ok"`
-	Version string  `json:"harness_version"`
-	Checks  []Check `json:"checks"`
+	OK      bool          `json:"ok"`
+	Version string        `json:"harness_version"`
+	Checks  []Check       `json:"checks"`
+	Sandbox sandbox.Facts `json:"sandbox"`
 }
 
 // Options say where to look.
@@ -40,6 +42,9 @@ type Options struct {
 	Schemas    *schemas.Set // nil: compile them here (and report failure)
 	// RequireRecords makes a missing stage record a failed check.
 	RequireRecords bool
+	// SelfExe is the harness binary, started once as the sandbox launcher to
+	// prove the sandbox can be established ("" skips that trial).
+	SelfExe string
 }
 
 // Run performs every check.
@@ -71,6 +76,16 @@ func Run(ctx context.Context, o Options) Report {
 	}
 	gitPath, err := exec.LookPath("git")
 	add("git_available", err, gitPath)
+	if o.SelfExe != "" {
+		rep.Sandbox = sandbox.ProbeWith(o.SelfExe)
+	} else {
+		rep.Sandbox = sandbox.Probe()
+	}
+	var sbErr error
+	if !rep.Sandbox.Available() {
+		sbErr = fmt.Errorf("the sandbox cannot be established: %s", rep.Sandbox.Reason)
+	}
+	add("sandbox", sbErr, fmt.Sprintf("landlock ABI %d; network, PID and mount namespaces; no_new_privs", rep.Sandbox.LandlockABI))
 	if set != nil {
 		rc := gates.RecordCheck{Dir: o.RecordsDir, MaxAge: o.MaxAge, Now: o.Now, Validate: set.Validator(schemas.StageRecord)}
 		for _, st := range gates.Ladder() {
