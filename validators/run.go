@@ -765,6 +765,9 @@ func checkStatus(v *runView, c collector) {
 			c.fail(chk, evidence.EventsFile, "run_blocked %s is not among the report's blockers", code)
 		}
 	}
+	if r.Qualifies && (!r.Sandbox.Enforced || r.Sandbox.Unsandboxed || r.FaultInjection != "") {
+		c.fail(chk, evidence.ReportJSON, "claims to qualify as stage evidence without an enforced sandbox, or with a fault injected")
+	}
 	if r.Status == ctoharness.StatusPass {
 		if r.CaseProcessStarted && (r.Case.ExitCode == nil || *r.Case.ExitCode != 0) {
 			c.fail(chk, evidence.ReportJSON, "a passing run whose Case process did not exit 0")
