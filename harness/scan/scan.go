@@ -74,6 +74,7 @@ const (
 	MaxTotalBytes = 8 << 20         // all scripts of one scan
 	MaxFiles      = 128             // distinct script files
 	maxLoopItems  = 32              // literal for-loop items expanded one by one
+	maxSteps      = 50000           // statements analyzed in one scan (loop expansion multiplies them)
 	maxCmdText    = 200             // bytes of source kept in Finding.Command
 	wrapperLimit  = 8               // nested wrappers (env, nohup, timeout, ...)
 	unknownMark   = "\x01"          // stands for a value only known at run time
@@ -151,6 +152,7 @@ type scanner struct {
 	seen     map[string]bool
 	files    map[string]bool
 	total    int64
+	steps    int
 }
 
 func newScanner(ctx context.Context, fixtureRoot string, roots []string) (*scanner, error) {
@@ -334,17 +336,17 @@ func (s *scanner) script(u *unit, at *stmtRef, path, lang string, e *env) {
 		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("script %s is outside the fixture and cannot be checked", abs))
 		return
 	}
-	fi, err := os.Lstat(abs)
+	real, exists, err := s.resolve(abs)
 	if err != nil {
+		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("script %s resolves outside the fixture: %v", s.rel(abs), err))
+		return
+	}
+	if !exists {
 		s.add(u, line, PatScriptMissing, cmd, fmt.Sprintf("script %s does not exist at scan time", s.rel(abs)))
 		return
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil || !within(real, s.realRoot) {
-		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("script %s resolves outside the fixture (symlink)", s.rel(abs)))
-		return
-	}
-	if fi, err = os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+	fi, err := os.Lstat(real)
+	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
 	name := s.rel(real)
@@ -397,4 +399,58 @@ func langOf(path string, data []byte) string {
 		return "py"
 	}
 	return "sh"
+}
+
+// resolve follows abs (lexically inside the fixture) one component at a
+// time. Symlinks are read, never followed by the OS, and their destinations
+// worked out lexically, so nothing outside the fixture is ever touched; a
+// link leading out is an error.
+func (s *scanner) resolve(abs string) (real string, exists bool, err error) {
+	rel, err := filepath.Rel(s.root, abs)
+	if err != nil || !within(abs, s.root) {
+		if rel, err = filepath.Rel(s.realRoot, abs); err != nil {
+			return "", false, err
+		}
+	}
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	cur := s.realRoot
+	for hops := 0; len(parts) > 0; {
+		part := parts[0]
+		parts = parts[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			if cur = filepath.Dir(cur); !within(cur, s.realRoot) {
+				return "", false, errors.New("a symlink leads out of it")
+			}
+			continue
+		}
+		next := filepath.Join(cur, part)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", false, nil
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > 40 {
+			return "", false, errors.New("too many levels of symlinks")
+		}
+		dest, err := os.Readlink(next)
+		if err != nil {
+			return "", false, err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(cur, dest)
+		}
+		if dest = filepath.Clean(dest); !within(dest, s.realRoot) {
+			return "", false, fmt.Errorf("symlink %s points to %s", s.rel(next), dest)
+		}
+		r, _ := filepath.Rel(s.realRoot, dest)
+		parts = append(strings.Split(filepath.ToSlash(r), "/"), parts...)
+		cur = s.realRoot
+	}
+	return cur, true, nil
 }

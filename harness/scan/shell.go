@@ -66,6 +66,11 @@ func (s *scanner) shellSource(u *unit, e *env) {
 // nested analyzes a resolved string as shell source (bash -c, eval, su -c,
 // trap, here-strings) found at line of u.
 func (s *scanner) nested(u *unit, at *stmtRef, src string, line int, e *env) {
+	if len(src) > MaxFileBytes {
+		l, cmd := at.pos(u)
+		s.add(u, l, PatUnscannable, cmd, fmt.Sprintf("executes a string larger than %d bytes", MaxFileBytes))
+		return
+	}
 	if strings.Trim(src, unknownMark+" \t\n") == "" {
 		if strings.Contains(src, unknownMark) {
 			l, cmd := at.pos(u)
@@ -89,6 +94,13 @@ func (s *scanner) stmts(u *unit, list []*syntax.Stmt, e *env) {
 }
 
 func (s *scanner) stmt(u *unit, st *syntax.Stmt, e *env) {
+	if s.steps++; s.steps > maxSteps {
+		if s.steps == maxSteps+1 {
+			line, cmd := refOf(st).pos(u)
+			s.add(u, line, PatUnscannable, cmd, fmt.Sprintf("the scan stopped after %d statements", maxSteps))
+		}
+		return
+	}
 	switch c := st.Cmd.(type) {
 	case *syntax.CallExpr:
 		s.call(u, st, c, e)
@@ -401,12 +413,19 @@ func (s *scanner) hdocScript(u *unit, rd *syntax.Redirect, interp string, e *env
 			continue
 		}
 		b.WriteString(r.part(p, false, true))
+		if b.Len() > MaxFileBytes {
+			break // nested reports it as unscannable
+		}
 	}
 	line := u.lineBase + int(rd.Hdoc.Pos().Line()) - 1
 	switch interp {
 	case "sh":
 		s.nested(u, refOf(rd), b.String(), line, e)
 	case "py":
+		if b.Len() > MaxFileBytes {
+			s.add(u, line, PatUnscannable, "", fmt.Sprintf("a here-document larger than %d bytes", MaxFileBytes))
+			return
+		}
 		s.python(u.child(b.String(), line))
 	}
 }

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"path"
 	"strconv"
 	"strings"
 
@@ -107,6 +108,10 @@ func markAssigned(f *syntax.File, e *env) {
 // that is known before run time.
 type resolver struct{ e *env }
 
+// maxValue bounds a resolved value: `x=$x$x` repeated must not grow without
+// end. A longer value is treated as known only at run time.
+const maxValue = 64 << 10
+
 // word resolves w into one string.
 func (r resolver) word(w *syntax.Word) string {
 	if w == nil {
@@ -115,6 +120,9 @@ func (r resolver) word(w *syntax.Word) string {
 	var b strings.Builder
 	for i, p := range w.Parts {
 		b.WriteString(r.part(p, i == 0, false))
+		if b.Len() > maxValue {
+			return unknownMark
+		}
 	}
 	return b.String()
 }
@@ -167,6 +175,9 @@ func (r resolver) part(p syntax.WordPart, first, quoted bool) string {
 		var b strings.Builder
 		for _, q := range p.Parts {
 			b.WriteString(r.part(q, false, true))
+			if b.Len() > maxValue {
+				return unknownMark
+			}
 		}
 		return b.String()
 	case *syntax.ParamExp:
@@ -221,6 +232,18 @@ func (r resolver) cmdSubst(c *syntax.CmdSubst) string {
 			case "pwd":
 				if r.e.cwd != "" {
 					return r.e.cwd
+				}
+			case "dirname":
+				if len(call.Args) == 2 {
+					if p := r.word(call.Args[1]); p != "" && !strings.Contains(p, unknownMark) {
+						return path.Dir(p)
+					}
+				}
+			case "realpath", "readlink":
+				if len(call.Args) >= 2 {
+					if p := r.word(call.Args[len(call.Args)-1]); strings.HasPrefix(p, "/") && !strings.Contains(p, unknownMark) {
+						return path.Clean(p)
+					}
 				}
 			}
 		}

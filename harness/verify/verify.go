@@ -1,5 +1,10 @@
 // Package verify runs the task contract's verification command in the
 // fixture, with a timeout and a whole-tree kill, and classifies the outcome.
+//
+// Run is the plain runner. RunWithPolicy adds the policy around it: the
+// execution profile, the script-safety scan (harness/scan), the test-target
+// scope check, a cumulative test budget, flake reruns, separate inline
+// stdout/stderr and test counts (see Preflight, Execute and Record).
 package verify
 
 import (
@@ -18,8 +23,9 @@ type Input struct {
 	Fixture string
 	Env     []string
 	Timeout time.Duration
-	Log     *os.File // test.log: the full output (stdout and stderr interleaved)
-	LogPath string   // as recorded in the report
+	Grace   time.Duration // SIGTERM to SIGKILL on timeout; 0 is proc's default
+	Log     *os.File      // test.log: the full output (stdout and stderr interleaved)
+	LogPath string        // as recorded in the report
 	LogCap  int64
 	Tracer  ctoharness.Tracer
 }
@@ -34,7 +40,7 @@ func Run(ctx context.Context, in Input) (ctoharness.TestsRecord, error) {
 	argv := []string{"/bin/sh", "-c", in.Command}
 	in.Tracer.TraceExec(argv, in.Fixture)
 	fmt.Fprintf(log, "$ %s\n", in.Command)
-	res, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout, Stdout: log, Stderr: log})
+	res, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout, Grace: in.Grace, Stdout: log, Stderr: log})
 	switch {
 	case res.TimedOut:
 		fmt.Fprintf(log, "[cto-harness: killed after the %s timeout]\n", in.Timeout)

@@ -1,0 +1,455 @@
+// Package profile holds the execution profiles (strict, fast, smoke, yolo)
+// as one table: how many commands Case may run, how many verification runs
+// and flake reruns the harness allows, whether package installs are allowed,
+// how much heavier expensive commands weigh, the cumulative test-time budget,
+// and whether a run under the profile can qualify as stage evidence.
+//
+// Every consumer reads this table; no profile behaviour is hard-coded
+// elsewhere. docs/execution-profiles.md is generated from it (see Markdown)
+// and a test keeps the two in step.
+package profile
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Name names a profile.
+type Name string
+
+// Profiles.
+const (
+	Strict Name = "strict"
+	Fast   Name = "fast"
+	Smoke  Name = "smoke"
+	Yolo   Name = "yolo"
+)
+
+// Default is the profile used when none is named.
+const Default = Fast
+
+// Policy is one profile's limits.
+type Policy struct {
+	Name            Name
+	MaxCaseCommands int           // command budget for Case; a heavy command costs HeavyWeight
+	MaxHeavy        int           // heavy commands Case may run at all (0: none)
+	MaxTestRuns     int           // test invocations: Case's own, and separately the harness's verification runs (reruns included)
+	FlakeReruns     int           // reruns of a failed verification, to tell a flake from a failure
+	AllowInstalls   bool          // package installs (pip, npm, go install, apt, ...) may run
+	RunTests        bool          // the harness runs the verification command
+	HeavyWeight     int           // budget units a heavy command costs (>= 1)
+	TestBudget      time.Duration // cumulative verification time across all runs and reruns
+	Qualifies       bool          // a passing run can count as stage evidence
+	Description     string
+}
+
+// table is the single source of truth.
+var table = []Policy{
+	{
+		Name: Strict, MaxCaseCommands: 60, MaxHeavy: 4, MaxTestRuns: 6, FlakeReruns: 2, AllowInstalls: true,
+		RunTests: true, HeavyWeight: 3, TestBudget: 20 * time.Minute, Qualifies: true,
+		Description: "Production-like: generous budgets, installs allowed, two flake reruns, the longest test budget.",
+	},
+	{
+		Name: Fast, MaxCaseCommands: 25, MaxHeavy: 2, MaxTestRuns: 3, FlakeReruns: 1, AllowInstalls: false,
+		RunTests: true, HeavyWeight: 3, TestBudget: 10 * time.Minute, Qualifies: true,
+		Description: "The default: enough for a focused change and its tests; no package installs; one flake rerun.",
+	},
+	{
+		Name: Smoke, MaxCaseCommands: 6, MaxHeavy: 0, MaxTestRuns: 1, FlakeReruns: 0, AllowInstalls: false,
+		RunTests: false, HeavyWeight: 6, TestBudget: 2 * time.Minute, Qualifies: false,
+		Description: "Checks that the pipeline works end to end: a handful of cheap commands, tests not run; never stage evidence.",
+	},
+	{
+		Name: Yolo, MaxCaseCommands: 40, MaxHeavy: 3, MaxTestRuns: 4, FlakeReruns: 1, AllowInstalls: true,
+		RunTests: true, HeavyWeight: 2, TestBudget: 15 * time.Minute, Qualifies: false,
+		Description: "Exploration: installs allowed and loose budgets, for trying things out; never stage evidence.",
+	},
+}
+
+// All returns every profile, in table order.
+func All() []Policy { return append([]Policy(nil), table...) }
+
+// Names lists the valid profile names.
+func Names() []string {
+	out := make([]string, len(table))
+	for i, p := range table {
+		out[i] = string(p.Name)
+	}
+	return out
+}
+
+// Lookup returns the named profile; "" is the default (fast).
+func Lookup(name string) (Policy, error) {
+	if name == "" {
+		name = string(Default)
+	}
+	for _, p := range table {
+		if string(p.Name) == name {
+			return p, nil
+		}
+	}
+	return Policy{}, fmt.Errorf("unknown execution profile %q: valid profiles are %s", name, strings.Join(Names(), ", "))
+}
+
+// simple splits a shell command into its simple commands (as word lists),
+// looking through &&, ||, ;, pipelines, subshells and wrappers like env/sudo.
+// A command that does not parse is split on blanks: classification must not
+// fail open because of odd quoting.
+func simple(command string) [][]string {
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
+	if err != nil {
+		return [][]string{strings.Fields(command)}
+	}
+	var out [][]string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		c, ok := n.(*syntax.CallExpr)
+		if !ok || len(c.Args) == 0 {
+			return true
+		}
+		var words []string
+		for _, w := range c.Args {
+			words = append(words, literal(w))
+		}
+		out = append(out, unwrap(words))
+		return true
+	})
+	return out
+}
+
+// literal resolves quoting; expansions become "?".
+func literal(w *syntax.Word) string {
+	var b strings.Builder
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if l, ok := q.(*syntax.Lit); ok {
+					b.WriteString(l.Value)
+				} else {
+					b.WriteString("?")
+				}
+			}
+		default:
+			b.WriteString("?")
+		}
+	}
+	return b.String()
+}
+
+var wrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "time": true, "nice": true,
+	"timeout": true, "exec": true, "command": true, "npx": true, "pnpx": true, "bunx": true, "uvx": true, "xargs": true, "stdbuf": true}
+
+func unwrap(words []string) []string {
+	for len(words) > 0 {
+		name := base(words[0])
+		if !wrappers[name] {
+			break
+		}
+		words = words[1:]
+		for len(words) > 0 && (strings.HasPrefix(words[0], "-") || strings.Contains(words[0], "=") && name == "env") {
+			words = words[1:]
+		}
+		if name == "timeout" && len(words) > 0 {
+			words = words[1:]
+		}
+	}
+	return words
+}
+
+func base(s string) string {
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// operands drops options.
+func operands(words []string) []string {
+	var out []string
+	for _, w := range words {
+		if !strings.HasPrefix(w, "-") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func has(words []string, opts ...string) bool {
+	for _, w := range words {
+		for _, o := range opts {
+			if w == o || strings.HasPrefix(w, o+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// installs maps a tool to the subcommands that install packages.
+var installs = map[string][]string{
+	"pip": {"install", "download"}, "pip3": {"install", "download"}, "pipx": {"install", "inject", "run"},
+	"uv": {"add", "sync", "pip install", "tool install"}, "poetry": {"add", "install"}, "pipenv": {"install"},
+	"conda": {"install", "create"}, "mamba": {"install", "create"}, "micromamba": {"install", "create"},
+	"npm": {"install", "i", "ci", "add", "update"}, "pnpm": {"add", "install", "i", "update"},
+	"yarn": {"add", "install", ""}, "bun": {"add", "install", "i"}, "deno": {"install", "add"},
+	"go": {"install", "get", "mod download"}, "cargo": {"install", "add", "fetch"},
+	"gem": {"install"}, "bundle": {"install", "add"}, "brew": {"install", "reinstall", "upgrade"},
+	"apt": {"install", "upgrade"}, "apt-get": {"install", "upgrade", "dist-upgrade"}, "apk": {"add"},
+	"dnf": {"install"}, "yum": {"install"}, "zypper": {"install", "in"}, "pacman": {"-S", "-Sy", "-Syu"},
+	"composer": {"install", "require", "update"}, "dotnet": {"add", "restore", "tool install"},
+	"mvn": {"dependency:resolve", "install"}, "playwright": {"install"}, "flet": {"install"},
+}
+
+func sub(words []string) string {
+	ops := operands(words[1:])
+	switch {
+	case len(ops) == 0:
+		return ""
+	case len(ops) >= 2:
+		return ops[0] + " " + ops[1]
+	}
+	return ops[0]
+}
+
+func isInstallWords(words []string) bool {
+	if len(words) == 0 {
+		return false
+	}
+	name := base(words[0])
+	if strings.HasPrefix(name, "pip3.") {
+		name = "pip3"
+	}
+	// python -m pip install ...
+	if (name == "python" || strings.HasPrefix(name, "python3")) && len(words) >= 3 && words[1] == "-m" {
+		return isInstallWords(words[2:])
+	}
+	subs, ok := installs[name]
+	if !ok {
+		return false
+	}
+	if name == "pacman" {
+		for _, w := range words[1:] {
+			if strings.HasPrefix(w, "-S") {
+				return true
+			}
+		}
+		return false
+	}
+	s := sub(words)
+	first, _, _ := strings.Cut(s, " ")
+	for _, want := range subs {
+		if want == "" && s == "" {
+			return true // bare `yarn` installs
+		}
+		if want != "" && (s == want || first == want || strings.HasPrefix(s, want+" ")) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsInstall reports whether command installs packages or tools
+// (pip/uv/poetry, npm/pnpm/yarn/bun, go install/get, cargo, gem, brew,
+// apt/apk/dnf, playwright install, ...), anywhere in a compound command.
+func IsInstall(command string) bool {
+	for _, words := range simple(command) {
+		if isInstallWords(words) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHeavyWords(words []string) bool {
+	if len(words) == 0 {
+		return false
+	}
+	if isInstallWords(words) {
+		return true
+	}
+	name := base(words[0])
+	s := sub(words)
+	switch {
+	case name == "flet" && (s == "run" || strings.HasPrefix(s, "run ") || strings.HasPrefix(s, "build")):
+		return true
+	case (name == "pytest" || name == "py.test") && has(words, "--cov"):
+		return true
+	case (name == "python" || strings.HasPrefix(name, "python3")) && len(words) > 2 && words[1] == "-m" && words[2] == "pytest" && has(words, "--cov"):
+		return true
+	case name == "coverage" && strings.HasPrefix(s, "run"):
+		return true
+	case name == "go" && (strings.HasPrefix(s, "test") && (has(words, "-race") || has(words, "-cover", "-coverprofile")) || strings.HasPrefix(s, "build") && has(words, "-race")):
+		return true
+	case (name == "docker" || name == "podman" || name == "buildah") && (strings.HasPrefix(s, "build") || s == "compose build" || s == "compose up" || strings.HasPrefix(s, "buildx")):
+		return true
+	case (name == "npm" || name == "pnpm" || name == "yarn" || name == "bun") && (s == "run build" || s == "build" || strings.HasPrefix(s, "run build")):
+		return true
+	case name == "cargo" && strings.HasPrefix(s, "build") && has(words, "--release"):
+		return true
+	case name == "ruff" && has(words, "--fix"):
+		return true
+	case name == "playwright" || (name == "cypress" && strings.HasPrefix(s, "run")):
+		return true
+	}
+	return false
+}
+
+// IsHeavy reports whether command is expensive: installs, browser or app
+// runners, coverage runs, race-detector tests, image and production builds.
+func IsHeavy(command string) bool {
+	for _, words := range simple(command) {
+		if isHeavyWords(words) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsTest reports whether command runs a test suite.
+func IsTest(command string) bool {
+	for _, words := range simple(command) {
+		if len(words) == 0 {
+			continue
+		}
+		name := base(words[0])
+		s := sub(words)
+		switch {
+		case name == "pytest" || name == "py.test" || name == "tox" || name == "nox" || name == "jest" || name == "vitest" || name == "mocha" || name == "ctest":
+			return true
+		case (name == "python" || strings.HasPrefix(name, "python3")) && len(words) > 2 && words[1] == "-m" && (words[2] == "pytest" || words[2] == "unittest"):
+			return true
+		case (name == "go" || name == "cargo" || name == "dotnet" || name == "deno" || name == "bun") && strings.HasPrefix(s, "test"):
+			return true
+		case (name == "npm" || name == "pnpm" || name == "yarn") && (s == "test" || s == "t" || strings.HasPrefix(s, "run test") || strings.HasPrefix(s, "test ")):
+			return true
+		case name == "node" && has(words, "--test"):
+			return true
+		case name == "make" && (s == "test" || s == "check" || strings.HasPrefix(s, "test ")):
+			return true
+		}
+	}
+	return false
+}
+
+// Weight is what command costs against p's command budget: HeavyWeight for
+// heavy commands, 1 otherwise.
+func Weight(p Policy, command string) int {
+	if IsHeavy(command) {
+		return max(p.HeavyWeight, 1)
+	}
+	return 1
+}
+
+// Counter tracks Case's commands live against a profile. It is safe for
+// concurrent use (Case events are read on their own goroutine).
+type Counter struct {
+	mu       sync.Mutex
+	p        Policy
+	used     int
+	commands int
+	heavy    int
+	tests    int
+	refused  int
+}
+
+// NewCounter starts an empty count for p.
+func NewCounter(p Policy) *Counter { return &Counter{p: p} }
+
+// Refusal reasons, as prefixes of Command's reason.
+const (
+	ReasonInstall = "INSTALL_NOT_ALLOWED"
+	ReasonHeavy   = "HEAVY_BUDGET_SPENT"
+	ReasonTests   = "TEST_BUDGET_SPENT"
+	ReasonBudget  = "COMMAND_BUDGET_SPENT"
+)
+
+// Command accounts for one command Case wants to run. ok is false when the
+// profile refuses it; reason then starts with one of the Reason codes and
+// says why, in words fit for a tool result. Refused commands cost nothing.
+func (c *Counter) Command(cmd string) (ok bool, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	heavy := IsHeavy(cmd)
+	test := IsTest(cmd)
+	w := 1
+	if heavy {
+		w = max(c.p.HeavyWeight, 1)
+	}
+	refuse := func(code, format string, args ...any) (bool, string) {
+		c.refused++
+		return false, code + ": " + fmt.Sprintf(format, args...)
+	}
+	switch {
+	case !c.p.AllowInstalls && IsInstall(cmd):
+		return refuse(ReasonInstall, "package installs are not allowed in the %s profile; skipped %q", c.p.Name, cmd)
+	case heavy && c.heavy >= c.p.MaxHeavy:
+		return refuse(ReasonHeavy, "the %s profile allows %d heavy command(s) and %d ran; skipped %q", c.p.Name, c.p.MaxHeavy, c.heavy, cmd)
+	case test && c.tests >= c.p.MaxTestRuns:
+		return refuse(ReasonTests, "the %s profile allows %d test run(s) and %d ran; skipped %q", c.p.Name, c.p.MaxTestRuns, c.tests, cmd)
+	case c.used+w > c.p.MaxCaseCommands:
+		return refuse(ReasonBudget, "the %s profile's command budget is %d and %d is used; %q costs %d; skipped", c.p.Name, c.p.MaxCaseCommands, c.used, cmd, w)
+	}
+	c.used += w
+	c.commands++
+	if heavy {
+		c.heavy++
+	}
+	if test {
+		c.tests++
+	}
+	return true, ""
+}
+
+// Usage is a snapshot of a Counter, for the report.
+type Usage struct {
+	Profile  Name `json:"profile"`
+	Budget   int  `json:"budget"`
+	Used     int  `json:"used"`
+	Commands int  `json:"commands"`
+	Heavy    int  `json:"heavy"`
+	Tests    int  `json:"tests"`
+	Refused  int  `json:"refused"`
+}
+
+// Usage returns what has been spent so far.
+func (c *Counter) Usage() Usage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Usage{Profile: c.p.Name, Budget: c.p.MaxCaseCommands, Used: c.used, Commands: c.commands, Heavy: c.heavy,
+		Tests: c.tests, Refused: c.refused}
+}
+
+// Markdown renders the profile table for docs/execution-profiles.md.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| profile | command budget | heavy commands | heavy weight | test runs | flake reruns | installs | runs tests | test budget | stage evidence |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	yes := func(v bool) string {
+		if v {
+			return "yes"
+		}
+		return "no"
+	}
+	for _, p := range table {
+		name := "`" + string(p.Name) + "`"
+		if p.Name == Default {
+			name += " (default)"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", name, p.MaxCaseCommands, p.MaxHeavy,
+			p.HeavyWeight, p.MaxTestRuns, p.FlakeReruns, yes(p.AllowInstalls), yes(p.RunTests), p.TestBudget, yes(p.Qualifies))
+	}
+	b.WriteString("\n")
+	for _, p := range table {
+		fmt.Fprintf(&b, "- `%s`: %s\n", p.Name, p.Description)
+	}
+	return b.String()
+}

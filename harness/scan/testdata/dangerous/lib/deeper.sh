@@ -1,0 +1,3 @@
+#!/bin/sh
+rm -rf /var/lib
+sh dangerous/lib/helper.sh

@@ -1,0 +1,3 @@
+import subprocess
+# subprocess.run("x", shell=True) in a comment is nothing
+subprocess.run("make", shell=True)
