@@ -63,6 +63,11 @@ const (
 	BlockTestsFailed          BlockerCode = "TESTS_FAILED"
 	BlockTestTimeout          BlockerCode = "TEST_TIMEOUT"
 	BlockTestNotRun           BlockerCode = "TEST_NOT_RUN"
+	BlockTestFlake            BlockerCode = "TEST_FLAKE"
+	BlockDangerousScript      BlockerCode = "BLOCKED_DANGEROUS_SCRIPT"
+	BlockTestScope            BlockerCode = "TEST_SCOPE_VIOLATION"
+	BlockTestBudget           BlockerCode = "TEST_BUDGET_EXHAUSTED"
+	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
 	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
 )
@@ -74,6 +79,7 @@ var failedCodes = map[BlockerCode]bool{
 	BlockCaseExitNonZero: true,
 	BlockTestsFailed:     true,
 	BlockTestTimeout:     true,
+	BlockTestFlake:       true,
 }
 
 // AllBlockerCodes lists every code; the schema enum is checked against it.
@@ -89,7 +95,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockCopyFailed, BlockCopyUnfaithful, BlockFixtureDirtyStart, BlockFixtureDirtyEnd,
 		BlockCaseStartFailed, BlockCaseExitNonZero, BlockCaseTimeout, BlockCaseEventMalformed,
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
-		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockArtifactWriteFailed, BlockInternal,
+		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
+		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 	}
 }
 

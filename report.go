@@ -45,6 +45,7 @@ type Report struct {
 	Case                    CaseRecord        `json:"case"`
 	Tests                   TestsRecord       `json:"tests"`
 	Sandbox                 SandboxRecord     `json:"sandbox"`
+	Profile                 string            `json:"profile"`
 	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
 	FaultInjection          string            `json:"fault_injection,omitempty"`
 	ArtifactDigests         map[string]string `json:"artifact_digests"`
@@ -127,16 +128,37 @@ func AllTestClasses() []TestClass {
 
 // TestsRecord is the verification command's outcome.
 type TestsRecord struct {
-	Command        string      `json:"command"`
-	ExitCode       *int        `json:"exit_code"`
-	Classification TestClass   `json:"classification"`
-	Reason         string      `json:"reason,omitempty"`
-	Counts         *TestCounts `json:"counts"`
-	DurationMs     int64       `json:"duration_ms"`
-	TimeoutSeconds int         `json:"timeout_seconds"`
-	TimedOut       bool        `json:"timed_out"`
-	Truncated      bool        `json:"truncated"`
-	LogPath        string      `json:"log_path"`
+	Command          string        `json:"command"`
+	ExitCode         *int          `json:"exit_code"`
+	Classification   TestClass     `json:"classification"`
+	Reason           string        `json:"reason,omitempty"`
+	Counts           *TestCounts   `json:"counts"`
+	DurationMs       int64         `json:"duration_ms"`
+	TimeoutSeconds   int           `json:"timeout_seconds"`
+	TimedOut         bool          `json:"timed_out"`
+	Truncated        bool          `json:"truncated"`
+	LogPath          string        `json:"log_path"`
+	Target           string        `json:"target"`
+	Profile          string        `json:"profile"`
+	Refusal          string        `json:"refusal,omitempty"`
+	ScopeReason      string        `json:"scope_reason,omitempty"`
+	CountsFormat     string        `json:"counts_format,omitempty"`
+	Reruns           int           `json:"reruns"`
+	StdoutInline     string        `json:"stdout_inline"`
+	StderrInline     string        `json:"stderr_inline"`
+	Findings         []ScanFinding `json:"findings"`
+	Scripts          []string      `json:"scripts"`
+	DangerousAllowed bool          `json:"dangerous_allowed"`
+}
+
+// ScanFinding is one dangerous pattern the script-safety scanner found.
+type ScanFinding struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Pattern  string `json:"pattern"`
+	Command  string `json:"command"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
 }
 
 // TestCounts are parsed from the verification output when its format is known.

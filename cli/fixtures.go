@@ -86,6 +86,15 @@ func describeSetup(s fixtures.Setup) string {
 	if s.CaseTimeoutSeconds != 0 {
 		parts = append(parts, fmt.Sprintf("Case timeout %ds", s.CaseTimeoutSeconds))
 	}
+	if s.Profile != "" {
+		parts = append(parts, "profile "+s.Profile)
+	}
+	if s.Verification != "" {
+		parts = append(parts, "verification `"+strings.ReplaceAll(s.Verification, "|", "\\|")+"`")
+	}
+	if s.VerifyTimeout != 0 {
+		parts = append(parts, fmt.Sprintf("verification timeout %ds", s.VerifyTimeout))
+	}
 	if s.Unsandboxed {
 		parts = append(parts, "`--unsandboxed`")
 	}

@@ -15,14 +15,17 @@ import (
 
 // RunCmd is `cto-harness run`.
 type RunCmd struct {
-	Stage       int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
-	Source      string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task        string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane        string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
-	CaseCmd     string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Unsandboxed bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
-	Deep        bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
-	JSON        bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+	Stage          int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
+	Source         string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
+	Task           string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Lane           string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	CaseCmd        string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
+	Profile        string `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
+	AllowDangerous bool   `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
+	DryRun         bool   `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
+	Unsandboxed    bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
+	Deep           bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
+	JSON           bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
 }
 
 // Help explains what a run does.
@@ -57,10 +60,15 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	rep, err := harness.Run(env.Ctx, harness.Options{
+	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-	})
+		Profile: c.Profile, AllowDangerous: c.AllowDangerous,
+	}
+	if c.DryRun {
+		return c.dryRun(env, opts)
+	}
+	rep, err := harness.Run(env.Ctx, opts)
 	if errors.Is(err, harness.ErrUsage) {
 		return usageError{err}
 	}
@@ -133,4 +141,36 @@ func firstNonEmpty(a ...string) string {
 		}
 	}
 	return ""
+}
+
+// dryRun prints the plan and executes nothing.
+func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
+	plan, err := harness.Plan(env.Ctx, opts)
+	if errors.Is(err, harness.ErrUsage) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		_ = printJSON(env.Stdout, plan)
+	} else {
+		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
+		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", plan.Source, plan.SourceClean, plan.CopyTarget)
+		fmt.Fprintf(env.Stdout, "steps: %s\n", strings.Join(plan.Steps, " -> "))
+		for _, cmd := range plan.Commands {
+			fmt.Fprintf(env.Stdout, "would run (%s): %q in %s, timeout %ds, sandboxed %v\n", cmd.Role, cmd.Argv, cmd.Dir, cmd.TimeoutSeconds, cmd.Sandboxed)
+		}
+		for _, f := range plan.Verification.Findings {
+			fmt.Fprintf(env.Stdout, "finding: %s %s at %s:%d: %s\n", f.Severity, f.Pattern, f.File, f.Line, f.Command)
+		}
+		for _, b := range plan.Blockers {
+			fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
+		}
+	}
+	if len(plan.Blockers) > 0 {
+		fmt.Fprintf(env.Stderr, "cto-harness: the dry run found blockers (%s)\n", plan.Blockers[0].Code)
+		return exitError{ExitFailed}
+	}
+	return nil
 }

@@ -46,6 +46,11 @@ type Options struct {
 	Scenario string
 	Fault    string
 
+	// Profile names the execution profile ("" is fast); AllowDangerous runs a
+	// verification the script scanner flags as dangerous (recorded).
+	Profile        string
+	AllowDangerous bool
+
 	// Unsandboxed runs Case and the verification command without the sandbox
 	// launcher. It is an explicit opt-out: recorded in the report, and such a
 	// run never qualifies as stage evidence.

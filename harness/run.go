@@ -12,6 +12,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -37,7 +38,9 @@ type run struct {
 	before   *ctoharness.SourceProof
 	fixture  string // set once the fixture exists
 	contract *task.Contract
-	facts    sandbox.Facts // what the machine can enforce, probed at the gate
+	facts    sandbox.Facts  // what the machine can enforce, probed at the gate
+	profile  profile.Policy // the execution profile's limits
+	counter  *profile.Counter
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -56,11 +59,15 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if err := o.checkFault(); err != nil {
 		return nil, err
 	}
+	prof, err := profile.Lookup(o.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
 	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
 		return nil, err
 	}
 	now := o.Clock().UTC()
-	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce()}
+	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof, counter: profile.NewCounter(prof)}
 	r.tr = evidence.NewTrace(r.runID)
 	runDir := filepath.Join(o.RunsDir, r.runID)
 	workspace := filepath.Join(o.RunsDir, ".work", r.runID)
@@ -86,9 +93,11 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		ChangedFiles: []ctoharness.ChangedFile{},
 		Blockers:     []ctoharness.Blocker{},
 		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
-		Tests:        ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog},
-		Sandbox:      ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}},
-		Freshness:    ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
+		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
+			Profile: string(prof.Name), Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
+		Profile:   string(prof.Name),
+		Sandbox:   ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}},
+		Freshness: ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
 	}
 	r.rep.FaultInjection = o.Fault
 	r.ev, err = dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })

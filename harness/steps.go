@@ -314,7 +314,12 @@ func (r *run) runCase(ctx context.Context) {
 	r.tr.TraceExec(argv, r.fixture)
 	r.rep.CaseProcessStarted = true
 	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
-	out, err := backend.Run(ctx, backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
+	// The profile's command budget is counted live from Case's case.command
+	// events; when it is spent, Case is stopped.
+	caseCtx, stopCase := context.WithCancel(ctx)
+	defer stopCase()
+	var budgetStop string
+	out, err := backend.Run(caseCtx, backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
 		OnEvent: func(e backend.CaseEvent) {
@@ -322,6 +327,12 @@ func (r *run) runCase(ctx context.Context) {
 			_ = json.Unmarshal(e.Raw, &data)
 			delete(data, "type")
 			r.emit(ctx, e.Type, data)
+			if cmd, _ := data["command"].(string); e.Type == ctoharness.EvCaseCommand && budgetStop == "" {
+				if ok, reason := r.counter.Command(cmd); !ok {
+					budgetStop = fmt.Sprintf("%s (command %q, profile %s)", reason, cmd, r.profile.Name)
+					stopCase()
+				}
+			}
 		}})
 	r.rep.Case.ExitCode = out.ExitCode
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
@@ -336,6 +347,11 @@ func (r *run) runCase(ctx context.Context) {
 		return
 	case err != nil:
 		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if budgetStop != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockBudgetExceeded, Step: ctoharness.StepCase,
+			Message: "Case was stopped: " + budgetStop})
+		return
 	}
 	if code := exitCode(out.ExitCode); !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(code, out.StderrInline); ok {
@@ -419,9 +435,12 @@ func (r *run) collect(ctx context.Context) {
 }
 
 func (r *run) skipVerify(reason string) {
-	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog)
+	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
 }
 
+// verify runs the verification command under the profile's policy: the
+// script-safety scan, the test scope, the test budget and flake reruns, in
+// the same sandbox as Case.
 func (r *run) verify(ctx context.Context) {
 	r.step(ctoharness.StepVerify)
 	if !r.ok() {
@@ -439,21 +458,52 @@ func (r *run) verify(ctx context.Context) {
 	for _, d := range backend.ScratchDirs(r.scratch) {
 		_ = os.MkdirAll(d, 0o755)
 	}
-	rec, err := verify.Run(ctx, verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
-		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr})
+	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
+		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
+	if !r.o.Unsandboxed {
+		in.Wrap = r.confine
+	}
+	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
+	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
+	rec := out.TestsRecord()
 	r.rep.Tests = rec
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
 	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
-		"duration_ms": rec.DurationMs, "log": evidence.TestLog})
+		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
+		"reruns": rec.Reruns, "findings": len(rec.Findings)})
+	if !r.o.Unsandboxed {
+		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
+			return
+		}
+	}
+	block := func(code ctoharness.BlockerCode, format string, args ...any) {
+		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
+	}
+	switch verify.Refusal(rec.Refusal) {
+	case verify.RefusedDangerous:
+		block(ctoharness.BlockDangerousScript, "the verification command or a script it runs is dangerous (%s); see test.log, or pass --allow-dangerous", rec.Reason)
+		return
+	case verify.RefusedScope:
+		block(ctoharness.BlockTestScope, "a test target is out of scope (%s): %s", rec.ScopeReason, rec.Reason)
+		return
+	case verify.RefusedBudget:
+		block(ctoharness.BlockTestBudget, "the %s profile's test budget is spent: %s", r.profile.Name, rec.Reason)
+		return
+	case verify.RefusedProfile:
+		return // smoke: tests are not run, and such a run never qualifies
+	}
 	switch rec.Classification {
 	case ctoharness.TestFailure:
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify,
-			Message: fmt.Sprintf("verification %q failed (%s); see %s", rec.Command, rec.Reason, evidence.TestLog)})
+		block(ctoharness.BlockTestsFailed, "verification %q failed (%s); see %s", rec.Command, rec.Reason, evidence.TestLog)
 	case ctoharness.TestTimeout:
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTestTimeout, Step: ctoharness.StepVerify,
-			Message: fmt.Sprintf("verification %q %s", rec.Command, rec.Reason)})
+		block(ctoharness.BlockTestTimeout, "verification %q %s", rec.Command, rec.Reason)
+	case ctoharness.TestFlake:
+		block(ctoharness.BlockTestFlake, "verification %q failed, then passed on rerun: a flaky test; see %s", rec.Command, evidence.TestLog)
+	case ctoharness.TestGovUnav:
+		block(ctoharness.BlockGovernanceUnavailable, "a limit of the verification cannot be enforced: %s", rec.Reason)
 	}
 }
 

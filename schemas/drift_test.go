@@ -20,7 +20,10 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -134,8 +137,14 @@ func TestGoListsComplete(t *testing.T) {
 // plainEnums are enums on fields typed plain string in Go (no constants to
 // compare with), keyed by kind and JSON path.
 var plainEnums = map[string][]string{
-	"source-proof:/kind":  {"before", "after"},
-	"fixture-proof:/kind": {"clean_start", "clean_end"},
+	"source-proof:/kind":    {"before", "after"},
+	"fixture-proof:/kind":   {"clean_start", "clean_end"},
+	"report:/profile":       profile.Names(),
+	"report:/tests/profile": profile.Names(),
+	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
+		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},
+	"report:/tests/scope_reason":         verify.ScopeReasons(),
+	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 }
 
 func setDiff(want, got []string) string {
@@ -603,7 +612,8 @@ func passReport() ctoharness.Report {
 		Tests: ctoharness.TestsRecord{
 			Command: "go test ./...", ExitCode: intp(0), Classification: ctoharness.TestPass,
 			Counts: &ctoharness.TestCounts{Passed: 42, Skipped: 1}, DurationMs: 8800, TimeoutSeconds: 300,
-			LogPath: "logs/verification.log",
+			LogPath: "logs/verification.log", Target: "./...", Profile: "fast",
+			Findings: []ctoharness.ScanFinding{}, Scripts: []string{},
 		},
 		Sandbox: ctoharness.SandboxRecord{
 			Enforced: true, Mechanisms: []string{"landlock", "process_group", "env_allowlist"}, LandlockABI: 4,
@@ -611,6 +621,7 @@ func passReport() ctoharness.Report {
 			EnvAllowlist:     []string{"HOME", "PATH", "TMPDIR"},
 			ProcessGroupKill: true,
 		},
+		Profile:   "fast",
 		Qualifies: true,
 		ArtifactDigests: map[string]string{
 			"events.normalized.jsonl": hashA, "trace.jsonl": hashB, "proofs/source-before.json": hashA,
@@ -633,8 +644,10 @@ func gateBlockedReport() ctoharness.Report {
 			{Code: ctoharness.BlockAllowCaseMissing, Step: ctoharness.StepGate, Message: "the case backend is disabled: set CTO_HARNESS_ALLOW_CASE=1"},
 			{Code: ctoharness.BlockPrevStageMissing, Step: ctoharness.StepGate, Message: "no stage 1 validation record"},
 		},
-		Case:            ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
-		Tests:           ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run was blocked at the gate"},
+		Case: ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
+		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run was blocked at the gate",
+			Profile: "fast", Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
+		Profile:         "fast",
 		Sandbox:         ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}, NotEnforcedReason: "no process was started"},
 		ArtifactDigests: map[string]string{},
 		Freshness: ctoharness.Freshness{RunID: runID, Nonce: "b5b2c1d08e7f4a3c", StartedAt: t0, FinishedAt: t0.Add(time.Second),

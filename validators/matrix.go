@@ -289,6 +289,12 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if st.CaseTimeoutSeconds > 0 {
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
+	if st.Verification != "" {
+		spec.Verification.Command = st.Verification
+	}
+	if st.VerifyTimeout > 0 {
+		spec.Verification.TimeoutSeconds = st.VerifyTimeout
+	}
 	allow, caseStage := "1", strconv.Itoa(stage)
 	if st.AllowCase != nil {
 		allow = *st.AllowCase
@@ -309,7 +315,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	sr := &stageRun{o: StageOptions{HostEnv: o.HostEnv}}
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: sr.env(allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
-		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed,
+		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
 		NewRunID: func(int, time.Time) string { return runID }}
 	if o.Harness != nil {
 		o.Harness(&opts)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -71,9 +72,17 @@ type Record struct {
 
 // TestsRecord is the part of the record the current report schema holds.
 func (r Record) TestsRecord() ctoharness.TestsRecord {
+	findings := make([]ctoharness.ScanFinding, 0, len(r.Findings))
+	for _, f := range r.Findings {
+		findings = append(findings, ctoharness.ScanFinding{File: f.File, Line: f.Line, Pattern: f.Pattern, Command: f.Command,
+			Severity: string(f.Severity), Message: f.Message})
+	}
 	return ctoharness.TestsRecord{Command: r.Command, ExitCode: r.ExitCode, Classification: r.Classification,
 		Reason: r.Reason, Counts: r.Counts, DurationMs: r.DurationMs, TimeoutSeconds: r.TimeoutSeconds,
-		TimedOut: r.TimedOut, Truncated: r.Truncated, LogPath: r.LogPath}
+		TimedOut: r.TimedOut, Truncated: r.Truncated, LogPath: r.LogPath,
+		Target: r.Target, Profile: string(r.Profile), Refusal: string(r.Refusal), ScopeReason: r.ScopeReason,
+		CountsFormat: r.CountsFormat, Reruns: r.Reruns, StdoutInline: r.StdoutInline, StderrInline: r.StderrInline,
+		Findings: findings, Scripts: append([]string{}, r.Scripts...), DangerousAllowed: r.DangerousAllowed}
 }
 
 func newRecord(in Input) Record {
@@ -174,8 +183,16 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 		stdout, stderr := NewCapture("stdout", InlineCap), NewCapture("stderr", InlineCap)
 		outCounts, errCounts := newCountParser(), newCountParser()
 		in.Tracer.TraceExec(argv, in.Fixture)
-		res, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: in.Fixture, Env: in.Env, Timeout: timeout, Grace: in.Grace,
-			Stdout: io.MultiWriter(log, stdout, outCounts), Stderr: io.MultiWriter(log, stderr, errCounts)})
+		launch, attr := argv, (*syscall.SysProcAttr)(nil)
+		var res proc.Result
+		err = nil
+		if in.Wrap != nil {
+			launch, attr, err = in.Wrap(argv)
+		}
+		if err == nil {
+			res, err = proc.Run(ctx, proc.Spec{Argv: launch, SysProcAttr: attr, Dir: in.Fixture, Env: in.Env, Timeout: timeout, Grace: in.Grace,
+				Stdout: io.MultiWriter(log, stdout, outCounts), Stderr: io.MultiWriter(log, stderr, errCounts)})
+		}
 		budget.Charge(res.Duration)
 		total += res.Duration
 		a := Attempt{ExitCode: res.ExitCode, Signal: res.Signal, DurationMs: res.Duration.Milliseconds(),

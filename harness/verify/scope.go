@@ -459,3 +459,8 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// ScopeReasons lists every scope refusal code; the report schema's enum is checked against it.
+func ScopeReasons() []string {
+	return []string{ScopeOutside, ScopeTraversal, ScopeSymlink, ScopeProtected, ScopeAbsolute, ScopeGovernance}
+}

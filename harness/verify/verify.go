@@ -8,13 +8,11 @@
 package verify
 
 import (
-	"context"
-	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness/proc"
 )
 
 // Input is one verification run.
@@ -28,57 +26,13 @@ type Input struct {
 	LogPath string        // as recorded in the report
 	LogCap  int64
 	Tracer  ctoharness.Tracer
-}
-
-// Run executes the command with /bin/sh -c in the fixture.
-func Run(ctx context.Context, in Input) (ctoharness.TestsRecord, error) {
-	rec := ctoharness.TestsRecord{Command: in.Command, TimeoutSeconds: int(in.Timeout / time.Second), LogPath: in.LogPath}
-	if in.LogCap == 0 {
-		in.LogCap = proc.DefaultLogCap
-	}
-	log := proc.NewCappedFile(in.Log, in.LogCap)
-	argv := []string{"/bin/sh", "-c", in.Command}
-	in.Tracer.TraceExec(argv, in.Fixture)
-	fmt.Fprintf(log, "$ %s\n", in.Command)
-	res, err := proc.Run(ctx, proc.Spec{Argv: argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout, Grace: in.Grace, Stdout: log, Stderr: log})
-	switch {
-	case res.TimedOut:
-		fmt.Fprintf(log, "[cto-harness: killed after the %s timeout]\n", in.Timeout)
-	case res.ExitCode != nil:
-		fmt.Fprintf(log, "[cto-harness: exit status %d after %s]\n", *res.ExitCode, res.Duration.Round(time.Millisecond))
-	case res.Signal != "":
-		fmt.Fprintf(log, "[cto-harness: killed by %s]\n", res.Signal)
-	}
-	cerr := log.Close()
-	rec.DurationMs = res.Duration.Milliseconds()
-	rec.TimedOut = res.TimedOut
-	rec.Truncated = log.Truncated()
-	rec.ExitCode = res.ExitCode
-	switch {
-	case err != nil:
-		rec.Classification = ctoharness.TestNotRun
-		rec.Reason = err.Error()
-		return rec, err
-	case res.TimedOut:
-		rec.Classification = ctoharness.TestTimeout
-		rec.Reason = fmt.Sprintf("killed after the %s timeout", in.Timeout)
-	case res.ExitCode != nil && *res.ExitCode == 0:
-		rec.Classification = ctoharness.TestPass
-	default:
-		rec.Classification = ctoharness.TestFailure
-		if res.ExitCode != nil {
-			rec.Reason = fmt.Sprintf("exit status %d", *res.ExitCode)
-		} else {
-			rec.Reason = "killed by " + res.Signal
-		}
-	}
-	if cerr != nil {
-		return rec, fmt.Errorf("write %s: %w", in.LogPath, cerr)
-	}
-	return rec, nil
+	// Wrap, when set, turns the command's argv into the sandbox launcher's
+	// invocation and the process attributes it needs.
+	Wrap func(argv []string) ([]string, *syscall.SysProcAttr, error)
 }
 
 // NotRun is the record for a verification that was skipped, with why.
-func NotRun(command, reason, logPath string) ctoharness.TestsRecord {
-	return ctoharness.TestsRecord{Command: command, Classification: ctoharness.TestNotRun, Reason: reason, LogPath: logPath}
+func NotRun(command, reason, logPath, profile string) ctoharness.TestsRecord {
+	return ctoharness.TestsRecord{Command: command, Classification: ctoharness.TestNotRun, Reason: reason, LogPath: logPath,
+		Profile: profile, Findings: []ctoharness.ScanFinding{}, Scripts: []string{}}
 }

@@ -62,6 +62,16 @@ func Scenarios() []Scenario {
 		{"break-verification", "make a change the verification command rejects", func(c *caseRun) error {
 			return c.writeNote("- a note the verification check does not accept\n")
 		}},
+		{"run-commands", "report 40 shell commands, more than the fast profile's budget", func(c *caseRun) error {
+			for i := 1; i <= 40; i++ {
+				c.emit(ctoharness.EvCaseCommand, map[string]any{"command": fmt.Sprintf("echo step %d", i)})
+			}
+			return c.edit()
+		}},
+		{"install", "report a package install, which the fast profile refuses", func(c *caseRun) error {
+			c.emit(ctoharness.EvCaseCommand, map[string]any{"command": "pip install requests"})
+			return c.edit()
+		}},
 		{"nested-repo", "make the change and create a nested git repository under the first allowed path", func(c *caseRun) error {
 			if err := c.edit(); err != nil {
 				return err

@@ -1,0 +1,173 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/verify"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// StatusDryRun is the status of a plan: nothing was executed.
+const StatusDryRun = "dry_run"
+
+// PlannedCommand is one process a run would start.
+type PlannedCommand struct {
+	Role           string          `json:"role"` // "case" or "verification"
+	Argv           []string        `json:"argv"`
+	Dir            string          `json:"dir"`
+	TimeoutSeconds int             `json:"timeout_seconds"`
+	Sandboxed      bool            `json:"sandboxed"`
+	Rlimits        sandbox.Rlimits `json:"rlimits"`
+	EnvKeys        []string        `json:"env_keys"`
+}
+
+// DryRun is what `run --dry-run` prints.
+type DryRun struct {
+	Status         string               `json:"status"`
+	Stage          int                  `json:"stage"`
+	Blockers       []ctoharness.Blocker `json:"blockers"`
+	Steps          []string             `json:"steps"`
+	Source         string               `json:"source"`
+	SourceClean    bool                 `json:"source_clean"`
+	CopyTarget     string               `json:"copy_target"`
+	TaskContract   *task.Contract       `json:"task_contract"`
+	Commands       []PlannedCommand     `json:"commands"`
+	Profile        profile.Policy       `json:"profile"`
+	Verification   verify.Plan          `json:"verification"`
+	Unsandboxed    bool                 `json:"unsandboxed"`
+	AllowDangerous bool                 `json:"allow_dangerous"`
+}
+
+// Plan checks the gates and the source without writing anything (read-only),
+// and describes what Run would do: the steps, the copy target, the task
+// contract, every command with its limits, and the script scanner's findings.
+// It executes nothing and writes no fixture and no run directory. The
+// embedded artificial fixture of stages 1–2 is materialized in a temporary
+// directory so its scripts can be scanned, and removed again.
+func Plan(ctx context.Context, o Options) (*DryRun, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if _, err := gates.Lookup(o.Stage); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	prof, err := profile.Lookup(o.Profile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
+		return nil, err
+	}
+	runID := o.NewRunID(o.Stage, o.Clock())
+	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof,
+		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
+		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
+			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
+			"non-mutation proof", "report"}}
+	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: gates.RecordCheck{
+		Dir: RecordsDir(o.RunsDir), MaxAge: o.Config.MaxAge(), Now: o.Clock(), Validate: o.Schemas.Validator(schemas.StageRecord)}})
+	plan.Blockers = append(plan.Blockers, d.Blockers...)
+	if len(plan.Blockers) > 0 {
+		return plan, nil
+	}
+	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots}
+	path, spec := o.Source, o.Spec
+	if path == "" {
+		if d.Stage.Fixture != gates.FixtureArtificial {
+			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
+				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", d.Stage)})
+			return plan, nil
+		}
+		tmp, err := os.MkdirTemp("", "cto-harness-dry-run-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		path = filepath.Join(tmp, "artificial-source")
+		archive, _ := fixtures.Archive(fixtures.Artificial)
+		if _, err := fixtures.Materialize(ctx, archive, path, artificialCommitTime); err != nil {
+			return nil, err
+		}
+		pol.Owned = append(append([]string(nil), pol.Owned...), path)
+		if spec == nil {
+			data, _ := fixtures.TaskSpec(fixtures.Artificial)
+			s, err := task.Parse(data, "embedded artificial task", o.Schemas.Validator(schemas.TaskSpec))
+			if err != nil {
+				return nil, err
+			}
+			spec = &s
+		}
+	}
+	if spec == nil {
+		s := DefaultSpec()
+		spec = &s
+	}
+	nop := ctoharness.NopTracer{}
+	repo, err := source.Classify(ctx, path, pol, nop)
+	if err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepClassify))
+		return plan, nil
+	}
+	plan.Source = repo.Root
+	proof, err := source.Prove(ctx, repo, source.ProofOptions{RunID: runID, Kind: source.KindBefore, Now: o.Clock()}, nop)
+	if err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepSourceProof))
+		return plan, nil
+	}
+	plan.SourceClean = proof.StatusClean
+	if !proof.StatusClean {
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
+			Message: fmt.Sprintf("source %s is not clean (%s)", repo.Root, describeStatus(proof.Status))})
+	}
+	runDir := filepath.Join(o.RunsDir, runID)
+	plan.CopyTarget = filepath.Join(runDir, "fixture")
+	contract := task.NewContract(*spec, runID, plan.CopyTarget)
+	plan.TaskContract = &contract
+	scratch := filepath.Join(o.RunsDir, ".work", runID, "scratch")
+	rl := sandbox.DefaultRlimits()
+	if d.Stage.Backend == ctoharness.BackendCase {
+		argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
+		if o.Lane == ctoharness.LaneReal {
+			argv = o.CaseCmd
+			if len(argv) == 0 {
+				argv = o.Config.CaseCommand
+			}
+		}
+		env := backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root)
+		plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
+			TimeoutSeconds: spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(env)})
+	}
+	venv := backend.Env(scratch, "", o.Getenv("PATH"), repo.Root)
+	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
+		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv)})
+	// The scanner reads the source's scripts: the fixture would be their copy.
+	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: repo.Root,
+		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop},
+		verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(scratch)})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	plan.Verification = vp
+	switch vp.Refusal {
+	case verify.RefusedDangerous:
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockDangerousScript, Step: ctoharness.StepVerify, Message: vp.Reason})
+	case verify.RefusedScope:
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTestScope, Step: ctoharness.StepVerify, Message: vp.Reason})
+	case verify.RefusedGovernance:
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockGovernanceUnavailable, Step: ctoharness.StepVerify, Message: vp.Reason})
+	}
+	return plan, nil
+}
