@@ -6,10 +6,14 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
+	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/otiai10/copy v1.14.1
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1
 	github.com/sergi/go-diff v1.3.2-0.20230802210424-5b0b94c5c0d3
+	golang.org/x/sys v0.49.0
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (
@@ -23,7 +27,6 @@ require (
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect
 	github.com/jbenet/go-context v0.0.0-20150711004518-d14ea06fba99 // indirect
 	github.com/kevinburke/ssh_config v1.2.0 // indirect
-	github.com/landlock-lsm/go-landlock v0.11.0 // indirect
 	github.com/otiai10/mint v1.6.3 // indirect
 	github.com/pjbgf/sha1cd v0.7.0 // indirect
 	github.com/skeema/knownhosts v1.3.1 // indirect
@@ -31,9 +34,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
-	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
-	mvdan.cc/sh/v3 v3.14.1 // indirect
 )
