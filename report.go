@@ -175,10 +175,22 @@ type SandboxRecord struct {
 	Mechanisms        []string `json:"mechanisms"`
 	LandlockABI       int      `json:"landlock_abi"`
 	WritableRoots     []string `json:"writable_roots"`
+	ReadOnlyRoots     []string `json:"read_only_roots"`
+	Rlimits           Limits   `json:"rlimits"`
 	EnvAllowlist      []string `json:"env_allowlist"`
 	ProcessGroupKill  bool     `json:"process_group_kill"`
 	Unsandboxed       bool     `json:"unsandboxed_opt_out"`
 	NotEnforcedReason string   `json:"not_enforced_reason,omitempty"`
+}
+
+// Limits are the resource limits (rlimits) of Case and the verification
+// command. Zero means the harness default.
+type Limits struct {
+	CPUSeconds        uint64 `json:"cpu_seconds"`
+	FileSizeBytes     uint64 `json:"file_size_bytes"`
+	OpenFiles         uint64 `json:"open_files"`
+	Processes         uint64 `json:"processes"`
+	AddressSpaceBytes uint64 `json:"address_space_bytes"`
 }
 
 // Freshness ties every artifact to this one run.

@@ -37,7 +37,10 @@ func (r *run) probeSandbox() {
 // and the scratch directories (not the whole workspace root, which for
 // stages 1–2 also holds the materialized source).
 func (r *run) policy() sandbox.Policy {
-	return sandbox.Policy{Writable: append([]string{r.fixture}, backend.ScratchDirs(r.scratch)...), DenyNetwork: true}
+	l := r.contract.Limits
+	return sandbox.Policy{Writable: append([]string{r.fixture}, backend.ScratchDirs(r.scratch)...), DenyNetwork: true,
+		Rlimits: sandbox.Rlimits{CPUSeconds: l.CPUSeconds, FileSizeBytes: l.FileSizeBytes, OpenFiles: l.OpenFiles,
+			Processes: l.Processes, AddressSpaceBytes: l.AddressSpaceBytes}}
 }
 
 // confine wraps argv in the sandbox launcher, and records what it enforces.
@@ -53,6 +56,13 @@ func (r *run) confine(argv []string) ([]string, *syscall.SysProcAttr, error) {
 	rec := &r.rep.Sandbox
 	rec.Mechanisms = append(pol.Mechanisms(r.facts), "explicit_environment", "timeout")
 	rec.WritableRoots = pol.Writable
+	rec.ReadOnlyRoots = []string{"/"}
+	if len(pol.ReadOnly) > 0 {
+		rec.ReadOnlyRoots = pol.ReadOnly
+	}
+	eff := pol.Rlimits.Effective()
+	rec.Rlimits = ctoharness.Limits{CPUSeconds: eff.CPUSeconds, FileSizeBytes: eff.FileSizeBytes, OpenFiles: eff.OpenFiles,
+		Processes: eff.Processes, AddressSpaceBytes: eff.AddressSpaceBytes}
 	return launch, attr, nil
 }
 

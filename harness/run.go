@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
 			Profile: string(prof.Name), Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
 		Profile:   string(prof.Name),
-		Sandbox:   ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}},
+		Sandbox:   ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}},
 		Freshness: ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
 	}
 	r.rep.FaultInjection = o.Fault

@@ -618,6 +618,7 @@ func passReport() ctoharness.Report {
 		Sandbox: ctoharness.SandboxRecord{
 			Enforced: true, Mechanisms: []string{"landlock", "process_group", "env_allowlist"}, LandlockABI: 4,
 			WritableRoots:    []string{"/var/tmp/cto-harness/work/" + runID + "/fixture", "/var/tmp/cto-harness/work/" + runID + "/scratch"},
+			ReadOnlyRoots:    []string{"/"},
 			EnvAllowlist:     []string{"HOME", "PATH", "TMPDIR"},
 			ProcessGroupKill: true,
 		},
@@ -648,7 +649,7 @@ func gateBlockedReport() ctoharness.Report {
 		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run was blocked at the gate",
 			Profile: "fast", Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
 		Profile:         "fast",
-		Sandbox:         ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, EnvAllowlist: []string{}, NotEnforcedReason: "no process was started"},
+		Sandbox:         ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}, NotEnforcedReason: "no process was started"},
 		ArtifactDigests: map[string]string{},
 		Freshness: ctoharness.Freshness{RunID: runID, Nonce: "b5b2c1d08e7f4a3c", StartedAt: t0, FinishedAt: t0.Add(time.Second),
 			HarnessVersion: ctoharness.Version, FinalEventHash: hashA, Events: 3},

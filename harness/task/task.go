@@ -32,6 +32,17 @@ type Spec struct {
 	ForbiddenActions   []string     `json:"forbidden_actions,omitempty"`
 	Verification       Verification `json:"verification"`
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
+	// Limits override the sandbox's default rlimits; zero fields keep the default.
+	Limits *SpecLimits `json:"limits,omitempty"`
+}
+
+// SpecLimits are the rlimits a spec may set; each is optional.
+type SpecLimits struct {
+	CPUSeconds        uint64 `json:"cpu_seconds,omitempty"`
+	FileSizeBytes     uint64 `json:"file_size_bytes,omitempty"`
+	OpenFiles         uint64 `json:"open_files,omitempty"`
+	Processes         uint64 `json:"processes,omitempty"`
+	AddressSpaceBytes uint64 `json:"address_space_bytes,omitempty"`
 }
 
 // EvidenceExpectations tells Case how its work is observed.
@@ -52,6 +63,7 @@ type Contract struct {
 	ForbiddenActions   []string             `json:"forbidden_actions"`
 	Verification       Verification         `json:"verification"`
 	CaseTimeoutSeconds int                  `json:"case_timeout_seconds"`
+	Limits             ctoharness.Limits    `json:"limits"`
 	Evidence           EvidenceExpectations `json:"evidence_expectations"`
 }
 
@@ -112,6 +124,7 @@ func NewContract(s Spec, runID, fixturePath string) Contract {
 		ForbiddenActions:   forbidden,
 		Verification:       s.Verification,
 		CaseTimeoutSeconds: s.CaseTimeoutSeconds,
+		Limits:             limits(s.Limits),
 		Evidence: EvidenceExpectations{
 			EventStream:    "stdout, one JSON object per line",
 			RequiredEvents: ctoharness.RequiredCaseEvents(),
@@ -120,4 +133,26 @@ func NewContract(s Spec, runID, fixturePath string) Contract {
 			ChangesOutsideAllowedPaths: "block the run (DISALLOWED_CHANGE)",
 		},
 	}
+}
+
+// limits are the spec's limits with the sandbox defaults filled in, so the
+// contract states exactly what will be enforced.
+func limits(l *SpecLimits) ctoharness.Limits {
+	d := DefaultLimits()
+	if l == nil {
+		return d
+	}
+	for _, f := range []struct{ v, def *uint64 }{{&l.CPUSeconds, &d.CPUSeconds}, {&l.FileSizeBytes, &d.FileSizeBytes},
+		{&l.OpenFiles, &d.OpenFiles}, {&l.Processes, &d.Processes}, {&l.AddressSpaceBytes, &d.AddressSpaceBytes}} {
+		if *f.v != 0 {
+			*f.def = *f.v
+		}
+	}
+	return d
+}
+
+// DefaultLimits are the rlimits used when a spec sets none: generous enough
+// for a compiler or a test suite, small enough to stop a runaway.
+func DefaultLimits() ctoharness.Limits {
+	return ctoharness.Limits{CPUSeconds: 3600, FileSizeBytes: 4 << 30, OpenFiles: 4096, Processes: 2048, AddressSpaceBytes: 32 << 30}
 }

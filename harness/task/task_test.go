@@ -79,3 +79,19 @@ func TestParseSpec(t *testing.T) {
 		t.Errorf("contract %+v", c)
 	}
 }
+
+func TestContractLimits(t *testing.T) {
+	ok := func([]byte) error { return nil }
+	s, err := Parse([]byte(`{"task":"t","allowed_paths":["a"],"verification":{"command":"true","timeout_seconds":5},"limits":{"processes":64}}`), "x", ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewContract(s, "run", "/fixture")
+	d := DefaultLimits()
+	if c.Limits.Processes != 64 || c.Limits.CPUSeconds != d.CPUSeconds || c.Limits.OpenFiles != d.OpenFiles {
+		t.Fatalf("limits %+v", c.Limits)
+	}
+	if NewContract(Spec{}, "run", "/f").Limits != d {
+		t.Fatal("a spec without limits does not get the defaults")
+	}
+}
