@@ -302,3 +302,22 @@ func compileB(b *testing.B) *schemas.Set {
 	}
 	return set
 }
+
+// A machine (here: a launcher binary) that cannot establish the sandbox
+// blocks the run at the gate, before the source or any Case process.
+func TestSandboxUnavailableBlocksAtGate(t *testing.T) {
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.SelfExe = "/bin/true" // not a launcher: the probe's trial run cannot succeed
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCode(rep, ctoharness.BlockSandboxUnavailable) || rep.CaseProcessStarted || rep.SourcePath != "" {
+		t.Fatalf("blockers %v, case started %v, source %q", rep.Blockers, rep.CaseProcessStarted, rep.SourcePath)
+	}
+	if rep.Blockers[0].Step != ctoharness.StepGate || rep.Qualifies {
+		t.Fatalf("blocker %+v qualifies %v", rep.Blockers[0], rep.Qualifies)
+	}
+	mustValidate(t, set, rep, false)
+}
