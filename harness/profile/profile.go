@@ -11,6 +11,7 @@ package profile
 
 import (
 	"fmt"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"strings"
 	"sync"
 	"time"
@@ -113,36 +114,12 @@ func simple(command string) [][]string {
 		}
 		var words []string
 		for _, w := range c.Args {
-			words = append(words, literal(w))
+			words = append(words, wordText(w))
 		}
 		out = append(out, unwrap(words))
 		return true
 	})
 	return out
-}
-
-// literal resolves quoting; expansions become "?".
-func literal(w *syntax.Word) string {
-	var b strings.Builder
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			b.WriteString(p.Value)
-		case *syntax.SglQuoted:
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				if l, ok := q.(*syntax.Lit); ok {
-					b.WriteString(l.Value)
-				} else {
-					b.WriteString("?")
-				}
-			}
-		default:
-			b.WriteString("?")
-		}
-	}
-	return b.String()
 }
 
 var wrappers = map[string]bool{"sudo": true, "doas": true, "env": true, "nohup": true, "time": true, "nice": true,
@@ -452,4 +429,10 @@ func Markdown() string {
 		fmt.Fprintf(&b, "- `%s`: %s\n", p.Name, p.Description)
 	}
 	return b.String()
+}
+
+// wordText is a word with its quoting resolved; expansions become "?".
+func wordText(w *syntax.Word) string {
+	s, _ := scan.Literal(w)
+	return s
 }

@@ -336,3 +336,32 @@ func ansiC(s string) string {
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
+
+// Literal resolves a word's quoting without evaluating anything. Each
+// expansion becomes "?" and ok is false when there was one, so callers that
+// need an exact value can refuse and callers that only classify can go on.
+func Literal(w *syntax.Word) (s string, ok bool) {
+	var b strings.Builder
+	ok = true
+	for _, p := range w.Parts {
+		switch p := p.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, q := range p.Parts {
+				if l, isLit := q.(*syntax.Lit); isLit {
+					b.WriteString(l.Value)
+				} else {
+					b.WriteString("?")
+					ok = false
+				}
+			}
+		default:
+			b.WriteString("?")
+			ok = false
+		}
+	}
+	return b.String(), ok
+}

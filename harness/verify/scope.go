@@ -12,6 +12,7 @@ import (
 
 	"mvdan.cc/sh/v3/syntax"
 
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -323,30 +324,11 @@ func Targets(command string) ([]string, error) {
 
 // lit resolves a word's quoting; ok is false when it holds an expansion.
 func lit(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	ok := true
-	for _, p := range w.Parts {
-		switch p := p.(type) {
-		case *syntax.Lit:
-			b.WriteString(p.Value)
-		case *syntax.SglQuoted:
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			for _, q := range p.Parts {
-				if l, isLit := q.(*syntax.Lit); isLit {
-					b.WriteString(l.Value)
-				} else {
-					ok = false
-				}
-			}
-		default:
-			ok = false
-		}
-	}
+	s, ok := scan.Literal(w)
 	if !ok {
 		return "\x00", false
 	}
-	return b.String(), true
+	return s, true
 }
 
 func unwrapRunner(words []string) []string {

@@ -218,32 +218,5 @@ func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) i
 		fmt.Fprintln(stderr, "fake case:", err)
 		return 2
 	}
-	taskFile := getenv("CASE_TASK_FILE")
-	data, err := os.ReadFile(taskFile)
-	if err != nil {
-		fmt.Fprintf(stderr, "fake case: cannot read the task contract from CASE_TASK_FILE=%q: %v\n", taskFile, err)
-		return 2
-	}
-	var contract task.Contract
-	if err := json.Unmarshal(data, &contract); err != nil {
-		fmt.Fprintf(stderr, "fake case: task contract %s is malformed: %v\n", taskFile, err)
-		return 2
-	}
-	root, err := os.Getwd()
-	if err != nil {
-		fmt.Fprintln(stderr, "fake case:", err)
-		return 2
-	}
-	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout)}
-	c.emit(ctoharness.EvCaseStarted, map[string]any{"scenario": sc.Name, "run_id": contract.RunID})
-	fmt.Fprintf(stderr, "fake case: scenario %s in %s\n", sc.Name, root)
-	if err := sc.run(c); err != nil {
-		c.emit(ctoharness.EvCaseLog, map[string]any{"message": err.Error()})
-		fmt.Fprintln(stderr, "fake case:", err)
-		return 1
-	}
-	if !c.skipFinished {
-		c.emit(ctoharness.EvCaseFinished, map[string]any{"status": map[bool]string{true: "ok", false: "failed"}[c.exitCode == 0]})
-	}
-	return c.exitCode
+	return runScenario(sc, stdout, stderr, getenv)
 }
