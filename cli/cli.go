@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -158,6 +159,24 @@ func (g *Globals) config(env *Env, set *schemas.Set) (config.Config, error) {
 		return c, usageError{err}
 	}
 	return c, nil
+}
+
+// setup is what most commands need first: the compiled schemas, the config
+// and the absolute runs directory.
+func (g *Globals) setup(env *Env) (*schemas.Set, config.Config, string, error) {
+	set, err := compileSchemas()
+	if err != nil {
+		return nil, config.Config{}, "", err
+	}
+	cfg, err := g.config(env, set)
+	if err != nil {
+		return nil, cfg, "", err
+	}
+	runs, err := filepath.Abs(g.runsDir(env))
+	if err != nil {
+		return nil, cfg, "", usageError{err}
+	}
+	return set, cfg, runs, nil
 }
 
 func compileSchemas() (*schemas.Set, error) {

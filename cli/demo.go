@@ -21,17 +21,9 @@ pass route, checks its gates and evidence, and writes the validation record the 
 
 // Run executes the command.
 func (DemoCmd) Run(g *Globals, env *Env) error {
-	set, err := compileSchemas()
+	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
-	}
-	cfg, err := g.config(env, set)
-	if err != nil {
-		return err
-	}
-	runs, err := filepath.Abs(g.runsDir(env))
-	if err != nil {
-		return usageError{err}
 	}
 	fmt.Fprintf(env.Stdout, "cto-harness demo: evidence under %s\n", runs)
 	for n := 1; n <= 3; n++ {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/cto-harness/cto-harness/fixtures"
@@ -125,17 +124,9 @@ func (c *FixturesReplayCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	set, err := compileSchemas()
+	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
-	}
-	cfg, err := g.config(env, set)
-	if err != nil {
-		return err
-	}
-	runs, err := filepath.Abs(g.runsDir(env))
-	if err != nil {
-		return usageError{err}
 	}
 	so := validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg}
 	if err := validators.EnsureStage2(env.Ctx, so); err != nil {

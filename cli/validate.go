@@ -68,17 +68,9 @@ records are missing are validated first. Exit status: 0 ok, 1 not ok.`
 
 // Run executes the command.
 func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
-	set, err := compileSchemas()
+	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
-	}
-	cfg, err := g.config(env, set)
-	if err != nil {
-		return err
-	}
-	runs, err := filepath.Abs(g.runsDir(env))
-	if err != nil {
-		return usageError{err}
 	}
 	if c.Stage < 1 || c.Stage > 6 {
 		return usagef("stage %d is not on the ladder; stages are 1 to 6", c.Stage)
