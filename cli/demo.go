@@ -46,7 +46,7 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 			}
 		}
 		if rows > 0 {
-			fmt.Fprintf(env.Stdout, "  failure matrix:        %d rows failed closed as expected (evidence under %s)\n", rows, filepath.Join(runs, "matrix"))
+			fmt.Fprintf(env.Stdout, "  failure matrix:        %d rows held as the matrix expects (evidence under %s)\n", rows, filepath.Join(runs, "matrix"))
 		}
 		if res.RecordPath != "" {
 			fmt.Fprintf(env.Stdout, "  validation record:     %s\n", res.RecordPath)
