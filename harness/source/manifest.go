@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 )
 
 // manifestHeader versions the canonical serialization hashed by ManifestDigest.
@@ -136,6 +137,15 @@ type slot struct {
 	descend bool
 }
 
+// Manifest lstats every entry under root, root included (as "."), without
+// following symlinks, and returns them sorted bytewise by path: the listing
+// a source proof records, and the one package gitstatus computes a status
+// from. It is exported so that the fixture, which needs the same listing
+// for its clean proofs, walks the same way.
+func Manifest(ctx context.Context, root string) ([]ctoharness.ManifestEntry, error) {
+	return walkManifest(ctx, root, false)
+}
+
 // walkManifest lstats every entry under root, root included, and returns
 // them sorted bytewise by path. With deep, regular files are hashed too.
 func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
@@ -252,7 +262,7 @@ func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
 		}
 		return kids[s.i].name
 	}
-	slices.SortFunc(slots, func(a, b slot) int { return compareTreeNames(name(a), a.descend, name(b), b.descend) })
+	slices.SortFunc(slots, func(a, b slot) int { return gitstatus.TreeOrder(name(a), a.descend, name(b), b.descend) })
 	for _, s := range slots {
 		if s.i < 0 {
 			if err := w.add(".", abs, rootSt); err != nil {

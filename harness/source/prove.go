@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 )
 
 // Proof kinds.
@@ -54,10 +55,10 @@ func (o ProofOptions) step() ctoharness.Step {
 // files included. Two proofs taken before and after a run and compared with
 // Compare show whether anything in the source changed.
 //
-// The status has go-git's Worktree.Status semantics; see status.go for how
-// it is computed without a second walk. The trace gets one git_read entry
-// for repo.GitDir and one walk entry for repo.Root rather than one per
-// file. Prove never writes: it only opens, reads and lstats, and uses
+// The status has go-git's Worktree.Status semantics; package gitstatus
+// computes it from the manifest without a second walk. The trace gets one
+// git_read entry for repo.GitDir and one walk entry for repo.Root rather
+// than one per file. Prove never writes: it only opens, reads and lstats, and uses
 // go-git for Open, Reference, Head, References, object reads and (as a
 // fallback) Status.
 func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Tracer) (ctoharness.SourceProof, error) {
@@ -146,8 +147,8 @@ type gitState struct {
 	refCount   int
 	// idx and staging feed the fast status; when fallback is set the fast
 	// status cannot model this repository and go-git's Status is used.
-	idx      *gitIndex
-	staging  stagingChanges
+	idx      *gitstatus.Index
+	staging  gitstatus.Staged
 	fallback error
 }
 
@@ -188,15 +189,15 @@ func readGit(repo Repo) (gitState, error) {
 		return gs, err
 	}
 
-	idx, err := readIndex(repo.GitDir)
-	if errors.Is(err, errFallback) {
+	idx, err := gitstatus.ReadIndex(repo.GitDir)
+	if errors.Is(err, gitstatus.ErrFallback) {
 		gs.fallback = err
 		return gs, nil
 	}
 	if err != nil {
 		return gs, err
 	}
-	staging, err := stagingDiff(r, commit.TreeHash, idx.entries, buildIndexTrees(idx.entries))
+	staging, err := gitstatus.DiffIndex(r, commit.TreeHash, idx)
 	if err != nil {
 		return gs, err
 	}
@@ -208,12 +209,12 @@ func readGit(repo Repo) (gitState, error) {
 // it models the repository, go-git's Status otherwise.
 func proofStatus(root string, gs gitState, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, error) {
 	if gs.fallback == nil {
-		st, err := worktreeStatus(root, gs.idx, gs.staging, manifest)
-		if !errors.Is(err, errFallback) {
+		st, err := gitstatus.Status(root, gs.idx, gs.staging, manifest)
+		if !errors.Is(err, gitstatus.ErrFallback) {
 			return st, err
 		}
 	}
-	return goGitStatus(gs.repo)
+	return gitstatus.GoGitStatus(gs.repo)
 }
 
 // refsDigest hashes the sorted lines "name target\n" of every reference

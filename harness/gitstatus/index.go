@@ -1,0 +1,295 @@
+package gitstatus
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// ErrFallback means the fast status does not model something in this
+// repository (submodules, conflicts, sparse or split index, ...); callers
+// then use go-git's Worktree.Status, which is slower but complete.
+var ErrFallback = errors.New("fast status does not cover this repository")
+
+func fallback(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFallback, fmt.Sprintf(format, args...))
+}
+
+// Entry is one stage-0 entry of a git index: its blob and the stat data
+// git caches for it.
+type Entry struct {
+	Name    string
+	Mode    filemode.FileMode
+	Hash    plumbing.Hash
+	Size    uint32
+	MtimeNs int64 // 0 when the index recorded none
+	CtimeNs int64
+	Dev     uint32
+	Ino     uint32
+	UID     uint32
+	GID     uint32
+}
+
+// Index is a parsed .git/index and the index file's own mtime, which the
+// racy-git check compares file mtimes against.
+type Index struct {
+	Entries []Entry
+	ModTime time.Time
+}
+
+// Fresh reports whether e's cached stat data still describes the worktree
+// file f, so that e.Hash may stand for f's content without reading it. It
+// is go-git's metadata-first rule (size, mtime and mode equal, and the file
+// older than the index: a file modified in the index's own clock tick is
+// "racy" and must be hashed).
+func (idx *Index) Fresh(e *Entry, f *ctoharness.ManifestEntry) bool {
+	mode, err := filemode.NewFromOSFileMode(fs.FileMode(f.Mode))
+	return err == nil && e.MtimeNs != 0 && uint32(f.Size) == e.Size && f.MtimeNs == e.MtimeNs && mode == e.Mode &&
+		!idx.ModTime.IsZero() && f.MtimeNs < idx.ModTime.UnixNano()
+}
+
+// ReadIndex reads and parses gitDir/index. It is a small parser of its own
+// because go-git's decoder costs about 25 ms per 15k entries (it decodes
+// field by field through reflection), which alone would use up most of the
+// time budget of a proof. It returns ErrFallback for anything it does not
+// model (and for a missing index), so correctness never depends on it
+// covering every index feature.
+func ReadIndex(gitDir string) (*Index, error) {
+	// O_NOFOLLOW and O_NONBLOCK: a symlink or a named pipe in place of the
+	// index is not read here (a pipe would block the open).
+	f, err := os.OpenFile(gitDir+"/index", os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fallback("no index file")
+		}
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fallback("index is a symlink")
+		}
+		return nil, fmt.Errorf("open index: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat index: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fallback("index is a %v, not a file", fi.Mode().Type())
+	}
+	data := make([]byte, fi.Size())
+	if _, err := readFull(f, data); err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	entries, err := parseIndex(data)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{Entries: entries, ModTime: fi.ModTime()}, nil
+}
+
+func readFull(f *os.File, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := f.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Index entry layout (git's Documentation/gitformat-index.txt).
+const (
+	entryHeader      = 62 // ctime, mtime, dev, ino, mode, uid, gid, size, sha1, flags
+	flagExtended     = 0x4000
+	flagStageMask    = 0x3000
+	flagNameMask     = 0x0fff
+	extSkipWorktree  = 0x4000
+	extIntentToAdd   = 0x2000
+	modeTypeMask     = 0o170000
+	modeGitlink      = 0o160000
+	modeDir          = 0o040000
+	indexTrailerSize = sha1.Size
+)
+
+// parseIndex decodes index versions 2, 3 and 4 with SHA-1 object names.
+func parseIndex(data []byte) ([]Entry, error) {
+	if len(data) < 12+indexTrailerSize || string(data[:4]) != "DIRC" {
+		return nil, fallback("index has no DIRC header")
+	}
+	body := data[:len(data)-indexTrailerSize]
+	if sum := sha1.Sum(body); !bytes.Equal(sum[:], data[len(body):]) {
+		return nil, fallback("index checksum mismatch")
+	}
+	version := binary.BigEndian.Uint32(data[4:8])
+	if version < 2 || version > 4 {
+		return nil, fallback("index version %d", version)
+	}
+	count := int(binary.BigEndian.Uint32(data[8:12]))
+	if count > len(body)/entryHeader {
+		return nil, fallback("index entry count %d does not fit", count)
+	}
+	entries := make([]Entry, count)
+	off := 12
+	var prev []byte
+	for i := range entries {
+		start := off
+		if off+entryHeader > len(body) {
+			return nil, fallback("index truncated")
+		}
+		h := body[off : off+entryHeader]
+		e := &entries[i]
+		e.CtimeNs = int64(binary.BigEndian.Uint32(h[0:4]))*1e9 + int64(binary.BigEndian.Uint32(h[4:8]))
+		e.MtimeNs = int64(binary.BigEndian.Uint32(h[8:12]))*1e9 + int64(binary.BigEndian.Uint32(h[12:16]))
+		e.Dev = binary.BigEndian.Uint32(h[16:20])
+		e.Ino = binary.BigEndian.Uint32(h[20:24])
+		mode := binary.BigEndian.Uint32(h[24:28])
+		e.Mode = filemode.FileMode(mode)
+		e.UID = binary.BigEndian.Uint32(h[28:32])
+		e.GID = binary.BigEndian.Uint32(h[32:36])
+		e.Size = binary.BigEndian.Uint32(h[36:40])
+		copy(e.Hash[:], h[40:60])
+		flags := binary.BigEndian.Uint16(h[60:62])
+		off += entryHeader
+		switch {
+		case flags&flagStageMask != 0:
+			return nil, fallback("index has unmerged entries")
+		case mode&modeTypeMask == modeGitlink:
+			return nil, fallback("index has a submodule")
+		case mode&modeTypeMask == modeDir:
+			return nil, fallback("index is sparse")
+		}
+		if flags&flagExtended != 0 {
+			if version < 3 || off+2 > len(body) {
+				return nil, fallback("bad extended index flags")
+			}
+			ext := binary.BigEndian.Uint16(body[off : off+2])
+			off += 2
+			if ext&(extSkipWorktree|extIntentToAdd) != 0 {
+				return nil, fallback("index has skip-worktree or intent-to-add entries")
+			}
+		}
+		var name []byte
+		if version == 4 {
+			strip, n := varint(body[off:])
+			if n == 0 || strip > uint64(len(prev)) {
+				return nil, fallback("bad v4 name prefix")
+			}
+			off += n
+			end := bytes.IndexByte(body[off:], 0)
+			if end < 0 {
+				return nil, fallback("unterminated index name")
+			}
+			name = append(prev[:len(prev)-int(strip):len(prev)-int(strip)], body[off:off+end]...)
+			off += end + 1
+		} else {
+			nameLen := int(flags & flagNameMask)
+			if nameLen == flagNameMask {
+				nameLen = bytes.IndexByte(body[off:], 0)
+			}
+			if nameLen < 0 || off+nameLen > len(body) {
+				return nil, fallback("bad index name")
+			}
+			name = body[off : off+nameLen]
+			// Entries are NUL-padded to a multiple of 8 bytes (1 to 8 NULs).
+			off = start + (off-start+nameLen+8)&^7
+		}
+		e.Name = string(name)
+		if i > 0 && entries[i-1].Name >= e.Name {
+			return nil, fallback("index entries out of order")
+		}
+		prev = append(prev[:0], name...)
+	}
+	// Extensions: an uppercase signature is optional to understand; any
+	// other (link = split index, sdir = sparse) changes what the entries
+	// mean, so the fast path steps aside.
+	for off+8 <= len(body) {
+		sig := body[off : off+4]
+		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
+		if sig[0] < 'A' || sig[0] > 'Z' {
+			return nil, fallback("index extension %q", sig)
+		}
+		off += 8 + size
+	}
+	if off > len(body) {
+		return nil, fallback("index extension overruns the file")
+	}
+	return entries, nil
+}
+
+// varint decodes git's offset varint (index v4 name prefix length).
+func varint(b []byte) (uint64, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	c := b[0]
+	v := uint64(c & 0x7f)
+	n := 1
+	for c&0x80 != 0 {
+		if n >= len(b) || n > 9 {
+			return 0, 0
+		}
+		c = b[n]
+		n++
+		v = ((v + 1) << 7) | uint64(c&0x7f)
+	}
+	return v, n
+}
+
+// Encode writes entries, which must be sorted bytewise by name without
+// duplicates, as a version 2 index with no extensions: the format git and
+// go-git read. It is the counterpart of the parser and, like it, avoids
+// go-git's reflection-based encoder on the hot path.
+func Encode(entries []Entry) ([]byte, error) {
+	size := 12 + indexTrailerSize
+	for i := range entries {
+		size += (entryHeader + len(entries[i].Name) + 8) &^ 7
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, 'D', 'I', 'R', 'C')
+	buf = binary.BigEndian.AppendUint32(buf, 2)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(entries)))
+	for i := range entries {
+		e := &entries[i]
+		if i > 0 && entries[i-1].Name >= e.Name {
+			return nil, fmt.Errorf("index entries out of order or duplicated: %q, %q", entries[i-1].Name, e.Name)
+		}
+		if e.Name == "" || bytes.IndexByte([]byte(e.Name), 0) >= 0 {
+			return nil, fmt.Errorf("index entry name %q is empty or holds NUL", e.Name)
+		}
+		start := len(buf)
+		buf = appendTime(buf, e.CtimeNs)
+		buf = appendTime(buf, e.MtimeNs)
+		buf = binary.BigEndian.AppendUint32(buf, e.Dev)
+		buf = binary.BigEndian.AppendUint32(buf, e.Ino)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(e.Mode))
+		buf = binary.BigEndian.AppendUint32(buf, e.UID)
+		buf = binary.BigEndian.AppendUint32(buf, e.GID)
+		buf = binary.BigEndian.AppendUint32(buf, e.Size)
+		buf = append(buf, e.Hash[:]...)
+		buf = binary.BigEndian.AppendUint16(buf, uint16(min(len(e.Name), flagNameMask)))
+		buf = append(buf, e.Name...)
+		// NUL-pad to a multiple of 8 bytes, at least one NUL.
+		for n := (len(buf) - start + 8) &^ 7; len(buf)-start < n; {
+			buf = append(buf, 0)
+		}
+	}
+	sum := sha1.Sum(buf)
+	return append(buf, sum[:]...), nil
+}
+
+func appendTime(buf []byte, ns int64) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(ns/1e9))
+	return binary.BigEndian.AppendUint32(buf, uint32(ns%1e9))
+}

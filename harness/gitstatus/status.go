@@ -1,0 +1,250 @@
+// Package gitstatus computes a git worktree status the way go-git's
+// Worktree.Status does, from data a caller already has: one lstat listing
+// of the worktree (a manifest, sorted bytewise by path), the parsed index
+// and a tree. It also lists what `git add -A` would change relative to a
+// tree, reads and writes the index file, and hashes an index as trees.
+//
+// go-git's own Status walks the worktree a second time, decodes the index
+// twice and reads every tree object, about 12x the cost of git status on a
+// 15k-file repository; this package reads tree objects only where the index
+// differs from the tree. The semantics are go-git's (metadata-first
+// comparison with its racy-git rule, every untracked file listed, nested
+// .git entries skipped, .gitignore patterns loaded the way
+// gitignore.ReadPatterns loads them); tests check it against go-git's
+// Status on the same repositories. Anything it does not model (submodules,
+// unmerged, skip-worktree or intent-to-add entries, split or sparse index,
+// index versions other than 2-4, a non-SHA-1 index) returns ErrFallback and
+// the caller uses GoGitStatus instead.
+//
+// Known, deliberate differences from go-git v5.19: a symlinked .gitignore
+// is not followed (git itself stopped following them in 2.32), and paths
+// that go-git's worktree filesystem refuses to open (control characters,
+// NTFS-reserved names such as "aux") are read normally, where go-git would
+// fail the status or report the file modified.
+package gitstatus
+
+import (
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Status merges index and manifest (both sorted bytewise by path) into
+// go-git's status: staged changes (from DiffIndex), tracked files missing
+// or changed on disk, and untracked files that no ignore pattern excludes.
+// Unchanged paths are omitted; the result is sorted by path.
+func Status(root string, idx *Index, staged Staged, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, error) {
+	type fileStatus struct{ staging, worktree git.StatusCode }
+	st := make(map[string]*fileStatus, len(staged))
+	for p, c := range staged {
+		st[p] = &fileStatus{staging: c, worktree: git.Unmodified}
+	}
+	right := func(p string, c git.StatusCode) {
+		s := st[p]
+		if s == nil {
+			s = &fileStatus{staging: git.Unmodified}
+			st[p] = s
+		}
+		if c == git.Untracked {
+			s.staging = git.Untracked
+		}
+		s.worktree = c
+	}
+
+	if hasGitmodules(manifest) {
+		return nil, fallback("repository has .gitmodules")
+	}
+	h := newBlobHasher()
+	var untracked []int
+	ents := idx.Entries
+	i, j := 0, 0
+	for i < len(ents) || j < len(manifest) {
+		if j < len(manifest) && !Leaf(&manifest[j]) {
+			j++
+			continue
+		}
+		var c int
+		switch {
+		case i == len(ents):
+			c = 1
+		case j == len(manifest):
+			c = -1
+		default:
+			c = strings.Compare(ents[i].Name, manifest[j].Path)
+		}
+		switch {
+		case c < 0:
+			right(ents[i].Name, git.Deleted)
+			i++
+		case c > 0:
+			untracked = append(untracked, j)
+			j++
+		default:
+			changed, err := h.changed(root, &manifest[j], &ents[i], idx)
+			if err != nil {
+				return nil, err
+			}
+			if changed {
+				right(ents[i].Name, git.Modified)
+			}
+			i++
+			j++
+		}
+	}
+	if len(untracked) > 0 {
+		m, err := loadIgnore(root, manifest)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range untracked {
+			p := manifest[k].Path
+			if m != nil && m.Match(strings.Split(p, "/"), false) {
+				continue
+			}
+			right(p, git.Untracked)
+		}
+	}
+
+	out := make([]ctoharness.StatusEntry, 0, len(st))
+	for p, s := range st {
+		if s.staging == git.Unmodified && s.worktree == git.Unmodified {
+			continue
+		}
+		out = append(out, ctoharness.StatusEntry{Path: p, Staging: string(rune(s.staging)), Worktree: string(rune(s.worktree))})
+	}
+	slices.SortFunc(out, func(a, b ctoharness.StatusEntry) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+func hasGitmodules(manifest []ctoharness.ManifestEntry) bool {
+	_, found := slices.BinarySearchFunc(manifest, ".gitmodules", func(e ctoharness.ManifestEntry, p string) int {
+		return strings.Compare(e.Path, p)
+	})
+	return found
+}
+
+// Leaf reports whether go-git's worktree view contains e as a leaf: not a
+// directory, not a socket, and no path component named .git (go-git skips
+// those at every depth).
+func Leaf(e *ctoharness.ManifestEntry) bool {
+	if e.Type == ctoharness.EntryDir || fs.FileMode(e.Mode)&fs.ModeSocket != 0 {
+		return false
+	}
+	p := e.Path
+	return p != ".git" && !strings.HasPrefix(p, ".git/") && !strings.Contains(p, "/.git/") && !strings.HasSuffix(p, "/.git")
+}
+
+// errSizeChanged means a file's size differed from its lstat when read.
+var errSizeChanged = errors.New("file changed size while it was read")
+
+// blobHasher hashes worktree files as git blobs, reusing one buffer.
+type blobHasher struct {
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+		Reset()
+	}
+	buf []byte
+}
+
+func newBlobHasher() *blobHasher {
+	return &blobHasher{h: sha1.New(), buf: make([]byte, 64<<10)}
+}
+
+// changed mirrors go-git's filesystem noder: metadata first (Index.Fresh),
+// content hash otherwise. A path whose type git cannot store counts as
+// changed.
+func (b *blobHasher) changed(root string, m *ctoharness.ManifestEntry, e *Entry, idx *Index) (bool, error) {
+	mode, err := filemode.NewFromOSFileMode(fs.FileMode(m.Mode))
+	if err != nil {
+		return true, nil
+	}
+	if idx.Fresh(e, m) {
+		return false, nil
+	}
+	if mode != e.Mode {
+		return true, nil
+	}
+	sum, err := b.leaf(root, m)
+	if errors.Is(err, errSizeChanged) {
+		return true, nil // it is changing right now, so it is not what the index says
+	}
+	if err != nil {
+		return false, err
+	}
+	return sum != e.Hash, nil
+}
+
+// leaf is the blob id of a file or symlink of the manifest.
+func (b *blobHasher) leaf(root string, m *ctoharness.ManifestEntry) (plumbing.Hash, error) {
+	if m.Type == ctoharness.EntrySymlink {
+		return ObjectHash("blob", []byte(m.Target)), nil
+	}
+	return b.file(root+"/"+m.Path, m.Size)
+}
+
+func (b *blobHasher) file(p string, size int64) (plumbing.Hash, error) {
+	var out plumbing.Hash
+	// O_NONBLOCK: if the file was swapped for a FIFO since lstat, open must not hang.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return out, fmt.Errorf("open %s for status: %w", p, err)
+	}
+	defer f.Close()
+	b.h.Reset()
+	b.h.Write([]byte("blob " + strconv.FormatInt(size, 10) + "\x00"))
+	n := int64(0)
+	for {
+		m, err := f.Read(b.buf)
+		b.h.Write(b.buf[:m])
+		n += int64(m)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("read %s for status: %w", p, err)
+		}
+	}
+	if n != size {
+		// The header promised size bytes: a file that changed size since
+		// its lstat would otherwise get a hash of no real content.
+		return out, fmt.Errorf("%s: %w (%d bytes, lstat said %d)", p, errSizeChanged, n, size)
+	}
+	b.h.Sum(out[:0])
+	return out, nil
+}
+
+// GoGitStatus is the complete, slower path: go-git's own Worktree.Status,
+// as sorted entries with unchanged paths omitted.
+func GoGitStatus(r *git.Repository) ([]ctoharness.StatusEntry, error) {
+	wt, err := r.Worktree()
+	if err != nil {
+		return nil, fmt.Errorf("open worktree: %w", err)
+	}
+	st, err := wt.Status()
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
+	}
+	out := make([]ctoharness.StatusEntry, 0, len(st))
+	for p, fst := range st {
+		if fst.Staging == git.Unmodified && fst.Worktree == git.Unmodified {
+			continue
+		}
+		out = append(out, ctoharness.StatusEntry{Path: p, Staging: string(rune(fst.Staging)), Worktree: string(rune(fst.Worktree))})
+	}
+	slices.SortFunc(out, func(a, b ctoharness.StatusEntry) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}

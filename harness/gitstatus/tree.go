@@ -1,0 +1,226 @@
+package gitstatus
+
+import (
+	"crypto/sha1"
+	"fmt"
+	"strconv"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+)
+
+// Staged maps each path whose index entry differs from a tree (HEAD's, for
+// a status) to its staging code: Added, Modified or Deleted.
+type Staged map[string]git.StatusCode
+
+// indexTree is one directory of the index as a git tree: its hash (what
+// git write-tree would produce) and its direct children in tree order.
+type indexTree struct {
+	hash     plumbing.Hash
+	children []indexChild
+}
+
+type indexChild struct {
+	name  string
+	dir   bool
+	entry int // index of the entry for a file; -1 for a directory
+	hash  plumbing.Hash
+	mode  filemode.FileMode
+}
+
+// TreeHash is the root tree hash of the entries (sorted bytewise by name,
+// as in an index): what git write-tree would produce for them, computed
+// without writing or reading any object.
+func TreeHash(entries []Entry) plumbing.Hash {
+	return buildIndexTrees(entries)[""].hash
+}
+
+// buildIndexTrees computes the tree hash of every directory of the index.
+// Index order (bytewise by full path) is git tree order, so each directory
+// is a contiguous run and one pass suffices.
+func buildIndexTrees(entries []Entry) map[string]*indexTree {
+	trees := make(map[string]*indexTree)
+	var build func(prefix string, lo, hi int) plumbing.Hash
+	build = func(prefix string, lo, hi int) plumbing.Hash {
+		t := &indexTree{}
+		var buf []byte
+		for i := lo; i < hi; {
+			rel := entries[i].Name[len(prefix):]
+			if slash := strings.IndexByte(rel, '/'); slash >= 0 {
+				name := rel[:slash]
+				sub := prefix + name + "/"
+				j := i + 1
+				for j < hi && strings.HasPrefix(entries[j].Name, sub) {
+					j++
+				}
+				h := build(sub, i, j)
+				t.children = append(t.children, indexChild{name: name, dir: true, entry: -1, hash: h, mode: filemode.Dir})
+				buf = AppendTreeEntry(buf, filemode.Dir, name, h)
+				i = j
+				continue
+			}
+			e := &entries[i]
+			t.children = append(t.children, indexChild{name: rel, entry: i, hash: e.Hash, mode: e.Mode})
+			buf = AppendTreeEntry(buf, e.Mode, rel, e.Hash)
+			i++
+		}
+		t.hash = ObjectHash("tree", buf)
+		trees[strings.TrimSuffix(prefix, "/")] = t
+		return t.hash
+	}
+	build("", 0, len(entries))
+	return trees
+}
+
+// AppendTreeEntry appends one entry in git's tree object encoding.
+func AppendTreeEntry(buf []byte, mode filemode.FileMode, name string, h plumbing.Hash) []byte {
+	buf = strconv.AppendUint(buf, uint64(mode), 8)
+	buf = append(buf, ' ')
+	buf = append(buf, name...)
+	buf = append(buf, 0)
+	return append(buf, h[:]...)
+}
+
+// ObjectHash is the git object id of content of the given kind ("blob",
+// "tree").
+func ObjectHash(kind string, content []byte) plumbing.Hash {
+	h := sha1.New()
+	h.Write([]byte(kind + " " + strconv.Itoa(len(content)) + "\x00"))
+	h.Write(content)
+	var out plumbing.Hash
+	h.Sum(out[:0])
+	return out
+}
+
+// DiffIndex compares the tree (HEAD's, for a status) with the index,
+// descending only into directories whose hashes differ, so a clean index
+// costs no object reads.
+func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error) {
+	entries := idx.Entries
+	trees := buildIndexTrees(entries)
+	ch := Staged{}
+	var allHead func(prefix string, h plumbing.Hash) error
+	allHead = func(prefix string, h plumbing.Hash) error {
+		t, err := r.TreeObject(h)
+		if err != nil {
+			return fmt.Errorf("read tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			if e.Mode == filemode.Dir {
+				if err := allHead(prefix+e.Name+"/", e.Hash); err != nil {
+					return err
+				}
+				continue
+			}
+			ch[prefix+e.Name] = git.Deleted
+		}
+		return nil
+	}
+	allIndex := func(prefix string) {
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name, prefix) {
+				ch[e.Name] = git.Added
+			}
+		}
+	}
+	var dir func(path string, h plumbing.Hash) error
+	dir = func(path string, h plumbing.Hash) error {
+		it := trees[path]
+		if it != nil && it.hash == h {
+			return nil
+		}
+		prefix := ""
+		if path != "" {
+			prefix = path + "/"
+		}
+		t, err := r.TreeObject(h)
+		if err != nil {
+			return fmt.Errorf("read tree %s: %w", h, err)
+		}
+		var kids []indexChild
+		if it != nil {
+			kids = it.children
+		}
+		i, j := 0, 0
+		for i < len(t.Entries) || j < len(kids) {
+			var c int
+			switch {
+			case i == len(t.Entries):
+				c = 1
+			case j == len(kids):
+				c = -1
+			default:
+				c = TreeOrder(t.Entries[i].Name, t.Entries[i].Mode == filemode.Dir, kids[j].name, kids[j].dir)
+			}
+			switch {
+			case c < 0:
+				he := t.Entries[i]
+				if he.Mode == filemode.Dir {
+					if err := allHead(prefix+he.Name+"/", he.Hash); err != nil {
+						return err
+					}
+				} else {
+					ch[prefix+he.Name] = git.Deleted
+				}
+				i++
+			case c > 0:
+				k := kids[j]
+				if k.dir {
+					allIndex(prefix + k.name + "/")
+				} else {
+					ch[prefix+k.name] = git.Added
+				}
+				j++
+			default:
+				he, k := t.Entries[i], kids[j]
+				if k.dir {
+					if err := dir(prefix+k.name, he.Hash); err != nil {
+						return err
+					}
+				} else if he.Hash != k.hash || he.Mode != k.mode {
+					ch[prefix+k.name] = git.Modified
+				}
+				i++
+				j++
+			}
+		}
+		return nil
+	}
+	if err := dir("", tree); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// TreeOrder orders names the way git orders tree entries: a directory
+// sorts as if its name ended in "/". A file and a directory of the same
+// name are different entries. Listing each directory in this order, with a
+// subdirectory's contents at its place, orders full paths bytewise.
+func TreeOrder(a string, aDir bool, b string, bDir bool) int {
+	n := min(len(a), len(b))
+	if c := strings.Compare(a[:n], b[:n]); c != 0 {
+		return c
+	}
+	ca, cb := treeNameByte(a, n, aDir), treeNameByte(b, n, bDir)
+	switch {
+	case ca < cb:
+		return -1
+	case ca > cb:
+		return 1
+	}
+	return 0
+}
+
+// treeNameByte is git's base_name_compare: past the end of a name, a
+// directory continues with '/' and a file with NUL.
+func treeNameByte(s string, i int, dir bool) int {
+	switch {
+	case i < len(s):
+		return int(s[i])
+	case dir:
+		return '/'
+	}
+	return 0
+}
