@@ -2,7 +2,6 @@ package gates
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -70,6 +69,3 @@ func Check(ctx context.Context, req Request) Decision {
 	}
 	return d
 }
-
-// ErrBlocked is returned by callers that turn a refused Decision into an error.
-var ErrBlocked = errors.New("gate refused the run")
