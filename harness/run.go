@@ -24,23 +24,24 @@ var ErrUsage = errors.New("invalid run request")
 
 // run is the state one run passes from step to step.
 type run struct {
-	o        Options
-	runID    string
-	nonce    string
-	dir      *evidence.Dir
-	ev       *evidence.Events
-	tr       *evidence.Trace
-	rep      *ctoharness.Report
-	stage    gates.Stage
-	spec     task.Spec
-	scratch  string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
-	repo     source.Repo
-	before   *ctoharness.SourceProof
-	fixture  string // set once the fixture exists
-	contract *task.Contract
-	facts    sandbox.Facts  // what the machine can enforce, probed at the gate
-	profile  profile.Policy // the execution profile's limits
-	counter  *profile.Counter
+	o           Options
+	runID       string
+	nonce       string
+	dir         *evidence.Dir
+	ev          *evidence.Events
+	tr          *evidence.Trace
+	rep         *ctoharness.Report
+	stage       gates.Stage
+	spec        task.Spec
+	scratch     string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
+	scratchMade bool
+	repo        source.Repo
+	before      *ctoharness.SourceProof
+	fixture     string // set once the fixture exists
+	contract    *task.Contract
+	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
+	profile     profile.Policy // the execution profile's limits
+	counter     *profile.Counter
 }
 
 // Run performs one run and returns its report. The error is non-nil only when

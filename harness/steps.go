@@ -280,12 +280,9 @@ func (r *run) runCase(ctx context.Context) {
 			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
 		return
 	}
-	for _, d := range backend.ScratchDirs(r.scratch) {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directory %s", d), ctoharness.StepCase)
-			return
-		}
+	if err := r.makeScratch(); err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
+		return
 	}
 	env := backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)
 	r.rep.Case.Argv = argv
@@ -454,10 +451,13 @@ func (r *run) verify(ctx context.Context) {
 		r.skipVerify("test.log could not be opened")
 		return
 	}
-	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
-	for _, d := range backend.ScratchDirs(r.scratch) {
-		_ = os.MkdirAll(d, 0o755)
+	if err := r.makeScratch(); err != nil {
+		f.Close()
+		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the scratch directories"), ctoharness.StepVerify)
+		r.skipVerify("the scratch directories could not be created")
+		return
 	}
+	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	if !r.o.Unsandboxed {
@@ -561,4 +561,20 @@ func (r *run) proveAfter(ctx context.Context) {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
 			Message: fmt.Sprintf("the source %s changed during the run: %s; see %s", r.repo.Root, strings.Join(paths, ", "), evidence.NonMutation)})
 	}
+}
+
+// makeScratch creates the scratch directories (HOME, TMPDIR, caches) that Case
+// and the verification command share; the first call traces them.
+func (r *run) makeScratch() error {
+	if r.scratchMade {
+		return nil
+	}
+	for _, d := range backend.ScratchDirs(r.scratch) {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	r.scratchMade = true
+	return nil
 }

@@ -312,9 +312,8 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	scratch := filepath.Join(runs, ".work", runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
 		"{secret}", att.secretName).Replace(scenario)
-	sr := &stageRun{o: StageOptions{HostEnv: o.HostEnv}}
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
-		Getenv: sr.env(allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
+		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
 		NewRunID: func(int, time.Time) string { return runID }}
 	if o.Harness != nil {

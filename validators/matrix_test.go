@@ -65,9 +65,9 @@ func TestBrokenAllowedCheckTurnsRowRed(t *testing.T) {
 	}
 }
 
-// Skipping the after-proof comparison (a source mutation left undetected)
-// turns the source-mutated row red.
-func TestBrokenMutationDetectionTurnsRowRed(t *testing.T) {
+// A row whose failure does not happen (the mutating scenario replaced by the
+// pass scenario) turns red: replay checks the expected blockers, not just "not pass".
+func TestRowWithoutItsFailureTurnsRed(t *testing.T) {
 	o := replayOpts(t)
 	o.Harness = func(h *harness.Options) { h.Scenario = "pass" }
 	row, err := fixtures.Lookup("source-mutated")

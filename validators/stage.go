@@ -136,7 +136,9 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 	return true
 }
 
-func (s *stageRun) env(allow, stage string) func(string) string {
+// gateEnv is the environment a stage validation hands a run: the two gate
+// variables as given, PATH from the host, nothing else.
+func gateEnv(host func(string) string, allow, stage string) func(string) string {
 	return func(k string) string {
 		switch k {
 		case gates.EnvAllowCase:
@@ -144,12 +146,16 @@ func (s *stageRun) env(allow, stage string) func(string) string {
 		case gates.EnvCaseStage:
 			return stage
 		case "PATH":
-			if s.o.HostEnv != nil {
-				return s.o.HostEnv("PATH")
+			if host != nil {
+				return host("PATH")
 			}
 		}
 		return ""
 	}
+}
+
+func (s *stageRun) env(allow, stage string) func(string) string {
+	return gateEnv(s.o.HostEnv, allow, stage)
 }
 
 // sourceFor materializes the stage's source and the config that owns it. A

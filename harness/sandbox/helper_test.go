@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		case helperCmd:
 			os.Exit(helper(os.Args[2:]))
 		case adversarialCmd:
-			os.Exit(fakecase.AdversarialMain(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+			os.Exit(fakecase.Main(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
 		}
 	}
 	os.Exit(m.Run())

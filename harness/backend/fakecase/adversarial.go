@@ -90,21 +90,6 @@ func LookupAdversarial(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// AdversarialMain is Main for the adversarial scenarios only (the sandbox
-// tests run it directly).
-func AdversarialMain(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "fake case: usage: SCENARIO")
-		return 2
-	}
-	sc, ok := LookupAdversarial(args[0])
-	if !ok {
-		fmt.Fprintf(stderr, "fake case: unknown adversarial scenario %q\n", args[0])
-		return 2
-	}
-	return runScenario(sc, stdout, stderr, getenv)
-}
-
 // runScenario is Main after the lookup.
 func runScenario(sc Scenario, stdout, stderr io.Writer, getenv func(string) string) int {
 	taskFile := getenv("CASE_TASK_FILE")
