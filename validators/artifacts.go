@@ -1,0 +1,184 @@
+package validators
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"sort"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Checks on the report itself and on the artifact set: checksum, schemas, presence, digests, status.
+
+func checkReportChecksum(v *runView, c collector) {
+	want, err := os.ReadFile(v.path(evidence.ReportSum))
+	if err != nil {
+		c.fail("report_checksum", evidence.ReportSum, "missing: %v", err)
+		return
+	}
+	if v.reportRaw == nil {
+		c.fail("report_checksum", evidence.ReportJSON, "missing or unreadable")
+		return
+	}
+	sum := sha256.Sum256(v.reportRaw)
+	fields := strings.Fields(string(want))
+	if len(fields) != 2 || fields[1] != evidence.ReportJSON {
+		c.fail("report_checksum", evidence.ReportSum, "malformed: want \"<sha256>  report.json\"")
+		return
+	}
+	if fields[0] != hex.EncodeToString(sum[:]) {
+		// Either file may be the one changed; name both.
+		c.fail("report_checksum", evidence.ReportJSON, "content does not match %s (one of them was changed after the run)", evidence.ReportSum)
+		c.fail("report_checksum", evidence.ReportSum, "checksum %s does not match %s", fields[0], evidence.ReportJSON)
+	}
+}
+
+func checkReportSchema(v *runView, c collector) {
+	if v.reportRaw == nil {
+		return
+	}
+	if err := v.set.Validate(schemas.Report, v.reportRaw); err != nil {
+		c.fail("report_schema", evidence.ReportJSON, "%v", err)
+	} else if v.report == nil {
+		c.fail("report_schema", evidence.ReportJSON, "cannot be decoded")
+	}
+}
+
+// artifactFor maps the event that proves a step ran to the artifact it wrote.
+var artifactFor = []struct {
+	event    ctoharness.EventType
+	artifact string
+}{
+	{ctoharness.EvSourceProofBefore, evidence.SourceBefore},
+	{ctoharness.EvSourceProofAfter, evidence.SourceAfter},
+	{ctoharness.EvSourceNonMutation, evidence.NonMutation},
+	{ctoharness.EvFixtureCleanStart, evidence.CleanStart},
+	{ctoharness.EvFixtureCleanEnd, evidence.CleanEnd},
+	{ctoharness.EvTaskContractWritten, evidence.TaskFile},
+	{ctoharness.EvCaseProcessStarted, evidence.CaseStdout},
+	{ctoharness.EvCaseProcessStarted, evidence.CaseStderr},
+	{ctoharness.EvCaseProcessStarted, evidence.CaseEvents},
+}
+
+func (v *runView) has(t ctoharness.EventType) bool {
+	for _, e := range v.events {
+		if e.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+func checkArtifactsPresent(v *runView, c collector) {
+	always := []string{evidence.ReportJSON, evidence.ReportSum, evidence.ReportMD, evidence.EventsFile, evidence.TraceFile,
+		evidence.PatchFile, evidence.TestLog}
+	for _, a := range always {
+		if !v.files[a] {
+			c.fail("artifacts_present", a, "required artifact is missing")
+		}
+	}
+	for _, m := range artifactFor {
+		if v.has(m.event) && !v.files[m.artifact] {
+			c.fail("artifacts_present", m.artifact, "missing although event %s says its step ran", m.event)
+		}
+	}
+}
+
+func checkDigests(v *runView, c collector) {
+	listed := v.report.ArtifactDigests
+	for name, want := range listed {
+		got, err := evidence.FileSHA256(v.path(name))
+		if err != nil {
+			c.fail("artifact_digests", name, "listed in artifact_digests but unreadable: %v", err)
+			continue
+		}
+		if got != want {
+			c.fail("artifact_digests", name, "sha256 %s does not match the recorded %s (the artifact was changed)", got, want)
+		}
+	}
+	for name := range v.files {
+		if name == evidence.ReportJSON || name == evidence.ReportSum {
+			continue
+		}
+		if _, ok := listed[name]; !ok {
+			c.fail("artifact_digests", name, "file is not listed in artifact_digests (added after the run?)")
+		}
+	}
+}
+
+func checkArtifactSchemas(v *runView, c collector) {
+	kinds := map[string]schemas.Kind{
+		evidence.TaskFile: schemas.TaskContract, evidence.SourceBefore: schemas.SourceProof, evidence.SourceAfter: schemas.SourceProof,
+		evidence.NonMutation: schemas.NonMutation, evidence.CleanStart: schemas.FixtureProof, evidence.CleanEnd: schemas.FixtureProof,
+	}
+	for name, kind := range kinds {
+		if !v.files[name] {
+			continue
+		}
+		data, err := os.ReadFile(v.path(name))
+		if err != nil {
+			c.fail("artifact_schemas", name, "%v", err)
+			continue
+		}
+		if err := v.set.Validate(kind, data); err != nil {
+			c.fail("artifact_schemas", name, "%v", err)
+		}
+	}
+	if v.traceErr != "" {
+		c.fail("artifact_schemas", evidence.TraceFile, "%s", v.traceErr)
+	}
+	if lines, err := readLines(v.path(evidence.CaseEvents)); err == "" {
+		for i, l := range lines {
+			var m map[string]any
+			if json.Unmarshal(l, &m) != nil {
+				c.fail("artifact_schemas", evidence.CaseEvents, "line %d is not a JSON object", i+1)
+				break
+			}
+		}
+	}
+}
+
+func checkStatus(v *runView, c collector) {
+	const chk = "status_consistent"
+	r := v.report
+	if want := ctoharness.StatusFor(r.Blockers); want != r.Status {
+		c.fail(chk, evidence.ReportJSON, "status %s but its blockers imply %s", r.Status, want)
+	}
+	blocked := map[string]bool{}
+	for _, e := range v.events {
+		if e.Type == ctoharness.EvRunBlocked {
+			var b ctoharness.Blocker
+			_ = json.Unmarshal(e.Data, &b)
+			blocked[string(b.Code)] = true
+		}
+	}
+	for code := range blocked {
+		if !v.hasBlocker(ctoharness.BlockerCode(code)) {
+			c.fail(chk, evidence.EventsFile, "run_blocked %s is not among the report's blockers", code)
+		}
+	}
+	if r.Qualifies && (!r.Sandbox.Enforced || r.Sandbox.Unsandboxed || r.FaultInjection != "") {
+		c.fail(chk, evidence.ReportJSON, "claims to qualify as stage evidence without an enforced sandbox, or with a fault injected")
+	}
+	if r.Status == ctoharness.StatusPass {
+		if r.CaseProcessStarted && (r.Case.ExitCode == nil || *r.Case.ExitCode != 0) {
+			c.fail(chk, evidence.ReportJSON, "a passing run whose Case process did not exit 0")
+		}
+		if r.Stage >= 2 && !r.CaseProcessStarted {
+			c.fail(chk, evidence.ReportJSON, "a passing stage %d run must have started Case", r.Stage)
+		}
+	}
+	if v.opts.ExpectPass && r.Status != ctoharness.StatusPass {
+		codes := make([]string, 0, len(r.Blockers))
+		for _, b := range r.Blockers {
+			codes = append(codes, string(b.Code))
+		}
+		sort.Strings(codes)
+		c.fail(chk, evidence.ReportJSON, "status is %s (%s), --expect-pass requires pass", r.Status, strings.Join(codes, ", "))
+	}
+}

@@ -1,0 +1,165 @@
+package validators
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/task"
+)
+
+// Checks on what changed and what ran: changed files, contract, trace, tests.
+
+func checkChangedFiles(v *runView, c collector) {
+	const chk = "changed_files_allowed"
+	pol := task.NewPathPolicy(v.report.AllowedPaths)
+	disallowed := false
+	listed := map[string]bool{}
+	for _, f := range v.report.ChangedFiles {
+		listed[f.Path] = true
+		ok, _ := pol.Check(f.Path)
+		if ok != f.Allowed {
+			c.fail(chk, evidence.ReportJSON, "%s is marked allowed=%v but the allowed paths say %v", f.Path, f.Allowed, ok)
+		}
+		if !ok {
+			disallowed = true
+		}
+	}
+	if disallowed && !v.hasBlocker(ctoharness.BlockDisallowedChange) {
+		c.fail(chk, evidence.ReportJSON, "a change outside the allowed paths carries no DISALLOWED_CHANGE blocker")
+	}
+	patch, err := os.ReadFile(v.path(evidence.PatchFile))
+	if err != nil {
+		return
+	}
+	inPatch := map[string]bool{}
+	for _, line := range strings.Split(string(patch), "\n") {
+		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
+			if i := strings.Index(rest, " b/"); i >= 0 {
+				inPatch[rest[i+3:]] = true
+			}
+		}
+	}
+	for p := range listed {
+		if !inPatch[p] && v.report.Commits.ResultCommit != "" && v.report.Commits.ResultCommit != v.report.Commits.BaselineCommit {
+			c.fail(chk, evidence.PatchFile, "changed file %s is missing from the patch", p)
+		}
+	}
+	for p := range inPatch {
+		if !listed[p] {
+			c.fail(chk, evidence.PatchFile, "the patch changes %s, which changed_files does not list", p)
+		}
+	}
+}
+
+func checkContract(v *runView, c collector) {
+	const chk = "task_contract"
+	if !v.files[evidence.TaskFile] {
+		return
+	}
+	data, _ := os.ReadFile(v.path(evidence.TaskFile))
+	var ct task.Contract
+	if json.Unmarshal(data, &ct) != nil {
+		return
+	}
+	if v.report.SourcePath != "" && strings.Contains(string(data), v.report.SourcePath) {
+		c.fail(chk, evidence.TaskFile, "the contract reveals the source path %s", v.report.SourcePath)
+	}
+	if !reflect.DeepEqual(ct.AllowedPaths, v.report.AllowedPaths) {
+		c.fail(chk, evidence.TaskFile, "allowed paths %v differ from the report's %v", ct.AllowedPaths, v.report.AllowedPaths)
+	}
+	if ct.FixturePath != v.report.FixturePath {
+		c.fail(chk, evidence.TaskFile, "fixture path %s differs from the report's %s", ct.FixturePath, v.report.FixturePath)
+	}
+	if ct.RunID != v.report.RunID {
+		c.fail(chk, evidence.TaskFile, "run_id %s differs from the report's", ct.RunID)
+	}
+	for _, a := range v.report.Case.Argv {
+		if v.report.SourcePath != "" && strings.Contains(a, v.report.SourcePath) && v.report.CaseLane == ctoharness.LaneReal {
+			c.fail(chk, evidence.ReportJSON, "Case's argv reveals the source path")
+		}
+	}
+}
+
+func under(p, root string) bool {
+	if root == "" {
+		return false
+	}
+	root = filepath.Clean(root)
+	p = filepath.Clean(p)
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+func checkTrace(v *runView, c collector) {
+	const chk = "trace_roots"
+	r := v.report
+	if v.traceErr != "" {
+		c.fail(chk, evidence.TraceFile, "%s", v.traceErr)
+		return
+	}
+	if len(v.trace) == 0 {
+		c.fail(chk, evidence.TraceFile, "the trace is empty")
+		return
+	}
+	forbidden := append(append([]string{}, r.Policy.TargetRoots...), r.Policy.ExternalRoots...)
+	for _, e := range v.trace {
+		for _, root := range forbidden {
+			if under(e.Path, root) {
+				c.fail(chk, evidence.TraceFile, "entry %d (%s %s) touches the forbidden root %s", e.Seq, e.Op, e.Path, root)
+			}
+		}
+		if e.Op.IsWrite() && !under(e.Path, r.RunArtifactDir) && !under(e.Path, r.RuntimeWorkspaceRoot) {
+			c.fail(chk, evidence.TraceFile, "entry %d: harness %s outside its two roots: %s", e.Seq, e.Op, e.Path)
+		}
+		// The one write allowed inside a source: the harness materializing
+		// its own artificial source in the workspace, before proving it.
+		made := e.Step == ctoharness.StepClassify && under(r.SourcePath, r.RuntimeWorkspaceRoot)
+		if r.SourcePath != "" && e.Op.IsWrite() && under(e.Path, r.SourcePath) && !made {
+			c.fail(chk, evidence.TraceFile, "entry %d: harness wrote inside the source: %s", e.Seq, e.Path)
+		}
+	}
+	for _, name := range evidence.FinalArtifacts() {
+		found := false
+		for _, e := range v.trace {
+			if e.Op == ctoharness.TraceWrite && e.Path == filepath.Join(r.RunArtifactDir, name) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			c.fail(chk, evidence.TraceFile, "the write of %s is not traced", name)
+		}
+	}
+}
+
+func checkTests(v *runView, c collector) {
+	const chk = "tests"
+	t := v.report.Tests
+	switch t.Classification {
+	case ctoharness.TestPass:
+		if t.ExitCode == nil || *t.ExitCode != 0 {
+			c.fail(chk, evidence.ReportJSON, "TEST_PASS without exit code 0")
+		}
+	case ctoharness.TestFailure:
+		if !v.hasBlocker(ctoharness.BlockTestsFailed) {
+			c.fail(chk, evidence.ReportJSON, "TEST_FAILURE without a TESTS_FAILED blocker")
+		}
+	case ctoharness.TestTimeout:
+		if !v.hasBlocker(ctoharness.BlockTestTimeout) {
+			c.fail(chk, evidence.ReportJSON, "TEST_TIMEOUT without a TEST_TIMEOUT blocker")
+		}
+	}
+	ran := v.has(ctoharness.EvVerificationDone) && t.Classification != ctoharness.TestNotRun
+	if ran {
+		if data, err := os.ReadFile(v.path(evidence.TestLog)); err != nil || !strings.HasPrefix(string(data), "$ "+t.Command+"\n") {
+			c.fail(chk, evidence.TestLog, "the verification ran but its log is missing or does not start with its command")
+		}
+	}
+	if v.report.Status == ctoharness.StatusPass && t.Classification != ctoharness.TestPass {
+		c.fail(chk, evidence.ReportJSON, "a passing run needs a passing verification, got %s", t.Classification)
+	}
+}

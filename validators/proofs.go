@@ -1,0 +1,102 @@
+package validators
+
+import (
+	"reflect"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/source"
+)
+
+// Checks on the proofs: source non-mutation, fixture clean start and end.
+
+func checkNonMutation(v *runView, c collector) {
+	const chk = "source_non_mutation"
+	r := v.report
+	if !r.SourceNonMutation.Checked {
+		if r.Status == ctoharness.StatusPass {
+			c.fail(chk, evidence.ReportJSON, "a passing run must carry a source non-mutation proof")
+		}
+		if v.files[evidence.SourceBefore] && !v.files[evidence.SourceAfter] && !v.hasBlocker(ctoharness.BlockSourceMutated) {
+			c.fail(chk, evidence.SourceAfter, "the source was proven before the run but never after, and no SOURCE_MUTATED blocker says why")
+		}
+		return
+	}
+	var before, after ctoharness.SourceProof
+	var nm ctoharness.NonMutationProof
+	if !v.readJSON(evidence.SourceBefore, &before) || !v.readJSON(evidence.SourceAfter, &after) || !v.readJSON(evidence.NonMutation, &nm) {
+		c.fail(chk, evidence.NonMutation, "the before, after or non-mutation proof is missing or malformed")
+		return
+	}
+	if before.Kind != "before" || after.Kind != "after" {
+		c.fail(chk, evidence.SourceAfter, "proof kinds are %q/%q, want before/after", before.Kind, after.Kind)
+	}
+	if before.Root != after.Root || before.Root != r.SourcePath {
+		c.fail(chk, evidence.SourceAfter, "the proofs describe different roots (%s, %s, report %s)", before.Root, after.Root, r.SourcePath)
+	}
+	recomputed := source.Compare(r.RunID, before, after)
+	if !reflect.DeepEqual(normalizeNM(recomputed), normalizeNM(nm)) {
+		c.fail(chk, evidence.NonMutation, "does not match a fresh comparison of the before and after proofs")
+	}
+	if recomputed.Mutated != r.SourceRepositoryMutated {
+		c.fail(chk, evidence.ReportJSON, "source_repository_mutated=%v but the proofs say %v", r.SourceRepositoryMutated, recomputed.Mutated)
+	}
+	if recomputed.Mutated && !v.hasBlocker(ctoharness.BlockSourceMutated) {
+		c.fail(chk, evidence.ReportJSON, "the source changed but there is no SOURCE_MUTATED blocker")
+	}
+	if !before.StatusClean && !v.hasBlocker(ctoharness.BlockSourceDirty) {
+		c.fail(chk, evidence.SourceBefore, "the source was not clean before the run but there is no SOURCE_DIRTY blocker")
+	}
+	if before.Head.Tree != r.Commits.SourceTree {
+		c.fail(chk, evidence.SourceBefore, "HEAD tree %s differs from the report's source_tree %s", before.Head.Tree, r.Commits.SourceTree)
+	}
+}
+
+// normalizeNM makes nil and empty difference lists compare equal.
+func normalizeNM(nm ctoharness.NonMutationProof) ctoharness.NonMutationProof {
+	if len(nm.Differences) == 0 {
+		nm.Differences = nil
+	}
+	return nm
+}
+
+func checkCleanStart(v *runView, c collector) {
+	checkFixtureProof(v, c, "fixture_clean_start", evidence.CleanStart, "clean_start", ctoharness.BlockFixtureDirtyStart, v.report.Commits.SourceTree)
+}
+
+func checkCleanEnd(v *runView, c collector) {
+	want := v.report.Commits.ResultTree
+	if want == "" {
+		want = v.report.Commits.BaselineTree
+	}
+	checkFixtureProof(v, c, "fixture_clean_end", evidence.CleanEnd, "clean_end", ctoharness.BlockFixtureDirtyEnd, want)
+}
+
+func checkFixtureProof(v *runView, c collector, chk, name, kind string, code ctoharness.BlockerCode, wantTree string) {
+	if !v.files[name] {
+		if v.report.Status == ctoharness.StatusPass {
+			c.fail(chk, name, "a passing run must carry this proof")
+		}
+		return
+	}
+	var p ctoharness.FixtureProof
+	if !v.readJSON(name, &p) {
+		c.fail(chk, name, "malformed")
+		return
+	}
+	if p.Kind != kind {
+		c.fail(chk, name, "kind %q, want %q", p.Kind, kind)
+	}
+	if p.Clean != (len(p.Problems) == 0) {
+		c.fail(chk, name, "clean=%v contradicts its %d problem(s)", p.Clean, len(p.Problems))
+	}
+	if !p.Clean && !v.hasBlocker(code) {
+		c.fail(chk, name, "the fixture was not clean but there is no %s blocker", code)
+	}
+	if p.Clean && p.Tree != wantTree {
+		c.fail(chk, name, "tree %s is not the expected %s", p.Tree, wantTree)
+	}
+	if p.FixturePath != v.report.FixturePath {
+		c.fail(chk, name, "describes fixture %s, the report's is %s", p.FixturePath, v.report.FixturePath)
+	}
+}
