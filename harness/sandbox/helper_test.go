@@ -200,7 +200,9 @@ func helper(args []string) int {
 		}
 		r.OK = r.Err == ""
 	default:
-		r.Err = "unknown helper action " + arg(0)
+		if !viewAction(args, &r) {
+			r.Err = "unknown helper action " + arg(0)
+		}
 	}
 	b, _ := json.Marshal(r)
 	fmt.Println(string(b))

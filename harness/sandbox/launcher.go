@@ -46,6 +46,9 @@ type enforced struct {
 	PrivateShm  bool     `json:"private_shm"`
 	Writable    []string `json:"writable"`
 	Mechanisms  []string `json:"mechanisms"`
+	// View is the filesystem view that was built, and how long it took.
+	View        []Mount `json:"view,omitempty"`
+	ViewBuildNs int64   `json:"view_build_ns,omitempty"`
 }
 
 // Main is the launcher, the hidden subcommand Subcommand. args are what
@@ -125,7 +128,11 @@ func establish(l launch) (enforced, error) {
 			return got, failf("writable directory %s does not exist", d)
 		}
 	}
-	if ok, err := privateShm(p.Writable); err != nil {
+	if viewed, err := applyView(p, &got); err != nil {
+		return got, err
+	} else if viewed {
+		// the view has its own private /dev/shm and /tmp
+	} else if ok, err := privateShm(p.Writable); err != nil {
 		return got, err
 	} else if ok {
 		got.PrivateShm = true

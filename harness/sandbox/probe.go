@@ -113,17 +113,23 @@ func tryClone(self string, flags uintptr, base syscall.SysProcAttr) error {
 }
 
 func tryLauncher(self string) (enforced, error) {
+	return tryPolicy(context.Background(), self, Policy{DenyNetwork: true}, "/")
+}
+
+// tryPolicy establishes p once in a throwaway launcher started in dir and
+// returns what it enforced.
+func tryPolicy(ctx context.Context, self string, p Policy, dir string) (enforced, error) {
 	var got enforced
-	enc, err := encode(Policy{DenyNetwork: true})
+	enc, err := encode(p)
 	if err != nil {
 		return got, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", enc)
-	cmd.SysProcAttr = sysProcAttr(true)
+	cmd.SysProcAttr = sysProcAttr(p.DenyNetwork)
 	cmd.Env = []string{}
-	cmd.Dir = "/"
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

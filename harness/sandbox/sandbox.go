@@ -67,6 +67,9 @@ type Policy struct {
 	// Landlock ABI 4+, denies every TCP bind and connect. Always true for
 	// Case and the verification command.
 	DenyNetwork bool `json:"deny_network"`
+	// View, when set, replaces the host filesystem with a constructed view
+	// (see View and docs/sandbox.md).
+	View *View `json:"view,omitempty"`
 }
 
 // Rlimits are per-process resource limits (soft = hard). Processes also sets

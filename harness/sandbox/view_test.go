@@ -1,0 +1,308 @@
+package sandbox_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+)
+
+// viewBox is a box plus a host tree the view partly shows: sys/ is bound
+// read-only, sys/hidden and sys/config.json are hidden inside it, home/ holds
+// a secret and is hidden, and the source and the runs directory are
+// protected.
+type viewBox struct {
+	box
+	sys, hiddenDir, hiddenFile, home, secret string
+}
+
+func newViewBox(t *testing.T) viewBox {
+	t.Helper()
+	b := viewBox{box: newBox(t)}
+	b.sys = filepath.Join(b.root, "sys")
+	b.hiddenDir = filepath.Join(b.sys, "hidden")
+	b.hiddenFile = filepath.Join(b.sys, "config.json")
+	b.home = filepath.Join(b.root, "home")
+	b.secret = filepath.Join(b.home, ".secret")
+	for _, d := range []string{b.hiddenDir, b.home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, data := range map[string]string{filepath.Join(b.sys, "tool.txt"): "tool\n", filepath.Join(b.hiddenDir, "secret"): "SECRET-DIR\n",
+		b.hiddenFile: "SECRET-FILE\n", b.secret: "SECRET-HOME\n"} {
+		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+func (b viewBox) viewPolicy(t *testing.T) sandbox.Policy {
+	p := b.policy()
+	p.View = &sandbox.View{
+		System:    append(sandbox.DefaultSystem(), b.sys),
+		Read:      []string{self(t)},
+		Files:     []sandbox.Bind{{Path: b.task, Source: b.task}},
+		Hide:      append(sandbox.DefaultHide(), b.hiddenDir, b.hiddenFile, b.home),
+		Protected: []string{b.source, filepath.Join(b.root, "runs")},
+		Cwd:       b.fixture,
+	}
+	return p
+}
+
+func TestViewPlan(t *testing.T) {
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	mounts, err := p.View.Plan(p.Writable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(path string) *sandbox.Mount {
+		for i := range mounts {
+			if mounts[i].Path == path {
+				return &mounts[i]
+			}
+		}
+		return nil
+	}
+	for i := 1; i < len(mounts); i++ {
+		if strings.HasPrefix(mounts[i-1].Path, mounts[i].Path+"/") {
+			t.Errorf("%s is mounted before its parent %s", mounts[i-1].Path, mounts[i].Path)
+		}
+	}
+	want := []struct {
+		path     string
+		kind     sandbox.MountKind
+		writable bool
+	}{
+		{"/", sandbox.MountTmpfs, false},
+		{"/usr", sandbox.MountBind, false},
+		{"/proc", sandbox.MountProc, false},
+		{"/tmp", sandbox.MountTmpfs, true},
+		{b.fixture, sandbox.MountBind, true},
+		{b.sys, sandbox.MountBind, false},
+		{b.hiddenDir, sandbox.MountMask, false},
+		{b.hiddenFile, sandbox.MountMask, false},
+		{b.task, sandbox.MountBind, false},
+	}
+	for _, w := range want {
+		m := find(w.path)
+		if m == nil || m.Kind != w.kind || m.Writable != w.writable {
+			t.Errorf("%s: got %+v, want kind %s writable %v", w.path, m, w.kind, w.writable)
+		}
+	}
+	for _, absent := range []string{b.source, b.home, b.report, "/root", "/home", "/run"} {
+		if m := find(absent); m != nil {
+			t.Errorf("%s is in the view: %+v", absent, m)
+		}
+	}
+	for _, m := range mounts {
+		if m.Writable && m.Kind == sandbox.MountBind && !slices.Contains(p.Writable, m.Path) {
+			t.Errorf("writable bind %s is not a writable directory", m.Path)
+		}
+	}
+	if d1, d2 := sandbox.Digest(mounts), sandbox.Digest(mounts[1:]); d1 == d2 || !strings.HasPrefix(d1, "sha256:") {
+		t.Errorf("digest %s does not identify the view", d1)
+	}
+}
+
+func TestViewPlanRefuses(t *testing.T) {
+	b := newViewBox(t)
+	cases := []struct {
+		name string
+		edit func(v *sandbox.View)
+		want string
+	}{
+		{"missing read path", func(v *sandbox.View) { v.Read = append(v.Read, filepath.Join(b.root, "nope")) }, "does not exist"},
+		{"read path inside the source", func(v *sandbox.View) { v.Read = append(v.Read, filepath.Join(b.source, "main.go")) }, "must never see"},
+		{"read path that links into the source", func(v *sandbox.View) {
+			link := filepath.Join(b.root, "link")
+			if err := os.Symlink(b.source, link); err != nil {
+				t.Fatal(err)
+			}
+			v.Read = append(v.Read, link)
+		}, "must never see"},
+		{"relative path", func(v *sandbox.View) { v.Hide = append(v.Hide, "rel") }, "absolute"},
+		{"working directory outside", func(v *sandbox.View) { v.Cwd = b.source }, "not inside the view"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := b.viewPolicy(t)
+			c.edit(p.View)
+			_, err := p.View.Plan(p.Writable)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestViewConfines is the hostile Case of the view: metadata changes on
+// read-only mounts fail at the mount level, and hidden paths are absent.
+func TestViewConfines(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	ro := []string{"EROFS", "EACCES"}
+	cases := []struct {
+		name   string
+		args   []string
+		ok     bool
+		errnos []string
+	}{
+		{"chmod a system file", []string{"chmod", "/usr/bin/env"}, false, ro},
+		{"touch a system file", []string{"utimes", "/etc/passwd"}, false, ro},
+		{"setxattr a system file", []string{"setxattr", "/usr/bin/env"}, false, append(ro, "EPERM")},
+		{"chown a system file", []string{"chown", "/usr/bin/env"}, false, append(ro, "EPERM")},
+		{"rename a system file", []string{"rename", "/usr/bin/env", "/usr/bin/env2"}, false, ro},
+		{"link a system file into the fixture", []string{"link", "/usr/bin/env", filepath.Join(b.fixture, "env")}, false, append(ro, "EXDEV")},
+		{"truncate a system file", []string{"truncate", "/usr/bin/env"}, false, ro},
+		{"chmod a bound tool", []string{"chmod", filepath.Join(b.sys, "tool.txt")}, false, ro},
+		{"chmod the task file", []string{"chmod", b.task}, false, ro},
+		{"write into the new root", []string{"write", "/planted"}, false, ro},
+		{"chmod the source", []string{"chmod", filepath.Join(b.source, "main.go")}, false, []string{"ENOENT"}},
+		{"read the source", []string{"read", filepath.Join(b.source, "main.go")}, false, []string{"ENOENT"}},
+		{"read the report", []string{"read", b.report}, false, []string{"ENOENT"}},
+		{"read a hidden home", []string{"read", b.secret}, false, []string{"ENOENT"}},
+		{"read a masked directory", []string{"read", filepath.Join(b.hiddenDir, "secret")}, false, []string{"ENOENT"}},
+		{"chmod a masked directory", []string{"chmod", b.hiddenDir}, false, ro},
+		{"list /root", []string{"list", "/root"}, false, []string{"ENOENT"}},
+		{"list /home", []string{"list", "/home"}, false, []string{"ENOENT"}},
+		{"list /run", []string{"list", "/run"}, false, []string{"ENOENT"}},
+		{"read the task file", []string{"read", b.task}, true, nil},
+		{"write the fixture", []string{"write", filepath.Join(b.fixture, "new.txt")}, true, nil},
+		{"chmod in the fixture", []string{"chmod", filepath.Join(b.fixture, "new.txt")}, true, nil},
+		{"write the private /tmp", []string{"write", "/tmp/x"}, true, nil},
+		{"write the private /dev/shm", []string{"write", "/dev/shm/x"}, true, nil},
+		{"write /dev/null", []string{"append", "/dev/null"}, true, nil},
+		{"write the scratch", []string{"write", filepath.Join(b.tmp, "x")}, true, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := launch(t, p, b.fixture, append([]string{self(t), helperCmd}, c.args...)...)
+			if out.code != 0 {
+				t.Fatalf("exit %d, stderr %q", out.code, out.stderr)
+			}
+			r := out.result(t)
+			if r.OK != c.ok || (!c.ok && !slices.Contains(c.errnos, r.Errno)) {
+				t.Errorf("%v: ok=%v errno=%s (%s); want ok=%v errno in %v", c.args, r.OK, r.Errno, r.Err, c.ok, c.errnos)
+			}
+		})
+	}
+	t.Run("masked file is empty", func(t *testing.T) {
+		r := launch(t, p, b.fixture, self(t), helperCmd, "cat", b.hiddenFile).result(t)
+		if !r.OK || r.Fields["content"] != "" {
+			t.Errorf("masked file: ok=%v content %q err %s", r.OK, r.Fields["content"], r.Err)
+		}
+	})
+	t.Run("masked directory is empty", func(t *testing.T) {
+		r := launch(t, p, b.fixture, self(t), helperCmd, "list", b.hiddenDir).result(t)
+		if !r.OK || len(r.List) != 0 {
+			t.Errorf("masked directory: ok=%v entries %v err %s", r.OK, r.List, r.Err)
+		}
+	})
+	t.Run("the root holds only the view", func(t *testing.T) {
+		r := launch(t, p, b.fixture, self(t), helperCmd, "list", "/").result(t)
+		allowed := []string{"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt", "etc", "proc", "dev", "tmp"}
+		for _, n := range r.List {
+			if !slices.Contains(allowed, n) {
+				t.Errorf("/%s is in the view's root (%v)", n, r.List)
+			}
+		}
+	})
+	for _, f := range []string{filepath.Join(b.source, "main.go"), b.report, b.secret} {
+		if data, err := os.ReadFile(f); err != nil || string(data) == "" {
+			t.Errorf("%s changed on the host: %q %v", f, data, err)
+		}
+	}
+}
+
+// TestViewRunsTools runs sh, git, go and node inside the default view.
+func TestViewRunsTools(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	env := backend.Env(b.scratchRoot, "", "/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", b.source)
+	// go test with an empty build cache compiles the standard library first,
+	// which takes minutes on a small machine; the host's cache is lent to the
+	// command writable, as the only exception to the fixture-and-scratch rule.
+	if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
+		if cache := strings.TrimSpace(string(out)); filepath.IsAbs(cache) {
+			p.Writable = append(p.Writable, cache)
+			env = append(env, "GOCACHE="+cache)
+		}
+	}
+	cases := []struct{ name, tool, script string }{
+		{"sh", "sh", `echo hi > made-by-sh.txt && cat made-by-sh.txt`},
+		{"git", "git", `git init -q repo && cd repo && echo x > f && git add f && git -c user.name=a -c user.email=a@b commit -qm m && git log --oneline | wc -l`},
+		{"go", "go", `mkdir -p mod && cd mod && printf 'module m\ngo 1.21\n' > go.mod && printf 'package m\nimport "testing"\nfunc TestX(t *testing.T) {}\n' > m_test.go && go test ./...`},
+		{"node", "node", `node -e 'console.log(require("os").platform())'`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := exec.LookPath(c.tool); err != nil {
+				t.Skipf("%s is not installed: %v", c.tool, err)
+			}
+			out := launchWith(t, p, b.fixture, opts{env: env}, "/bin/sh", "-c", c.script)
+			if out.code != 0 {
+				t.Fatalf("%s in the view: exit %d\nstdout %s\nstderr %s", c.name, out.code, out.stdout, out.stderr)
+			}
+		})
+	}
+}
+
+func TestViewFailsClosed(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	p.View.Read = append(p.View.Read, filepath.Join(b.root, "gone"))
+	out := launch(t, p, b.fixture, self(t), helperCmd, "read", b.task)
+	if _, ok := sandbox.IsSetupFailure(out.code, out.stderr); !ok || !strings.Contains(out.stderr, "does not exist") {
+		t.Errorf("exit %d, stderr %q; want a setup failure naming the missing path", out.code, out.stderr)
+	}
+	if _, err := sandbox.Try(context.Background(), self(t), p, b.fixture); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("Try: %v", err)
+	}
+	good := b.viewPolicy(t)
+	tr, err := sandbox.Try(context.Background(), self(t), good, b.fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := good.View.Plan(good.Writable)
+	if sandbox.Digest(tr.View) != sandbox.Digest(want) {
+		t.Errorf("the launcher built another view than planned")
+	}
+	t.Logf("view: %d mounts, built in %v", len(tr.View), tr.BuildTime)
+}
+
+func BenchmarkViewBuild(b *testing.B) {
+	t := &testing.T{}
+	f := sandbox.ProbeWith(self(t))
+	if !f.Available() {
+		b.Skipf("sandbox unavailable: %s", f.Reason)
+	}
+	dir := b.TempDir()
+	fixture := filepath.Join(dir, "fixture")
+	if err := os.MkdirAll(fixture, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	p := sandbox.Policy{Writable: []string{fixture}, DenyNetwork: true, View: &sandbox.View{System: sandbox.DefaultSystem(),
+		Read: []string{self(t)}, Hide: sandbox.DefaultHide(), Cwd: fixture}}
+	var total int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr, err := sandbox.Try(context.Background(), self(t), p, fixture)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += tr.BuildTime.Nanoseconds()
+	}
+	b.ReportMetric(float64(total)/float64(b.N)/1e6, "view-ms/op")
+}
