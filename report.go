@@ -181,6 +181,10 @@ type SandboxRecord struct {
 	ProcessGroupKill  bool     `json:"process_group_kill"`
 	Unsandboxed       bool     `json:"unsandboxed_opt_out"`
 	NotEnforcedReason string   `json:"not_enforced_reason,omitempty"`
+	// View and VerificationView are the filesystem views Case and the
+	// verification command ran in (absent when none was built).
+	View             *ViewRecord `json:"view,omitempty"`
+	VerificationView *ViewRecord `json:"verification_view,omitempty"`
 }
 
 // Limits are the resource limits (rlimits) of Case and the verification

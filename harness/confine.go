@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"syscall"
 
@@ -43,12 +44,28 @@ func (r *run) policy() sandbox.Policy {
 			Processes: l.Processes, AddressSpaceBytes: l.AddressSpaceBytes}}
 }
 
-// confine wraps argv in the sandbox launcher, and records what it enforces.
+// confine wraps Case's argv in the sandbox launcher, and records what it
+// enforces.
 func (r *run) confine(argv []string) ([]string, *syscall.SysProcAttr, error) {
+	return r.confineAs(false, argv)
+}
+
+// confineVerification is confine for the verification command, with its own
+// filesystem view.
+func (r *run) confineVerification(argv []string) ([]string, *syscall.SysProcAttr, error) {
+	return r.confineAs(true, argv)
+}
+
+func (r *run) confineAs(verification bool, argv []string) ([]string, *syscall.SysProcAttr, error) {
 	if r.o.Unsandboxed {
 		return argv, nil, nil
 	}
 	pol := r.policy()
+	view, err := r.view(context.Background(), verification, argv)
+	if err != nil {
+		return nil, nil, err
+	}
+	pol.View = view
 	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

@@ -461,7 +461,13 @@ func (r *run) verify(ctx context.Context) {
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	if !r.o.Unsandboxed {
-		in.Wrap = r.confine
+		in.Wrap = r.confineVerification
+		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
+			f.Close()
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
+			r.skipVerify("the verification command's sandbox could not be built")
+			return
+		}
 	}
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))

@@ -143,8 +143,14 @@ var plainEnums = map[string][]string{
 	"report:/tests/profile": profile.Names(),
 	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},
-	"report:/tests/scope_reason":         verify.ScopeReasons(),
-	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
+	"report:/tests/scope_reason": verify.ScopeReasons(),
+	"report:/sandbox/view/mounts/[]/kind": {ctoharness.ViewBind, ctoharness.ViewTmpfs, ctoharness.ViewMask, ctoharness.ViewProc,
+		ctoharness.ViewDevice, ctoharness.ViewSymlink},
+	"report:/sandbox/view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
+	"report:/sandbox/verification_view/mounts/[]/kind": {ctoharness.ViewBind, ctoharness.ViewTmpfs, ctoharness.ViewMask, ctoharness.ViewProc,
+		ctoharness.ViewDevice, ctoharness.ViewSymlink},
+	"report:/sandbox/verification_view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
+	"report:/tests/findings/[]/severity":               {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 }
 
 func setDiff(want, got []string) string {

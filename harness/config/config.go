@@ -29,6 +29,38 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	// Sandbox adds host paths to, or hides them from, the sandbox's
+	// filesystem view (see docs/sandbox.md).
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Path is where Load read the config from (absolute); the sandbox hides
+	// it from Case.
+	Path string `json:"-"`
+}
+
+// Sandbox lists what the filesystem view of Case adds and hides; the
+// verification command uses Verification when set, these lists otherwise.
+type Sandbox struct {
+	ViewPaths
+	Verification *ViewPaths `json:"verification,omitempty"`
+}
+
+// ViewPaths are absolute host paths bound read-only into the view, and
+// absolute host paths kept out of it.
+type ViewPaths struct {
+	ReadPaths []string `json:"read_paths,omitempty"`
+	HidePaths []string `json:"hide_paths,omitempty"`
+}
+
+// Lists returns the read and hide lists for Case (verification false) or
+// the verification command.
+func (c Config) Lists(verification bool) ViewPaths {
+	if c.Sandbox == nil {
+		return ViewPaths{}
+	}
+	if verification && c.Sandbox.Verification != nil {
+		return *c.Sandbox.Verification
+	}
+	return c.Sandbox.ViewPaths
 }
 
 // MaxAge returns the configured stage-record max age, or the default.
@@ -47,7 +79,13 @@ func Load(path string, validate func([]byte) error) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: read %s: %v", ErrInvalid, path, err)
 	}
-	return Parse(data, path, validate)
+	c, err := Parse(data, path, validate)
+	if err == nil {
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			c.Path = abs
+		}
+	}
+	return c, err
 }
 
 // Parse decodes and validates config bytes; origin names them in errors.
@@ -61,7 +99,14 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, origin, err)
 	}
-	for _, list := range [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	lists := [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots}
+	if c.Sandbox != nil {
+		lists = append(lists, c.Sandbox.ReadPaths, c.Sandbox.HidePaths)
+		if v := c.Sandbox.Verification; v != nil {
+			lists = append(lists, v.ReadPaths, v.HidePaths)
+		}
+	}
+	for _, list := range lists {
 		for _, p := range list {
 			if !filepath.IsAbs(p) {
 				return Config{}, fmt.Errorf("%w: %s: path %q must be absolute", ErrInvalid, origin, p)

@@ -171,6 +171,9 @@ func (p Policy) Mechanisms(f Facts) []string {
 	if f.UserNS {
 		m = append(m, "userns")
 	}
+	if p.View != nil {
+		m = append(m, "fs_view")
+	}
 	m = append(m, "no_new_privs", "capabilities_dropped", "seccomp", "rlimits")
 	if f.PidLimit && p.Rlimits.Effective().Processes != Unlimited {
 		m = append(m, "pid_limit")

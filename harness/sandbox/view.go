@@ -248,6 +248,21 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 			add(Mount{Path: at, Kind: MountMask, File: !st.IsDir()})
 		}
 	}
+	// Mount points inside the writable /tmp or /dev/shm would be created on
+	// that writable tmpfs, and a command could then add files next to its
+	// fixture that look like the run's own. They live on a read-only tmpfs
+	// of their own instead, one directory below.
+	for _, w := range []string{"/tmp", "/dev/shm"} {
+		for p := range byPath {
+			if p == w || !within(p, w) {
+				continue
+			}
+			top := filepath.Join(w, strings.SplitN(relTo(w, p), "/", 2)[0])
+			if _, taken := byPath[top]; !taken {
+				byPath[top] = Mount{Path: top, Kind: MountTmpfs}
+			}
+		}
+	}
 	out := make([]Mount, 0, len(byPath))
 	for _, m := range byPath {
 		out = append(out, m)

@@ -170,6 +170,7 @@ func TestViewConfines(t *testing.T) {
 		{"chmod the source", []string{"chmod", filepath.Join(b.source, "main.go")}, false, []string{"ENOENT"}},
 		{"read the source", []string{"read", filepath.Join(b.source, "main.go")}, false, []string{"ENOENT"}},
 		{"read the report", []string{"read", b.report}, false, []string{"ENOENT"}},
+		{"write beside the fixture", []string{"write", b.report}, false, ro},
 		{"read a hidden home", []string{"read", b.secret}, false, []string{"ENOENT"}},
 		{"read a masked directory", []string{"read", filepath.Join(b.hiddenDir, "secret")}, false, []string{"ENOENT"}},
 		{"chmod a masked directory", []string{"chmod", b.hiddenDir}, false, ro},

@@ -34,6 +34,35 @@ type Spec struct {
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
+	// Sandbox narrows the filesystem view the config allows; it can never
+	// widen it (see docs/sandbox.md).
+	Sandbox *SpecSandbox `json:"sandbox,omitempty"`
+}
+
+// SpecSandbox narrows the view for Case and, with Verification, for the
+// verification command (which otherwise gets Case's lists).
+type SpecSandbox struct {
+	ViewPaths
+	Verification *ViewPaths `json:"verification,omitempty"`
+}
+
+// ViewPaths: ReadPaths, when given, replaces the config's read paths and
+// must lie inside what the config and the defaults allow; HidePaths are
+// hidden in addition.
+type ViewPaths struct {
+	ReadPaths []string `json:"read_paths,omitempty"`
+	HidePaths []string `json:"hide_paths,omitempty"`
+}
+
+// ViewLists returns the task's lists for Case or the verification command.
+func (s Spec) ViewLists(verification bool) ViewPaths {
+	if s.Sandbox == nil {
+		return ViewPaths{}
+	}
+	if verification && s.Sandbox.Verification != nil {
+		return *s.Sandbox.Verification
+	}
+	return s.Sandbox.ViewPaths
 }
 
 // SpecLimits are the rlimits a spec may set; each is optional.

@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+)
+
+// toolchainCommands are looked up on the command's PATH; the install root of
+// each one found (the directory above its bin/) joins the view's system
+// paths unless a hidden path holds it.
+var toolchainCommands = []string{"go", "node", "npm", "python3", "git"}
+
+// view returns the filesystem view of Case (verification false) or of the
+// verification command, building and trying it on first use. A view that
+// cannot be built is an error, so the caller blocks with SANDBOX_UNAVAILABLE
+// before any process of that kind starts. argv is the command, whose
+// executable must be visible.
+func (r *run) view(ctx context.Context, verification bool, argv []string) (*sandbox.View, error) {
+	if v, ok := r.views[verification]; ok {
+		return v, nil
+	}
+	v, rec, err := r.planView(verification, argv)
+	if err != nil {
+		return nil, err
+	}
+	pol := r.policy()
+	pol.View = v
+	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, r.fixture)
+	if err != nil {
+		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
+	}
+	rec.Mounts = viewMounts(trial.View)
+	rec.Digest = ctoharness.ViewDigest(rec.Mounts)
+	if verification {
+		r.rep.Sandbox.VerificationView = &rec
+	} else {
+		r.rep.Sandbox.View = &rec
+	}
+	if r.views == nil {
+		r.views = map[bool]*sandbox.View{}
+	}
+	r.views[verification] = v
+	return v, nil
+}
+
+// planView assembles the view's lists: the defaults, the config's lists for
+// this kind of command narrowed by the task's, the command's executable,
+// and everything the harness knows the command must never see.
+func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharness.ViewRecord, error) {
+	cfg := r.o.Config.Lists(verification)
+	tsk := r.spec.ViewLists(verification)
+	system := sandbox.DefaultSystem()
+	read := cfg.ReadPaths
+	if tsk.ReadPaths != nil {
+		allowed := append(append([]string{}, system...), cfg.ReadPaths...)
+		for _, p := range tsk.ReadPaths {
+			if !insideAnyPath(p, allowed) {
+				return nil, ctoharness.ViewRecord{}, fmt.Errorf("the task's sandbox read path %s is not inside a default or configured read path; a task can narrow the view, never widen it", p)
+			}
+		}
+		read = tsk.ReadPaths
+	}
+	hide := append(append(sandbox.DefaultHide(), cfg.HidePaths...), tsk.HidePaths...)
+	hostPath := pathOf(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root))
+	system = append(system, toolchainRoots(hostPath)...)
+	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: r.fixture}
+	v.Read = append(v.Read, read...)
+	if len(argv) > 0 {
+		exe := argv[0]
+		if !filepath.IsAbs(exe) {
+			exe = lookIn(exe, hostPath)
+		}
+		if exe != "" && !insideAnyPath(exe, system) {
+			v.Read = append(v.Read, filepath.Clean(exe))
+		}
+	}
+	if !verification {
+		task := r.dir.Path(evidence.TaskFile)
+		if abs, err := filepath.Abs(task); err == nil {
+			v.Files = append(v.Files, sandbox.Bind{Path: abs, Source: abs})
+		}
+	}
+	return v, ctoharness.ViewRecord{ReadPaths: nonNil(v.Read), HidePaths: nonNil(hide)}, nil
+}
+
+// protectedPaths are hidden and may hold no read path: the source, every
+// owned source root, Target and external root, the config file and the
+// runs directory (this run's fixture and scratch come back as writable
+// binds, the task file as a file bind).
+func (r *run) protectedPaths() []string {
+	var out []string
+	c := r.o.Config
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, r.o.RunsDir}, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+		for _, p := range group {
+			if p == "" {
+				continue
+			}
+			abs, err := filepath.Abs(p)
+			if err != nil || abs == "/" {
+				continue
+			}
+			out = append(out, abs)
+		}
+	}
+	return out
+}
+
+// viewMounts is the report's form of the view.
+func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
+	out := make([]ctoharness.ViewMount, 0, len(ms))
+	for _, m := range ms {
+		mode := ctoharness.ViewRO
+		if m.Writable {
+			mode = ctoharness.ViewRW
+		}
+		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode})
+	}
+	return out
+}
+
+// toolchainRoots finds the install roots of the toolchain commands on path.
+func toolchainRoots(path string) []string {
+	var out []string
+	for _, c := range toolchainCommands {
+		exe := lookIn(c, path)
+		if exe == "" {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(exe)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Dir(real)
+		if filepath.Base(dir) == "bin" {
+			dir = filepath.Dir(dir)
+		}
+		if dir != "/" {
+			out = append(out, dir)
+		}
+	}
+	return out
+}
+
+// lookIn finds name on the PATH list path ("" when absent).
+func lookIn(name, path string) string {
+	for _, d := range filepath.SplitList(path) {
+		p := filepath.Join(d, name)
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func pathOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func insideAnyPath(p string, roots []string) bool {
+	for _, root := range roots {
+		rel, err := filepath.Rel(root, p)
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+	}
+	return false
+}
