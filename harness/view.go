@@ -69,6 +69,10 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		read = tsk.ReadPaths
 	}
 	hide := append(append(sandbox.DefaultHide(), cfg.HidePaths...), tsk.HidePaths...)
+	// The harness user's own home, wherever it is.
+	if home := r.o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
+		hide = append(hide, filepath.Clean(home))
+	}
 	hostPath := pathOf(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root))
 	system = append(system, toolchainRoots(hostPath)...)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: r.fixture}

@@ -42,6 +42,7 @@ func runChecks() []runCheck {
 		{"changed_files_allowed", checkChangedFiles},
 		{"task_contract", checkContract},
 		{"trace_roots", checkTrace},
+		{"sandbox_view", checkSandboxView},
 		{"tests", checkTests},
 		{"status_consistent", checkStatus},
 	}

@@ -218,6 +218,39 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			f.Close()
 			reseal(t, dir)
 		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// A writable /usr, consistently digested.
+			editView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				for i := range v.Mounts {
+					if v.Mounts[i].Path == "/usr" {
+						v.Mounts[i].Mode = ctoharness.ViewRW
+					}
+				}
+			})
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// The source bound into the view.
+			editView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/src", Kind: ctoharness.ViewBind, Source: rep.SourcePath, Mode: ctoharness.ViewRO})
+			})
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// A directory that holds /root bound without a mask over it.
+			editView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/host", Kind: ctoharness.ViewBind, Source: "/", Mode: ctoharness.ViewRO})
+			})
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// A mount dropped from the record, the digest left as it was.
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+				v := m["sandbox"].(map[string]any)["view"].(map[string]any)
+				v["mounts"] = v["mounts"].([]any)[1:]
+			})
+			reseal(t, dir)
+		}},
 		{"report_schema", func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["status"] = "pasz" })
 			reseal(t, dir)
@@ -396,5 +429,26 @@ func TestGovernanceDocs(t *testing.T) {
 	res := validators.Stage(context.Background(), 3, o)
 	if res.OK || !strings.HasPrefix(res.Errors[0], "governance_documents:") {
 		t.Fatalf("stage 3 validated without governance documents: %v", res.Errors)
+	}
+}
+
+// editView changes the recorded Case view and recomputes its digest, so only
+// the view's own rules can object.
+func editView(t *testing.T, dir string, edit func(*ctoharness.Report, *ctoharness.ViewRecord)) {
+	t.Helper()
+	p := filepath.Join(dir, evidence.ReportJSON)
+	var rep ctoharness.Report
+	data, _ := os.ReadFile(p)
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sandbox.View == nil {
+		t.Fatal("the pass run recorded no sandbox view")
+	}
+	edit(&rep, rep.Sandbox.View)
+	rep.Sandbox.View.Digest = ctoharness.ViewDigest(rep.Sandbox.View.Mounts)
+	out, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(p, append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,105 @@
+package validators
+
+import (
+	"path/filepath"
+	"slices"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+)
+
+// homeRoots are hidden from every view, whatever the config says.
+var homeRoots = []string{"/root", "/home"}
+
+// checkSandboxView checks the recorded filesystem views: a sandboxed Case
+// process had one, each digest matches its mounts, nothing writable lies
+// outside the fixture and the scratch directory (bar the private /tmp,
+// /dev/shm and device nodes), and the source, owned and Target roots, home
+// directories and every recorded hidden path are absent from it.
+func checkSandboxView(v *runView, c collector) {
+	const chk = "sandbox_view"
+	r := v.report
+	if r.Sandbox.Enforced && r.CaseProcessStarted && r.Backend == ctoharness.BackendCase && r.Sandbox.View == nil {
+		c.fail(chk, evidence.ReportJSON, "Case ran in the sandbox but report.json records no filesystem view (sandbox.view)")
+	}
+	for _, vv := range []struct {
+		name string
+		rec  *ctoharness.ViewRecord
+	}{{"sandbox.view", r.Sandbox.View}, {"sandbox.verification_view", r.Sandbox.VerificationView}} {
+		if vv.rec != nil {
+			checkView(r, vv.name, vv.rec, func(format string, a ...any) { c.fail(chk, evidence.ReportJSON, vv.name+": "+format, a...) })
+		}
+	}
+}
+
+func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, fail func(string, ...any)) {
+	if got := ctoharness.ViewDigest(rec.Mounts); got != rec.Digest {
+		fail("digest %s does not match its mounts (%s)", rec.Digest, got)
+	}
+	scratch := filepath.Join(r.RuntimeWorkspaceRoot, "scratch")
+	own := func(p string) bool {
+		return (r.FixturePath != "" && inside(p, r.FixturePath)) || (r.RuntimeWorkspaceRoot != "" && inside(p, scratch))
+	}
+	for _, m := range rec.Mounts {
+		if m.Mode != ctoharness.ViewRW {
+			continue
+		}
+		switch {
+		case m.Kind == ctoharness.ViewBind && m.Source == m.Path && own(m.Path):
+		case m.Kind == ctoharness.ViewTmpfs && (m.Path == "/tmp" || m.Path == "/dev/shm"):
+		case m.Kind == ctoharness.ViewDevice && inside(m.Path, "/dev"):
+		default:
+			fail("writable %s mount at %s (from %q) lies outside the fixture and the scratch directory", m.Kind, m.Path, m.Source)
+		}
+	}
+	type root struct {
+		path     string
+		readable bool // a bind inside it is allowed when it is a configured read path
+	}
+	var roots []root
+	for _, p := range append(append(append([]string{r.SourcePath}, r.Policy.OwnedSources...), r.Policy.TargetRoots...), r.Policy.ExternalRoots...) {
+		if p != "" && p != "/" {
+			roots = append(roots, root{p, false})
+		}
+	}
+	for _, p := range append(append([]string{}, homeRoots...), rec.HidePaths...) {
+		roots = append(roots, root{p, true})
+	}
+	for _, rt := range roots {
+		for _, m := range rec.Mounts {
+			if m.Kind != ctoharness.ViewBind || m.Source == "" {
+				continue
+			}
+			if inside(rt.path, m.Source) && !masked(rec.Mounts, m, rt.path) {
+				fail("%s is visible through the bind of %s at %s", rt.path, m.Source, m.Path)
+			}
+			if m.Source != rt.path && inside(m.Source, rt.path) && !own(m.Source) && !inside(m.Source, r.RunArtifactDir) &&
+				!(rt.readable && slices.Contains(rec.ReadPaths, m.Path)) {
+				fail("%s from inside %s is bound at %s", m.Source, rt.path, m.Path)
+			}
+		}
+	}
+}
+
+// masked reports whether a mask covers hidden path h where bind m would show it.
+func masked(mounts []ctoharness.ViewMount, m ctoharness.ViewMount, h string) bool {
+	rel, err := filepath.Rel(m.Source, h)
+	if err != nil {
+		return false
+	}
+	at := filepath.Join(m.Path, rel)
+	for _, k := range mounts {
+		if k.Kind == ctoharness.ViewMask && inside(at, k.Path) && inside(k.Path, m.Path) && k.Path != m.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// inside is under that also handles the root directory.
+func inside(p, root string) bool {
+	if root == "/" {
+		return filepath.IsAbs(p)
+	}
+	return under(p, root)
+}
