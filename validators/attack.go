@@ -23,6 +23,7 @@ type attack struct {
 	accepted   atomic.Int32
 	secretName string
 	setSecret  bool
+	view       *viewAttack // planted secrets and the source's metadata (attackview.go)
 }
 
 // secretVar is put in the harness's own environment for the read-secret row.

@@ -98,6 +98,9 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	}
 	defer att.close()
 	opts, src, err := prepareRow(ctx, row, o, work, att)
+	if err == nil && row.Setup.Source != "target" && !row.SourceChanges {
+		err = att.plantView(work, src, &opts)
+	}
 	if err != nil {
 		res.fail("set-up: %v", err)
 		return res
@@ -136,6 +139,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		att.checkDenied(rep.RunArtifactDir, &res)
 	}
 	att.checkAfter(rep, &res)
+	att.checkView(rep.RunArtifactDir, src, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
 	}

@@ -96,3 +96,39 @@ func TestUnsandboxedSourceWriteIsDetected(t *testing.T) {
 		t.Fatalf("the evidence of the caught run does not validate: %v", res.Errors)
 	}
 }
+
+// The view rows' own checks fire when nothing stops the attack: with the
+// sandbox switched off, each metadata change shows in the source's
+// metadata, each read secret in the evidence, and the listing of /root is
+// not denied.
+func TestViewRowsTurnRedUnsandboxed(t *testing.T) {
+	o := replayOpts(t)
+	o.Harness = func(h *harness.Options) { h.Unsandboxed = true }
+	cases := map[string]string{
+		"sandbox-chmod-source":        "the source's README.md changed",
+		"sandbox-touch-source":        "the source's README.md changed",
+		"sandbox-setxattr-source":     "the source's README.md changed",
+		"sandbox-chown-source":        "the source's README.md changed",
+		"sandbox-read-home-secret":    "a planted secret reached the evidence",
+		"sandbox-read-target-root":    "a planted secret reached the evidence",
+		"sandbox-read-source":         "a planted secret reached the evidence",
+		"sandbox-read-other-run":      "a planted secret reached the evidence",
+		"sandbox-read-harness-config": "a planted secret reached the evidence",
+		"sandbox-list-root-home":      "NOT denied",
+	}
+	for name, want := range cases {
+		t.Run(name, func(t *testing.T) {
+			if (name == "sandbox-chown-source" || name == "sandbox-list-root-home") && os.Geteuid() != 0 {
+				t.Skip("needs root: only root can chown, and /root is readable only by root")
+			}
+			row, err := fixtures.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := validators.Replay(context.Background(), row, o)
+			if res.OK || !strings.Contains(strings.Join(res.Errors, " | "), want) {
+				t.Fatalf("unsandboxed %s: ok=%v, errors %v; want one saying %q", name, res.OK, res.Errors, want)
+			}
+		})
+	}
+}

@@ -61,6 +61,12 @@ var adversarialParam = map[string]struct {
 	"connect":          {"HOST:PORT", "open a TCP connection to HOST:PORT", connectTCP},
 	"daemon":           {"PATH", "leave a detached (setsid, double-forked) process appending to PATH after Case exits", daemon},
 	"read-secret":      {"VAR", "look for the harness's environment variable VAR, in Case's environment and in /proc/*/environ", readSecret},
+	"chmod-source":     {"PATH", "chmod PATH (a source file) to 0777", chmodPath},
+	"touch-source":     {"PATH", "set PATH's (a source file's) access and modification times", touchPath},
+	"setxattr-source":  {"PATH", "set a user.* extended attribute on PATH (a source file)", setxattrPath},
+	"chown-source":     {"PATH", "chown PATH (a source file) to nobody", chownPath},
+	"read-leak":        {"PATH", "read PATH and copy what it read into the fixture", readLeak},
+	"list-dir":         {"DIR", "list DIR and copy the names into the fixture", listDir},
 }
 
 func sortedParamNames() []string {
