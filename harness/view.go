@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -84,6 +86,15 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		}
 		if exe != "" && !insideAnyPath(exe, system) {
 			v.Read = append(v.Read, filepath.Clean(exe))
+		}
+		// A script the command runs, named by absolute path
+		// (["node", "/opt/agent/cli.js"]), is part of the command too.
+		for _, a := range argv[1:] {
+			if filepath.IsAbs(a) && !insideAnyPath(a, system) && !slices.Contains(v.Read, filepath.Clean(a)) {
+				if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+					v.Read = append(v.Read, filepath.Clean(a))
+				}
+			}
 		}
 	}
 	if !verification {
