@@ -108,6 +108,22 @@ func TestViewPlan(t *testing.T) {
 			t.Errorf("writable bind %s is not a writable directory", m.Path)
 		}
 	}
+	// A file bind the harness supplies replaces the host's file at that path
+	// (a generated /etc/hosts).
+	hosts := filepath.Join(b.root, "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.View.Files = append(p.View.Files, sandbox.Bind{Path: "/etc/hosts", Source: hosts})
+	withHosts, err := p.View.Plan(p.Writable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range withHosts {
+		if m.Path == "/etc/hosts" && (m.Source != hosts || m.Writable) {
+			t.Errorf("/etc/hosts: %+v, want a read-only bind of %s", m, hosts)
+		}
+	}
 	if d1, d2 := sandbox.Digest(mounts), sandbox.Digest(mounts[1:]); d1 == d2 || !strings.HasPrefix(d1, "sha256:") {
 		t.Errorf("digest %s does not identify the view", d1)
 	}
