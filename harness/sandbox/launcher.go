@@ -128,15 +128,19 @@ func establish(l launch) (enforced, error) {
 			return got, failf("writable directory %s does not exist", d)
 		}
 	}
-	if viewed, err := applyView(p, &got); err != nil {
+	viewed, err := applyView(p, &got) // a view brings its own /dev/shm and /tmp
+	if err != nil {
 		return got, err
-	} else if viewed {
-		// the view has its own private /dev/shm and /tmp
-	} else if ok, err := privateShm(p.Writable); err != nil {
-		return got, err
-	} else if ok {
-		got.PrivateShm = true
-		got.Writable = append(got.Writable, "/dev/shm")
+	}
+	if !viewed {
+		ok, err := privateShm(p.Writable)
+		if err != nil {
+			return got, err
+		}
+		if ok {
+			got.PrivateShm = true
+			got.Writable = append(got.Writable, "/dev/shm")
+		}
 	}
 	rl := p.Rlimits.Effective()
 	ok, err := limitPids(rl.Processes, hostRoot())

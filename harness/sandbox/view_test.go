@@ -251,7 +251,7 @@ func TestViewRunsTools(t *testing.T) {
 	// which takes minutes on a small machine; the host's cache is lent to the
 	// command writable, as the only exception to the fixture-and-scratch rule.
 	if out, err := exec.Command("go", "env", "GOCACHE").Output(); err == nil {
-		if cache := strings.TrimSpace(string(out)); filepath.IsAbs(cache) {
+		if cache := strings.TrimSpace(string(out)); filepath.IsAbs(cache) && os.MkdirAll(cache, 0o755) == nil {
 			p.Writable = append(p.Writable, cache)
 			env = append(env, "GOCACHE="+cache)
 		}
