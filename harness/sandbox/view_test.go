@@ -328,3 +328,55 @@ func BenchmarkViewBuild(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/float64(b.N)/1e6, "view-ms/op")
 }
+
+// When the runs directory and the source lie inside a bound directory, they
+// are masked, and this run's fixture, scratch and task file still appear
+// inside the mask.
+func TestViewMasksInsideBoundDirectory(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	p.View.System = append(sandbox.DefaultSystem(), b.root) // the whole box, read-only
+	runs := filepath.Join(b.root, "runs")
+	other := filepath.Join(runs, "r0", "fixture")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := p.View.Plan(p.Writable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	masks := 0
+	for _, m := range mounts {
+		if m.Kind == sandbox.MountMask && (m.Path == runs || m.Path == b.source) {
+			masks++
+		}
+	}
+	if masks != 2 {
+		t.Fatalf("want masks over %s and %s: %+v", runs, b.source, mounts)
+	}
+	cases := []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"write", filepath.Join(b.fixture, "x")}, true},
+		{[]string{"read", b.task}, true},
+		{[]string{"read", filepath.Join(b.source, "main.go")}, false},
+		{[]string{"read", b.report}, false},
+		{[]string{"stat", other}, false},
+		{[]string{"write", filepath.Join(runs, "planted")}, false},
+		{[]string{"read", filepath.Join(b.sys, "tool.txt")}, true},
+		{[]string{"chmod", filepath.Join(b.sys, "tool.txt")}, false},
+	}
+	for _, c := range cases {
+		r := launch(t, p, b.fixture, append([]string{self(t), helperCmd}, c.args...)...).result(t)
+		if r.OK != c.ok {
+			t.Errorf("%v: ok=%v (%s %s), want ok=%v", c.args, r.OK, r.Errno, r.Err, c.ok)
+		}
+	}
+	r := launch(t, p, b.fixture, self(t), helperCmd, "list", runs).result(t)
+	slices.Sort(r.List)
+	if !slices.Equal(r.List, []string{".work", "r1"}) {
+		t.Errorf("the masked runs directory shows %v, want only this run's [.work r1]", r.List)
+	}
+}
