@@ -113,7 +113,9 @@ func tryClone(self string, flags uintptr, base syscall.SysProcAttr) error {
 }
 
 func tryLauncher(self string) (enforced, error) {
-	return tryPolicy(context.Background(), self, Policy{DenyNetwork: true}, "/")
+	// The trial builds a default filesystem view too, so a kernel without
+	// the mount API the view needs is found at the gate.
+	return tryPolicy(context.Background(), self, Policy{DenyNetwork: true, View: &View{System: DefaultSystem(), Hide: DefaultHide()}}, "/")
 }
 
 // tryPolicy establishes p once in a throwaway launcher started in dir and
