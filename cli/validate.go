@@ -78,7 +78,7 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
 		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot,
 		Health: func(ctx context.Context) (any, bool) {
-			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self})
+			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
 			return h, h.OK
 		}})
 	if c.JUnit != "" {
@@ -122,7 +122,7 @@ func (c *HealthCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	runs, _ := filepath.Abs(g.runsDir(env))
-	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self})
+	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
 	if c.JSON {
 		_ = printJSON(env.Stdout, h)
 	} else {
