@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,7 +22,7 @@ type ValidateCmd struct {
 
 // Help lists the checks.
 func (ValidateCmd) Help() string {
-	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid.", validators.CheckNames())
+	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid, 2 bad input (no such run directory).", validators.CheckNames())
 }
 
 // Run executes the command.
@@ -29,6 +30,9 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 	set, err := compileSchemas()
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(c.RunDir); err != nil || !st.IsDir() {
+		return usagef("%s is not a run directory (it does not exist or is not a directory); pass RUNS_DIR/<run_id>, see 'cto-harness runs' or the runs directory", c.RunDir)
 	}
 	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass})
 	if c.JSON {
