@@ -81,6 +81,15 @@ var e2eAgents = []e2eAgent{
 		},
 		outcome: resultOutcome,
 	},
+	{
+		name: "claude-code", version: "2.1.328", pkg: "@anthropic-ai/claude-code", bin: "claude",
+		command: func(r agentRun) ([]string, []string) {
+			return []string{"-p", r.prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", testModel},
+				[]string{"ANTHROPIC_BASE_URL=" + r.url, "ANTHROPIC_API_KEY=" + testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+					"IS_SANDBOX=1", "CLAUDE_CONFIG_DIR=" + r.state, "CLAUDE_CODE_TMPDIR=" + r.tmp}
+		},
+		outcome: resultOutcome,
+	},
 }
 
 // e2eScenario is one script and what it must leave behind.
@@ -313,18 +322,21 @@ func tail(s string) string {
 
 // Placeholders that replace run-specific values in recorded streams.
 const (
-	phWork    = "{{WORK}}"
-	phOutside = "{{OUTSIDE}}"
-	phRoot    = "{{ROOT}}"
-	phURL     = "{{URL}}"
-	phKey     = "{{KEY}}"
+	phWork = "{{WORK}}"
+	// phWorkDashed replaces the work directory with its slashes made dashes,
+	// as claude-code names its per-project state directory.
+	phWorkDashed = "{{WORK_DASHED}}"
+	phOutside    = "{{OUTSIDE}}"
+	phRoot       = "{{ROOT}}"
+	phURL        = "{{URL}}"
+	phKey        = "{{KEY}}"
 )
 
 // saveStream writes the agent's native stream as a test recording, with
 // temp paths, the server URL and the key replaced by placeholders.
 func saveStream(t *testing.T, agent, scenario string, out []byte, r agentRun, url string) {
 	s := string(out)
-	for _, p := range [][2]string{{r.work, phWork}, {r.outside, phOutside}, {r.root, phRoot}, {url, phURL}, {testKey, phKey}} {
+	for _, p := range [][2]string{{strings.ReplaceAll(r.work, "/", "-"), phWorkDashed}, {r.work, phWork}, {r.outside, phOutside}, {r.root, phRoot}, {url, phURL}, {testKey, phKey}} {
 		s = strings.ReplaceAll(s, p[0], p[1])
 	}
 	path := filepath.Join("testdata", "streams", agent+"-"+scenario+".jsonl")

@@ -79,5 +79,5 @@
 // CTO_HARNESS_AGENT_TESTS=1 (=require fails when an agent is missing);
 // CTO_HARNESS_UPDATE_STREAMS=1 rewrites testdata/streams/AGENT-SCENARIO.jsonl,
 // each agent's native stream-json with {{WORK}}, {{OUTSIDE}}, {{ROOT}},
-// {{URL}} and {{KEY}} placeholders.
+// {{URL}}, {{KEY}} and {{WORK_DASHED}} (the work path with dashes for slashes) placeholders.
 package modelserver
