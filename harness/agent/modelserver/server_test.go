@@ -112,6 +112,7 @@ func TestFindCwd(t *testing.T) {
 		`{"x":"<env>\nWorking directory: /tmp/b\nIs directory a git repo"}`:         "/tmp/b",
 		`{"x":"Primary working directory: /tmp/c\n"}`:                               "/tmp/c",
 		`{"x":"<environment_context>\n  <cwd>/tmp/d e</cwd>"}`:                      "/tmp/d e",
+		`{"x":"- **Workspace Directories:**\n  - /tmp/g/work\n- **Directory"}`:      "/tmp/g/work",
 		`{"x":"nothing here"}`: "",
 	}
 	for body, want := range cases {
