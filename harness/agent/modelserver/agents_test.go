@@ -118,7 +118,32 @@ var e2eAgents = []e2eAgent{
 			return finished, failed
 		},
 	},
+	{
+		name: "codex", version: "0.169.0", pkg: "@openai/codex", bin: "codex", urlSuffix: "/v1",
+		command: func(r agentRun) ([]string, []string) {
+			provider := fmt.Sprintf(`model_providers.ms={name="ms",base_url=%q,env_key="MS_API_KEY",wire_api="responses"}`, r.url)
+			// A model codex has metadata for, so it offers apply_patch;
+			// with an unknown model it offers only exec_command.
+			return []string{"exec", "--json", "-m", codexModel, "-c", "model_provider=ms", "-c", provider,
+					"-c", "analytics.enabled=false", "--disable", "plugins", "-s", "danger-full-access", "--skip-git-repo-check", r.prompt},
+				[]string{"CODEX_HOME=" + r.state, "MS_API_KEY=" + testKey}
+		},
+		outcome: func(lines []map[string]any, _ int) (finished, failed bool) {
+			for _, l := range lines {
+				switch l["type"] {
+				case "turn.completed":
+					finished = true
+				case "turn.failed", "error":
+					finished, failed = true, true
+				}
+			}
+			return finished, failed
+		},
+	},
 }
+
+// codexModel is a model codex 0.169.0 knows.
+const codexModel = "gpt-5.5"
 
 // geminiSettings selects API-key auth and turns off usage statistics and
 // auto-update, so gemini-cli contacts nothing but the model endpoint.
@@ -228,7 +253,11 @@ var e2eScenarios = []e2eScenario{
 			}}
 		},
 		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
-			fileIs(t, filepath.Join(r.work, "leak.txt"), testKey)
+			// apply_patch (codex) ends every line with a newline.
+			leak := filepath.Join(r.work, "leak.txt")
+			if got, err := os.ReadFile(leak); err != nil || strings.TrimSuffix(string(got), "\n") != testKey {
+				t.Errorf("%s holds %q (%v), want the key", leak, got, err)
+			}
 			reachedTurn(t, srv, 1)
 			for _, q := range srv.Requests() {
 				if strings.Contains(fmt.Sprint(q), testKey) {

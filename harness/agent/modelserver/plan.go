@@ -167,7 +167,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 		}
 	}
 	if !ok {
-		return nil, fmt.Errorf("write: %w", errNoTool)
+		// No write tool (codex with a model it has no metadata for offers
+		// only exec_command): write through the shell instead.
+		call, err := shellCall(ts, shellWrite(path, content), "")
+		if err != nil {
+			return nil, fmt.Errorf("write: %w", errNoTool)
+		}
+		return call, nil
 	}
 	if t.name == "apply_patch" {
 		patch := addFilePatch(path, content)
@@ -183,6 +189,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 	}
 	return &toolCall{name: t.name, kind: kindFunction, args: map[string]any{pathArg: path, "content": content}}, nil
 }
+
+// shellWrite is a POSIX shell command that writes content to path exactly.
+func shellWrite(path, content string) string {
+	return "printf '%s' " + shellQuote(content) + " > " + shellQuote(path)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // addFilePatch is an apply_patch envelope that creates path with content.
 func addFilePatch(path, content string) string {
