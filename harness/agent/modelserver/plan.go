@@ -176,6 +176,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 		return call, nil
 	}
 	if t.name == "apply_patch" {
+		if content == "" {
+			// An Add File hunk needs at least one line: an empty file
+			// is made through the shell.
+			if call, err := shellCall(ts, shellWrite(path, content), ""); err == nil {
+				return call, nil
+			}
+		}
 		patch := addFilePatch(path, content)
 		if t.kind == kindCustom {
 			return &toolCall{name: t.name, kind: kindCustom, input: patch}, nil
