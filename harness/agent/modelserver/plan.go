@@ -106,10 +106,10 @@ func resolve(cwd, p string) string {
 var cwdPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`<cwd>(/[^<]+)</cwd>`),                                  // codex environment_context
 	regexp.MustCompile(`Primary working directory: (/[^\s"\\]+)`),              // claude-code
-	regexp.MustCompile(`(?i)working directory: (/[^\s"\\]+)`),                  // claude-code, others
 	regexp.MustCompile(`currently working in the directory: (/[^\s"\\]+)`),     // qwen-code
 	regexp.MustCompile(`Workspace Directories:\*\*(?:\\n|\s)+- (/[^\s"\\]+)`),  // gemini-cli: its first workspace directory
-	regexp.MustCompile(`(?i)current working directory(?: is)?:? (/[^\s"\\]+)`), // generic
+	regexp.MustCompile(`(?i)working directory: (/[^\s"\\]+)`),                  // others
+	regexp.MustCompile(`(?i)current working directory(?: is)?:? (/[^\s"\\]+)`), // others
 }
 
 // findCwd returns the working directory the request reports, or "".
