@@ -25,10 +25,11 @@ func TestModelServerCommand(t *testing.T) {
 	requests := filepath.Join(dir, "requests.jsonl")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var stderr strings.Builder
 	out, outW := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(ctx, []string{"modelserver", "--script", script, "--requests", requests}, outW, io.Discard, os.Getenv)
+		done <- cli.Main(ctx, []string{"modelserver", "--script", script, "--requests", requests, "--log"}, outW, &stderr, os.Getenv)
 		outW.Close()
 	}()
 	url, err := bufio.NewReader(out).ReadString('\n')
@@ -56,6 +57,9 @@ func TestModelServerCommand(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("modelserver did not stop when its context ended")
+	}
+	if want := "modelserver: POST /v1/chat/completions (openai-chat) turn 1 -> 200\n"; stderr.String() != want {
+		t.Fatalf("--log printed %q, want %q", stderr.String(), want)
 	}
 	rec, err := os.ReadFile(requests)
 	if err != nil {

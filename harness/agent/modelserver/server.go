@@ -52,6 +52,9 @@ type Options struct {
 	WorkDir string
 	// Model is reported in model listings (default "scripted-model").
 	Model string
+	// OnRequest, when set, is called with each request once answered (for
+	// logging); calls may be concurrent.
+	OnRequest func(Request)
 }
 
 // Server is the scripted model server. It is an http.Handler; Start also
@@ -163,6 +166,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	s.mu.Unlock()
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest(rec)
+	}
 }
 
 func classify(r *http.Request) API {
