@@ -38,8 +38,9 @@ type Request struct {
 	Query  string      `json:"query,omitempty"`
 	Header http.Header `json:"header"`
 	Body   string      `json:"body,omitempty"`
-	// Turn is the script turn played (0-based), or -1 when the request was
-	// not a scripted turn (a side request, a models listing, a token count).
+	// Turn is the script turn played (0-based; len(Script.Turns) for the
+	// default final answer past the end), or -1 when the request was not a
+	// scripted turn (a side request, a models listing, a token count).
 	Turn   int `json:"turn"`
 	Status int `json:"status"`
 }
