@@ -49,7 +49,7 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	}
 	srv, err := modelserver.Start(opts, c.Listen)
 	if err != nil {
-		return err
+		return usagef("%v (pick another --listen address)", err)
 	}
 	fmt.Fprintln(env.Stdout, srv.URL())
 	<-env.Ctx.Done()
@@ -57,13 +57,21 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	if c.Requests == "" {
 		return nil
 	}
-	f, err := os.Create(c.Requests)
+	if err := writeRequests(srv, c.Requests); err != nil {
+		fmt.Fprintf(env.Stderr, "cto-harness: %v\n", err)
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+func writeRequests(srv *modelserver.Server, path string) error {
+	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("modelserver: write requests: %w", err)
+		return fmt.Errorf("modelserver: cannot write the recorded requests: %w", err)
 	}
 	if err := srv.WriteRequests(f); err != nil {
 		f.Close()
-		return fmt.Errorf("%s: %w", c.Requests, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
 }

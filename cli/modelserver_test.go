@@ -69,3 +69,38 @@ func TestModelServerCommand(t *testing.T) {
 		t.Fatalf("recorded requests (%d lines): %s", lines, rec)
 	}
 }
+
+// The exit-code rule holds for modelserver: a script, flag or address it
+// cannot use is bad input (2), and nothing is served.
+func TestModelServerExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(bad, []byte(`{"turns":[{"action":"write"}]}`), 0o644)
+	os.WriteFile(good, []byte(`{"turns":[]}`), 0o644)
+	for _, args := range [][]string{
+		{"modelserver"},
+		{"modelserver", "--script", filepath.Join(dir, "absent.json")},
+		{"modelserver", "--script", bad},
+		{"modelserver", "--script", good, "--listen", "256.0.0.1:bad"},
+	} {
+		var errOut strings.Builder
+		if got := cli.Main(context.Background(), args, io.Discard, &errOut, os.Getenv); got != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, got, cli.ExitUsage, errOut.String())
+		}
+	}
+}
+
+// Recorded requests that cannot be written make the command fail (1).
+func TestModelServerRequestsUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"turns":[]}`), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve nothing, stop at once
+	var errOut strings.Builder
+	args := []string{"modelserver", "--script", good, "--requests", filepath.Join(dir, "no", "such", "dir", "r.jsonl")}
+	if got := cli.Main(ctx, args, io.Discard, &errOut, os.Getenv); got != cli.ExitFailed || !strings.Contains(errOut.String(), "recorded requests") {
+		t.Fatalf("exit %d, stderr %q; want %d and a message about the recorded requests", got, errOut.String(), cli.ExitFailed)
+	}
+}
