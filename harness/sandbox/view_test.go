@@ -380,3 +380,27 @@ func TestViewMasksInsideBoundDirectory(t *testing.T) {
 		t.Errorf("the masked runs directory shows %v, want only this run's [.work r1]", r.List)
 	}
 }
+
+// TestViewRunsNodeAgent starts an installed Node-based coding agent inside
+// the default view, with its install directory as the one read path: the
+// documented way to give Case an agent.
+func TestViewRunsNodeAgent(t *testing.T) {
+	requireSandbox(t)
+	home, _ := os.UserHomeDir()
+	dirs, _ := filepath.Glob(filepath.Join(home, ".cache", "cto-harness", "agents", "gemini-cli", "*"))
+	if len(dirs) == 0 {
+		t.Skip("no gemini-cli installed under ~/.cache/cto-harness/agents (see docs/agents.md)")
+	}
+	dir := dirs[0]
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	p.View.Read = append(p.View.Read, dir)
+	p.View.Hide = append(p.View.Hide, home)
+	p.Rlimits.AddressSpaceBytes = sandbox.Unlimited // WebAssembly reserves tens of GiB of address space
+	env := backend.Env(b.scratchRoot, "", "/usr/local/bin:/usr/bin:/bin", b.source)
+	out := launchWith(t, p, b.fixture, opts{env: env}, "/usr/bin/env", "node", filepath.Join(dir, "node_modules", ".bin", "gemini"), "--version")
+	if out.code != 0 || strings.TrimSpace(out.stdout) == "" {
+		t.Fatalf("the agent in the view: exit %d\nstdout %s\nstderr %s", out.code, out.stdout, out.stderr)
+	}
+	t.Logf("gemini-cli %s in the view", strings.TrimSpace(out.stdout))
+}
