@@ -24,8 +24,10 @@ var toolchainCommands = []string{"go", "node", "npm", "python3", "git"}
 // verification command, building and trying it on first use. A view that
 // cannot be built is an error, so the caller blocks with SANDBOX_UNAVAILABLE
 // before any process of that kind starts. argv is the command, whose
-// executable must be visible.
-func (r *run) view(ctx context.Context, verification bool, argv []string) (*sandbox.View, error) {
+// executable must be visible. files are extra read-only files the harness
+// puts into the view (a generated /etc/hosts); they replace what the host has
+// at their paths.
+func (r *run) view(ctx context.Context, verification bool, argv []string, files ...sandbox.Bind) (*sandbox.View, error) {
 	if v, ok := r.views[verification]; ok {
 		return v, nil
 	}
@@ -33,6 +35,7 @@ func (r *run) view(ctx context.Context, verification bool, argv []string) (*sand
 	if err != nil {
 		return nil, err
 	}
+	v.Files = append(v.Files, files...)
 	pol := r.policy()
 	pol.View = v
 	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, r.fixture)
