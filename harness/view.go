@@ -42,6 +42,7 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
+	v.Expect = sandbox.Digest(trial.View) // every launch must build exactly this view
 	rec.Mounts = viewMounts(trial.View)
 	rec.Digest = ctoharness.ViewDigest(rec.Mounts)
 	if verification {

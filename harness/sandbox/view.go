@@ -39,6 +39,10 @@ type View struct {
 	Protected []string `json:"protected,omitempty"`
 	// Cwd is where the command starts; it must be inside the view.
 	Cwd string `json:"cwd,omitempty"`
+	// Expect, when set, is the Digest of the view the launcher must build;
+	// a launch whose plan differs (the host changed since the view was
+	// tried and recorded) fails instead of running in another view.
+	Expect string `json:"expect,omitempty"`
 }
 
 // Bind is one exact read-only bind: Source on the host appears at Path.

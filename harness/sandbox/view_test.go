@@ -297,6 +297,23 @@ func TestViewFailsClosed(t *testing.T) {
 		t.Errorf("the launcher built another view than planned")
 	}
 	t.Logf("view: %d mounts, built in %v", len(tr.View), tr.BuildTime)
+
+	// A launch that would build another view than the one tried fails.
+	good.View.Expect = sandbox.Digest(tr.View)
+	if out := launch(t, good, b.fixture, self(t), helperCmd, "read", b.task); out.code != 0 {
+		t.Fatalf("the tried view: exit %d %s", out.code, out.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(b.root, "sys", "new-tool"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(b.sys, "newdir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	good.View.Hide = append(good.View.Hide, filepath.Join(b.sys, "newdir"))
+	out = launch(t, good, b.fixture, self(t), helperCmd, "read", b.task)
+	if _, ok := sandbox.IsSetupFailure(out.code, out.stderr); !ok || !strings.Contains(out.stderr, "not the one that was tried") {
+		t.Errorf("a changed view: exit %d, stderr %q", out.code, out.stderr)
+	}
 }
 
 // BenchmarkViewBuild measures a trial launch with the default view;

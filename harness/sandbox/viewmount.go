@@ -214,6 +214,9 @@ func applyView(p Policy, got *enforced) (bool, error) {
 	if err != nil {
 		return false, failf("%v", err)
 	}
+	if d := Digest(mounts); p.View.Expect != "" && d != p.View.Expect {
+		return false, failf("view: the planned view (%s) is not the one that was tried and recorded (%s); the host changed in between", d, p.View.Expect)
+	}
 	cwd := p.View.Cwd
 	if cwd == "" {
 		if wd, err := os.Getwd(); err == nil {
