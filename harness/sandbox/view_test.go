@@ -261,11 +261,17 @@ func TestViewRunsTools(t *testing.T) {
 		{"git", "git", `git init -q repo && cd repo && echo x > f && git add f && git -c user.name=a -c user.email=a@b commit -qm m && git log --oneline | wc -l`},
 		{"go", "go", `mkdir -p mod && cd mod && printf 'module m\ngo 1.21\n' > go.mod && printf 'package m\nimport "testing"\nfunc TestX(t *testing.T) {}\n' > m_test.go && go test ./...`},
 		{"node", "node", `node -e 'console.log(require("os").platform())'`},
+		{"npm test", "npm", `mkdir -p pkg && cd pkg && printf '{"name":"p","version":"1.0.0","scripts":{"test":"node -e \"process.exit(0)\""}}' > package.json && npm test --offline`},
+		{"python3", "python3", `printf 'def test_x():\n    assert 1\n' > t.py && /usr/bin/python3 -c 'import t; t.test_x(); print("ok")'`},
+		{"pytest", "python3", `printf 'def test_x():\n    assert 1\n' > test_x.py && /usr/bin/python3 -m pytest -q test_x.py`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := exec.LookPath(c.tool); err != nil {
 				t.Skipf("%s is not installed: %v", c.tool, err)
+			}
+			if c.name == "pytest" && exec.Command("/usr/bin/python3", "-m", "pytest", "--version").Run() != nil {
+				t.Skip("the system python3 has no pytest module (a pytest in a home directory must be added as a read path)")
 			}
 			out := launchWith(t, p, b.fixture, opts{env: env}, "/bin/sh", "-c", c.script)
 			if out.code != 0 {
