@@ -112,3 +112,26 @@ func TestViewRecorded(t *testing.T) {
 	}
 	mustValidate(t, set, rep, true)
 }
+
+// A verification view that cannot be built blocks at the verification step,
+// before the command runs, and the evidence stays valid.
+func TestVerificationViewFailsClosed(t *testing.T) {
+	requireSandbox(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.Config.Sandbox = &config.Sandbox{Verification: &config.ViewPaths{ReadPaths: []string{filepath.Join(t.TempDir(), "gone")}}}
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.CaseProcessStarted || !hasCode(rep, ctoharness.BlockSandboxUnavailable) {
+		t.Fatalf("case started %v, blockers %v", rep.CaseProcessStarted, rep.Blockers)
+	}
+	if b := rep.Blockers[0]; b.Step != ctoharness.StepVerify || rep.Tests.Classification != ctoharness.TestNotRun {
+		t.Fatalf("blocker %+v, tests %s", b, rep.Tests.Classification)
+	}
+	if rep.Sandbox.View == nil || rep.Sandbox.VerificationView != nil {
+		t.Fatalf("views recorded: case %v, verification %v", rep.Sandbox.View != nil, rep.Sandbox.VerificationView != nil)
+	}
+	mustValidate(t, set, rep, false)
+}
