@@ -188,8 +188,8 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if prev, ok := byPath[m.Path]; ok && prev.Kind == MountBind {
 			continue
 		}
-		if coveredBy(m, binds) {
-			continue
+		if coveredBy(m, binds) && !insideAny(m.Path, hidden) {
+			continue // shown by its parent's bind anyway (unless a mask covers it there)
 		}
 		add(m)
 	}

@@ -129,6 +129,31 @@ func TestViewPlan(t *testing.T) {
 	}
 }
 
+// A read path inside a hidden directory that a bind would otherwise cover
+// is bound on its own, on top of the mask.
+func TestViewPlanReadInsideMask(t *testing.T) {
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	inside := filepath.Join(b.hiddenDir, "secret")
+	p.View.Read = append(p.View.Read, inside)
+	mounts, err := p.View.Plan(p.Writable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask, bind := -1, -1
+	for i, m := range mounts {
+		switch {
+		case m.Path == b.hiddenDir && m.Kind == sandbox.MountMask:
+			mask = i
+		case m.Path == inside && m.Kind == sandbox.MountBind:
+			bind = i
+		}
+	}
+	if mask < 0 || bind < mask {
+		t.Fatalf("mask at %d, bind at %d: %+v", mask, bind, mounts)
+	}
+}
+
 func TestViewPlanRefuses(t *testing.T) {
 	b := newViewBox(t)
 	cases := []struct {
