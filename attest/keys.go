@@ -23,9 +23,9 @@ const (
 
 // Errors a caller tells apart with errors.Is.
 var (
-	ErrKeyExists   = errors.New("key file already exists")
-	ErrKeyInvalid  = errors.New("key file is not usable")
-	ErrKeyExposed  = errors.New("private key file is readable by group or others")
+	ErrKeyExists  = errors.New("key file already exists")
+	ErrKeyInvalid = errors.New("key file is not usable")
+	ErrKeyExposed = errors.New("private key file is readable by group or others")
 )
 
 // PublicKey is a trusted ed25519 key with its short id.

@@ -28,8 +28,8 @@ type RunPredicate struct {
 
 // GateValues are the gate inputs the run saw.
 type GateValues struct {
-	AllowCase      string        `json:"allow_case"`
-	CaseStage      string        `json:"case_stage"`
+	AllowCase      string         `json:"allow_case"`
+	CaseStage      string         `json:"case_stage"`
 	PreviousRecord *PreviousStage `json:"previous_stage_record"`
 }
 

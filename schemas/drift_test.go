@@ -18,6 +18,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/profile"
@@ -42,6 +43,9 @@ func goTypes() map[schemas.Kind]reflect.Type {
 		schemas.TaskContract: reflect.TypeFor[task.Contract](),
 		schemas.Config:       reflect.TypeFor[config.Config](),
 		schemas.StageRecord:  reflect.TypeFor[gates.Record](),
+
+		schemas.RunPredicate:         reflect.TypeFor[attest.RunPredicate](),
+		schemas.StageRecordPredicate: reflect.TypeFor[attest.StageRecordPredicate](),
 	}
 }
 
@@ -289,7 +293,7 @@ func jsonFields(t *testing.T, typ reflect.Type) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty"), typ: f.Type})
+		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero"), typ: f.Type})
 	}
 	return out
 }
@@ -743,7 +747,8 @@ func instances() []struct {
 		{"full spec", schemas.TaskSpec, spec},
 		{"contract", schemas.TaskContract, task.NewContract(spec, runID, "/var/tmp/cto-harness/work/"+runID+"/fixture")},
 		{"full config", schemas.Config, config.Config{OwnedSources: []string{"/home/dev/src/owned-tool"}, TargetRoots: []string{"/srv/targets"},
-			ExternalRoots: []string{"/opt/vendor"}, StageRecordMaxAge: "36h30m", CaseCommand: []string{"/usr/local/bin/case", "run"}}},
+			ExternalRoots: []string{"/opt/vendor"}, StageRecordMaxAge: "36h30m", CaseCommand: []string{"/usr/local/bin/case", "run"},
+			Signing: config.Signing{KeyFile: "/etc/cto-harness/signing.key", TrustedKeys: []string{"/etc/cto-harness/signing.pub"}}}},
 		{"empty config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{}}},
 		{"record", schemas.StageRecord, rec},
 		{"stage3 ok", schemas.StageResult, map[string]any{
@@ -753,6 +758,15 @@ func instances() []struct {
 			"source_non_mutation_proof_path": "/var/tmp/cto-harness/runs/" + runID + "/proofs/source-non-mutation.json",
 			"health":                         map[string]any{"landlock_abi": 4}, "stage": 3, "record_path": "/var/tmp/cto-harness/records/stage-3.json",
 		}},
+		{"run predicate", schemas.RunPredicate, attest.RunPredicate{RunID: runID, Stage: 3, Status: ctoharness.StatusPass, Blockers: []string{},
+			Nonce: "00112233445566778899aabbccddeeff", Commits: ctoharness.Commits{SourceHead: commitA, SourceTree: treeA, BaselineCommit: commitB,
+				BaselineTree: treeA, ResultCommit: commitB, ResultTree: treeB},
+			Gate:    attest.GateValues{AllowCase: "1", CaseStage: "3", PreviousRecord: &attest.PreviousStage{Stage: 2, RunID: runID, RecordDigest: hashA}},
+			Sandbox: attest.SandboxStrength{Enforced: true, Mechanisms: []string{"landlock"}, LandlockABI: 7}, Qualifies: true,
+			Harness: attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinarySHA256: hashA},
+			FinalEventHash: hashA, StartedAt: t0, FinishedAt: t1, SignedAt: t1}},
+		{"stage record predicate", schemas.StageRecordPredicate, attest.StageRecordPredicate{Stage: 2, RunID: runID, ReportSHA256: hashA,
+			RecordDigest: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version}},
 		{"stage3 failed minimal", schemas.StageResult, map[string]any{
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
 			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "",
@@ -811,7 +825,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 11 {
+	if len(schemas.Kinds()) != 13 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }
