@@ -70,6 +70,7 @@ const (
 	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
 	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
+	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
 // failedCodes are outcomes of work that was allowed to run (the agent or its
@@ -97,6 +98,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
+		BlockStageRecordUntrusted,
 	}
 }
 

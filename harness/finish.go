@@ -45,6 +45,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	for _, name := range evidence.FinalArtifacts() {
 		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
 	}
+	r.prepareSigning()
 	if err := r.tr.Flush(r.dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -54,6 +55,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Qualifies = false
 	}
 	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+		errs = append(errs, err)
+	} else if err := r.sign(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -30,8 +30,9 @@ var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func (r *run) gate(ctx context.Context) bool {
 	r.step(ctoharness.StepGate)
 	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: gates.RecordCheck{
-		Dir: RecordsDir(r.o.RunsDir), MaxAge: r.o.Config.MaxAge(), Now: r.o.Clock(), Validate: r.o.Schemas.Validator(schemas.StageRecord)}})
-	r.stage = d.Stage
+		Dir: RecordsDir(r.o.RunsDir), MaxAge: r.o.Config.MaxAge(), Now: r.o.Clock(), Validate: r.o.Schemas.Validator(schemas.StageRecord)},
+		Trusted: r.o.Signing.Trusted})
+	r.stage, r.prev = d.Stage, d.Previous
 	r.rep.StageName = d.Stage.Name
 	if r.rep.StageName == "" {
 		r.rep.StageName = "unknown"

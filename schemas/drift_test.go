@@ -763,7 +763,7 @@ func instances() []struct {
 				BaselineTree: treeA, ResultCommit: commitB, ResultTree: treeB},
 			Gate:    attest.GateValues{AllowCase: "1", CaseStage: "3", PreviousRecord: &attest.PreviousStage{Stage: 2, RunID: runID, RecordDigest: hashA}},
 			Sandbox: attest.SandboxStrength{Enforced: true, Mechanisms: []string{"landlock"}, LandlockABI: 7}, Qualifies: true,
-			Harness: attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinarySHA256: hashA},
+			Harness:        attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinarySHA256: hashA},
 			FinalEventHash: hashA, StartedAt: t0, FinishedAt: t1, SignedAt: t1}},
 		{"stage record predicate", schemas.StageRecordPredicate, attest.StageRecordPredicate{Stage: 2, RunID: runID, ReportSHA256: hashA,
 			RecordDigest: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version}},

@@ -102,7 +102,7 @@ func checkDigests(v *runView, c collector) {
 		}
 	}
 	for name := range v.files {
-		if name == evidence.ReportJSON || name == evidence.ReportSum {
+		if name == evidence.ReportJSON || name == evidence.ReportSum || name == evidence.Attestation {
 			continue
 		}
 		if _, ok := listed[name]; !ok {

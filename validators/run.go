@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -17,6 +18,10 @@ import (
 // RunOptions tune Run.
 type RunOptions struct {
 	ExpectPass bool // additionally require status pass
+	// Trusted are the public keys an attestation is verified against;
+	// RequireSignature makes an unsigned or unverifiable run invalid.
+	Trusted          []attest.PublicKey
+	RequireSignature bool
 }
 
 // runCheck is one named check over a loaded run directory.
@@ -28,6 +33,7 @@ type runCheck struct {
 // runChecks is every check, in the order they are reported.
 func runChecks() []runCheck {
 	return []runCheck{
+		{"attestation", checkAttestation},
 		{"report_checksum", checkReportChecksum},
 		{"report_schema", checkReportSchema},
 		{"artifacts_present", checkArtifactsPresent},
@@ -93,7 +99,7 @@ func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Res
 	v.load()
 	for _, rc := range runChecks() {
 		c.check(rc.name)
-		if v.report == nil && rc.name != "report_checksum" && rc.name != "report_schema" && rc.name != "artifacts_present" {
+		if v.report == nil && rc.name != "attestation" && rc.name != "report_checksum" && rc.name != "report_schema" && rc.name != "artifacts_present" {
 			continue
 		}
 		rc.fn(v, c)

@@ -1,0 +1,134 @@
+package validators
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// checkAttestation verifies attestation.dsse.json before anything else is
+// believed: the envelope and its signature against the trusted keys, then
+// that its subjects are exactly the run directory's other files with their
+// current sha256, then that the signed predicate describes this run (its id,
+// directory, verdict and event chain). The report's own "signed" claim must
+// agree with the file being there, so removing the attestation is caught.
+func checkAttestation(v *runView, c collector) {
+	const chk = "attestation"
+	present := v.files[evidence.Attestation]
+	if v.report != nil && v.report.Signed && !present {
+		c.fail(chk, evidence.Attestation, "missing although report.json says the run is signed (removed after the run, or signing failed)")
+	}
+	if v.report != nil && !v.report.Signed && present {
+		c.fail(chk, evidence.Attestation, "present although report.json says the run is unsigned")
+	}
+	if !present {
+		if v.opts.RequireSignature {
+			c.fail(chk, evidence.Attestation, "the run is unsigned; --require-signature needs a run signed by a trusted key")
+		}
+		return
+	}
+	c.res.Signed = true
+	data, err := os.ReadFile(v.path(evidence.Attestation))
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v", err)
+		return
+	}
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v (truncated or edited?)", err)
+		return
+	}
+	if len(env.KeyIDs) > 0 {
+		c.res.KeyID = env.KeyIDs[0]
+	}
+	switch {
+	case len(v.opts.Trusted) > 0:
+		id, err := env.Verify(context.Background(), v.opts.Trusted)
+		if err != nil {
+			c.fail(chk, evidence.Attestation, "signature: %v", err)
+		} else {
+			c.res.KeyID, c.res.SignatureOK = id, true
+		}
+	case v.opts.RequireSignature:
+		c.fail(chk, evidence.Attestation, "no trusted public key to verify the signature against; pass --pubkey FILE or set signing.trusted_keys in the config")
+	}
+	if v.report != nil && v.report.SigningKeyID != c.res.KeyID {
+		c.fail(chk, evidence.ReportJSON, "signing_key_id %q differs from the envelope's key id %q", v.report.SigningKeyID, c.res.KeyID)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v", err)
+		return
+	}
+	if st.PredicateType != attest.RunPredicateType {
+		c.fail(chk, evidence.Attestation, "predicate type %q, want %q", st.PredicateType, attest.RunPredicateType)
+		return
+	}
+	checkSubjects(v, c, st.Subjects)
+	checkRunPredicate(v, c, st.Predicate)
+}
+
+// checkSubjects requires the attested files to be exactly the run
+// directory's files (the attestation and fixture/ aside), byte for byte.
+func checkSubjects(v *runView, c collector, subjects []attest.Subject) {
+	const chk = "attestation"
+	listed := map[string]bool{}
+	for _, s := range subjects {
+		listed[s.Name] = true
+		if !v.files[s.Name] {
+			c.fail(chk, s.Name, "attested but missing from the run directory (the envelope belongs to another run, or the file was removed)")
+			continue
+		}
+		got, err := evidence.FileSHA256(v.path(s.Name))
+		if err != nil {
+			c.fail(chk, s.Name, "%v", err)
+			continue
+		}
+		if got != s.SHA256 {
+			c.fail(chk, s.Name, "sha256 %s does not match the signed %s (changed after signing, or the envelope belongs to another run)", got, s.SHA256)
+		}
+	}
+	var extra []string
+	for name := range v.files {
+		if name != evidence.Attestation && !listed[name] {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		c.fail(chk, name, "not covered by the attestation (added after signing)")
+	}
+}
+
+// checkRunPredicate ties the signed predicate to this directory and report,
+// so that a signed run replayed under another run id or directory is refused.
+func checkRunPredicate(v *runView, c collector, raw []byte) {
+	const chk = "attestation"
+	if err := v.set.Validate(schemas.RunPredicate, raw); err != nil {
+		c.fail(chk, evidence.Attestation, "predicate: %v", err)
+		return
+	}
+	var p attest.RunPredicate
+	if err := json.Unmarshal(raw, &p); err != nil {
+		c.fail(chk, evidence.Attestation, "predicate: %v", err)
+		return
+	}
+	if base := filepath.Base(filepath.Clean(v.dir)); p.RunID != base {
+		c.fail(chk, evidence.Attestation, "signed for run %s but found in directory %s (replayed under another run id?)", p.RunID, base)
+	}
+	r := v.report
+	if r == nil {
+		return
+	}
+	if p.RunID != r.RunID || p.Stage != r.Stage || p.Status != r.Status || p.Nonce != r.Freshness.Nonce ||
+		p.FinalEventHash != r.Freshness.FinalEventHash || p.Qualifies != r.Qualifies {
+		c.fail(chk, evidence.ReportJSON, "the signed predicate (run %s, stage %d, %s, nonce %s) does not match report.json (run %s, stage %d, %s, nonce %s)",
+			p.RunID, p.Stage, p.Status, p.Nonce, r.RunID, r.Stage, r.Status, r.Freshness.Nonce)
+	}
+}
