@@ -33,7 +33,8 @@ type GateValues struct {
 	PreviousRecord *PreviousStage `json:"previous_stage_record"`
 }
 
-// PreviousStage names the stage record the gate accepted.
+// PreviousStage names the previous stage's record the gate read (whether or
+// not its signature was then trusted: the blockers say).
 type PreviousStage struct {
 	Stage        int    `json:"stage"`
 	RunID        string `json:"run_id"`

@@ -31,14 +31,19 @@ func RecordSubject(n int) string { return fmt.Sprintf("validation/stage-%d.json"
 // ReportSubject names a run's report.json relative to the runs directory.
 func ReportSubject(runID string) string { return runID + "/report.json" }
 
-// recordTrusted checks, when trusted keys are configured, that the accepted
-// previous-stage record is signed by one of them: an unsigned, unknown-key or
-// forged record blocks with STAGE_RECORD_UNTRUSTED.
 func (req Request) recordTrusted(ctx context.Context, rec *Record) error {
-	if rec == nil || len(req.Trusted) == 0 {
+	return CheckRecordTrust(ctx, req.Records.Dir, rec, req.Trusted)
+}
+
+// CheckRecordTrust checks, when trusted keys are configured, that an
+// accepted record in dir is signed by one of them: an unsigned, unknown-key
+// or forged record blocks with STAGE_RECORD_UNTRUSTED. A nil record or no
+// trusted key checks nothing.
+func CheckRecordTrust(ctx context.Context, dir string, rec *Record, trusted []attest.PublicKey) error {
+	if rec == nil || len(trusted) == 0 {
 		return nil
 	}
-	_, err := VerifyRecordSignature(ctx, req.Records.Dir, *rec, req.Trusted)
+	_, err := VerifyRecordSignature(ctx, dir, *rec, trusted)
 	if err != nil {
 		return ctoharness.Block(ctoharness.BlockStageRecordUntrusted, ctoharness.StepGate, err,
 			"the stage %d validation record is not signed by a trusted key; re-run 'cto-harness validate-stage %d' with the signing key configured", rec.Stage, rec.Stage)
@@ -97,7 +102,8 @@ func VerifyRecordSignature(ctx context.Context, dir string, rec Record, trusted 
 	if err := json.Unmarshal(st.Predicate, &pred); err != nil {
 		problems = append(problems, "predicate: "+err.Error())
 	} else if pred.Stage != n || pred.RunID != rec.RunID || pred.RecordDigest != rec.RecordDigest || pred.ReportSHA256 != rec.ReportSHA256 {
-		problems = append(problems, fmt.Sprintf("the signed predicate (stage %d, run %s) does not describe this record (stage %d, run %s)", pred.Stage, pred.RunID, n, rec.RunID))
+		problems = append(problems, fmt.Sprintf("the signed predicate (stage %d, run %s, record digest %s) does not describe this record (stage %d, run %s, record digest %s)",
+			pred.Stage, pred.RunID, pred.RecordDigest, n, rec.RunID, rec.RecordDigest))
 	}
 	if len(problems) > 0 {
 		return keyID, fmt.Errorf("%s does not sign this record: %s", p, strings.Join(problems, "; "))

@@ -549,11 +549,11 @@ func TestStageResultFields(t *testing.T) {
 		names = append(names, k)
 	}
 	want := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths",
-		"source_non_mutation_proof_path", "health", "stage", "record_path"}
+		"source_non_mutation_proof_path", "health", "stage", "record_path", "signed", "key_id", "signature_ok"}
 	if d := setDiff(want, names); d != "" {
 		t.Errorf("stage-result properties: %s", d)
 	}
-	wantReq := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths", "source_non_mutation_proof_path"}
+	wantReq := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths", "source_non_mutation_proof_path", "signed"}
 	if d := setDiff(wantReq, stringList(doc.root["required"])); d != "" {
 		t.Errorf("stage-result required: %s", d)
 	}
@@ -757,6 +757,7 @@ func instances() []struct {
 			"failure_artifact_paths":         map[string]string{"DISALLOWED_CHANGE": "/var/tmp/cto-harness/runs/run-b"},
 			"source_non_mutation_proof_path": "/var/tmp/cto-harness/runs/" + runID + "/proofs/source-non-mutation.json",
 			"health":                         map[string]any{"landlock_abi": 4}, "stage": 3, "record_path": "/var/tmp/cto-harness/records/stage-3.json",
+			"signed": true, "key_id": "0123456789abcdef", "signature_ok": true,
 		}},
 		{"run predicate", schemas.RunPredicate, attest.RunPredicate{RunID: runID, Stage: 3, Status: ctoharness.StatusPass, Blockers: []string{},
 			Nonce: "00112233445566778899aabbccddeeff", Commits: ctoharness.Commits{SourceHead: commitA, SourceTree: treeA, BaselineCommit: commitB,
@@ -769,7 +770,7 @@ func instances() []struct {
 			RecordDigest: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version}},
 		{"stage3 failed minimal", schemas.StageResult, map[string]any{
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
-			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "",
+			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "", "signed": false,
 		}},
 	}
 }

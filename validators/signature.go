@@ -3,11 +3,17 @@ package validators
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -131,4 +137,91 @@ func checkRunPredicate(v *runView, c collector, raw []byte) {
 		c.fail(chk, evidence.ReportJSON, "the signed predicate (run %s, stage %d, %s, nonce %s) does not match report.json (run %s, stage %d, %s, nonce %s)",
 			p.RunID, p.Stage, p.Status, p.Nonce, r.RunID, r.Stage, r.Status, r.Freshness.Nonce)
 	}
+}
+
+// runValidation is how a stage validation checks one of its runs.
+func (s *stageRun) runValidation(expectPass bool) RunOptions {
+	return RunOptions{ExpectPass: expectPass, Trusted: s.o.Signing.Trusted, RequireSignature: s.o.RequireSignature}
+}
+
+// signRecord signs the record just written at p, or, without a signing key,
+// removes a signature left by an earlier validation (it could only mislead).
+func (s *stageRun) signRecord(ctx context.Context, rec gates.Record, p string) {
+	sig := gates.SignaturePath(filepath.Dir(p), rec.Stage)
+	if s.o.Signing.Signer == nil {
+		if err := os.Remove(sig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.failf("record_signed", err)
+		}
+		if s.o.RequireSignature {
+			s.fail("record_signed: no signing key is configured; --require-signature needs signed evidence (set signing.key_file or %s)", attest.EnvSigningKeyFile)
+		}
+		return
+	}
+	s.check("record_signed")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		s.failf("record_signed", err)
+		return
+	}
+	if _, err := gates.SignRecord(ctx, filepath.Dir(p), rec, raw, s.o.Signing.Signer, s.o.Schemas.Validator(schemas.StageRecordPredicate)); err != nil {
+		s.failf("record_signed", err)
+		return
+	}
+	if len(s.o.Signing.Trusted) > 0 {
+		if _, err := gates.VerifyRecordSignature(ctx, filepath.Dir(p), rec, s.o.Signing.Trusted); err != nil {
+			s.signatureFailed(err)
+		}
+	}
+}
+
+// signatureFailed records that the freshly signed record does not verify
+// against the trusted keys (the signing key is not among them).
+func (s *stageRun) signatureFailed(err error) {
+	s.res.SignatureOK = false
+	s.fail("record_signed: the record's signature does not verify against the trusted keys (is the signing key's public key listed?): %v", err)
+}
+
+// rowSigning gives a failure row its keys: the stage's own, with the stage 2
+// record's signature copied alongside the record, or, for a row that asks
+// for it, an ephemeral key pair that signs the genuine record and is the
+// only trusted key (so a forged record is refused whatever the user's
+// configuration).
+func rowSigning(ctx context.Context, st fixtures.Setup, o ReplayOptions, work, records string) (attest.Keys, error) {
+	orig := gates.RecordPath(harness.RecordsDir(o.RunsDir), 2)
+	switch st.Signing {
+	case "":
+		if st.Stage2Record == "missing" {
+			return o.Signing, nil
+		}
+		data, err := os.ReadFile(gates.SignaturePath(filepath.Dir(orig), 2))
+		if errors.Is(err, fs.ErrNotExist) {
+			return o.Signing, nil
+		}
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		return o.Signing, os.WriteFile(gates.SignaturePath(records, 2), data, 0o644)
+	case "ephemeral":
+		pub, err := attest.Generate(filepath.Join(work, "keys"))
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		signer, err := attest.LoadSigner(filepath.Join(work, "keys", attest.PrivateKeyFile))
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		raw, err := os.ReadFile(orig)
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		var rec gates.Record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return attest.Keys{}, err
+		}
+		if _, err := gates.SignRecord(ctx, records, rec, raw, signer, o.Schemas.Validator(schemas.StageRecordPredicate)); err != nil {
+			return attest.Keys{}, err
+		}
+		return attest.Keys{Signer: signer, Trusted: []attest.PublicKey{pub}}, nil
+	}
+	return attest.Keys{}, fmt.Errorf("unknown signing %q; use \"ephemeral\" or leave it out", st.Signing)
 }
