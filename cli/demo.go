@@ -25,9 +25,13 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(env.Stdout, "cto-harness demo: evidence under %s\n", runs)
 	for n := 1; n <= 3; n++ {
-		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg})
+		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys})
 		verdict := "validated"
 		if !res.OK {
 			verdict = "FAILED"

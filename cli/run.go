@@ -60,10 +60,14 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous,
+		Profile: c.Profile, AllowDangerous: c.AllowDangerous, Signing: keys,
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
@@ -100,16 +104,20 @@ type runLine struct {
 	CaseProcessStarted      bool                 `json:"case_process_started"`
 	SourceRepositoryMutated bool                 `json:"source_repository_mutated"`
 	Blockers                []ctoharness.Blocker `json:"blockers"`
+	Signed                  bool                 `json:"signed"`
+	KeyID                   string               `json:"key_id,omitempty"`
 }
 
 func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 	if c.JSON {
 		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Stage: rep.Stage,
-			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers})
+			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
+			Signed: rep.Signed, KeyID: rep.SigningKeyID})
 		return
 	}
 	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", rep.RunID, rep.Status, rep.Stage, rep.Backend, rep.CaseLane)
 	fmt.Fprintf(env.Stdout, "evidence: %s\n", rep.RunArtifactDir)
+	fmt.Fprintln(env.Stdout, signedLine(rep.Signed, rep.SigningKeyID))
 	for _, b := range rep.Blockers {
 		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
 	}

@@ -31,6 +31,7 @@ type Report struct {
 	Version string        `json:"harness_version"`
 	Checks  []Check       `json:"checks"`
 	Sandbox sandbox.Facts `json:"sandbox"`
+	Signing SigningFacts  `json:"signing"`
 }
 
 // Options say where to look.
@@ -45,6 +46,10 @@ type Options struct {
 	// SelfExe is the harness binary, started once as the sandbox launcher to
 	// prove the sandbox can be established ("" skips that trial).
 	SelfExe string
+	// SigningKeyFile and TrustedKeyFiles are the configured signing key
+	// ("" for none) and trusted public keys.
+	SigningKeyFile  string
+	TrustedKeyFiles []string
 }
 
 // Run performs every check.
@@ -86,6 +91,9 @@ func Run(ctx context.Context, o Options) Report {
 		sbErr = fmt.Errorf("the sandbox cannot be established: %s", rep.Sandbox.Reason)
 	}
 	add("sandbox", sbErr, fmt.Sprintf("landlock ABI %d; network, PID and mount namespaces; no_new_privs", rep.Sandbox.LandlockABI))
+	sf, sdetail, serr := signing(ctx, o)
+	rep.Signing = sf
+	add("signing_key", serr, sdetail)
 	if set != nil {
 		rc := gates.RecordCheck{Dir: o.RecordsDir, MaxAge: o.MaxAge, Now: o.Now, Validate: set.Validator(schemas.StageRecord)}
 		for _, st := range gates.Ladder() {
