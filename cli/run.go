@@ -35,6 +35,11 @@ plus the previous stage's validation record), classifies and proves the source, 
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
 
+With a signing key (the config's signing.key_file or CTO_HARNESS_SIGNING_KEY_FILE; make one with
+'cto-harness keygen') the run ends by writing attestation.dsse.json, a signed in-toto statement over
+every other evidence file; without one the report says "signed": false. With trusted keys
+(signing.trusted_keys, --pubkey) the previous stage's record must be signed by one of them.
+
 Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
 }
 
