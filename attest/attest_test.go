@@ -250,3 +250,22 @@ func TestInteropOpenSSL(t *testing.T) {
 		t.Errorf("key id %s, recomputed from the PEM %s", env.Signatures[0].KeyID, id)
 	}
 }
+
+// TestBuildIDMatchesGoTool checks BuildID against 'go tool buildid', which a
+// consumer uses to tie a predicate to a binary.
+func TestBuildIDMatchesGoTool(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
+	if err != nil {
+		t.Skipf("go tool buildid is not available: %v", err)
+	}
+	if got, want := attest.BuildID(exe), string(bytes.TrimSpace(out)); got == "" || got != want {
+		t.Errorf("BuildID = %q, go tool buildid says %q", got, want)
+	}
+	if attest.BuildID("/nonexistent") != "" {
+		t.Error("a missing file has a build id")
+	}
+}

@@ -9,10 +9,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sync"
 )
 
 // File names written by Generate, and the environment variable that names the
@@ -41,33 +39,6 @@ type PublicKey struct {
 type Signer struct {
 	priv ed25519.PrivateKey
 	pub  PublicKey
-
-	mu      sync.Mutex
-	binSums map[string]string // harness binary digests, computed once per signer
-}
-
-// BinaryDigest returns the sha256 of the executable at p, computed once per
-// signer so that a process signing many runs hashes its binary once; "" when
-// it cannot be read.
-func (s *Signer) BinaryDigest(p string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sum, ok := s.binSums[p]; ok {
-		return sum
-	}
-	sum := ""
-	if f, err := os.Open(p); err == nil {
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err == nil {
-			sum = hex.EncodeToString(h.Sum(nil))
-		}
-		f.Close()
-	}
-	if s.binSums == nil {
-		s.binSums = map[string]string{}
-	}
-	s.binSums[p] = sum
-	return sum
 }
 
 // Keys is what a command knows about signing: the key it signs with (nil:

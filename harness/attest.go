@@ -42,6 +42,12 @@ func (r *run) sign(ctx context.Context) error {
 		if n == evidence.Attestation {
 			continue
 		}
+		// The report's digests were computed just before, by this process,
+		// after the last write to those files; only the rest is hashed here.
+		if sum, ok := r.rep.ArtifactDigests[n]; ok {
+			subjects = append(subjects, attest.Subject{Name: n, SHA256: sum})
+			continue
+		}
 		sum, err := evidence.FileSHA256(filepath.Join(r.dir.Root(), filepath.FromSlash(n)))
 		if err != nil {
 			return fmt.Errorf("%w: attestation: digest %s: %v", evidence.ErrWrite, n, err)
@@ -77,7 +83,7 @@ func (r *run) predicate() attest.RunPredicate {
 			Unsandboxed: rep.Sandbox.Unsandboxed},
 		Qualifies: rep.Qualifies,
 		Harness: attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion,
-			BinarySHA256: r.o.Signing.Signer.BinaryDigest(r.o.SelfExe)},
+			BinaryBuildID: attest.BuildID(r.o.SelfExe)},
 		FinalEventHash: rep.Freshness.FinalEventHash, StartedAt: rep.Freshness.StartedAt, FinishedAt: rep.Freshness.FinishedAt,
 		SignedAt: r.o.Clock().UTC()}
 	if r.prev != nil {

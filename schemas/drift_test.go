@@ -764,7 +764,7 @@ func instances() []struct {
 				BaselineTree: treeA, ResultCommit: commitB, ResultTree: treeB},
 			Gate:    attest.GateValues{AllowCase: "1", CaseStage: "3", PreviousRecord: &attest.PreviousStage{Stage: 2, RunID: runID, RecordDigest: hashA}},
 			Sandbox: attest.SandboxStrength{Enforced: true, Mechanisms: []string{"landlock"}, LandlockABI: 7}, Qualifies: true,
-			Harness:        attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinarySHA256: hashA},
+			Harness:        attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinaryBuildID: "MH_73Bq1zBxpQ7yiYkNC/6lq0R7DEEuQvqjV2_dEa/-wMRBDI4F6Tzh_bqzfXj/_egfXpFo7F1zlTqFqcx_"},
 			FinalEventHash: hashA, StartedAt: t0, FinishedAt: t1, SignedAt: t1}},
 		{"stage record predicate", schemas.StageRecordPredicate, attest.StageRecordPredicate{Stage: 2, RunID: runID, ReportSHA256: hashA,
 			RecordDigest: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version}},

@@ -75,6 +75,7 @@ type runView struct {
 	eventsErr  string
 	trace      []ctoharness.TraceEntry
 	traceErr   string
+	sums       map[string]string // file digests, computed once for all checks
 }
 
 // Run validates one run directory. A well-formed blocked run is valid; with
@@ -112,6 +113,21 @@ func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Res
 }
 
 func (v *runView) path(name string) string { return filepath.Join(v.dir, filepath.FromSlash(name)) }
+
+// sha256 returns a file's digest, hashing it once however many checks ask.
+func (v *runView) sha256(name string) (string, error) {
+	if s, ok := v.sums[name]; ok {
+		return s, nil
+	}
+	s, err := evidence.FileSHA256(v.path(name))
+	if err == nil {
+		if v.sums == nil {
+			v.sums = map[string]string{}
+		}
+		v.sums[name] = s
+	}
+	return s, err
+}
 
 func (v *runView) load() {
 	if raw, err := os.ReadFile(v.path(evidence.ReportJSON)); err == nil {

@@ -91,7 +91,7 @@ func checkSubjects(v *runView, c collector, subjects []attest.Subject) {
 			c.fail(chk, s.Name, "attested but missing from the run directory (the envelope belongs to another run, or the file was removed)")
 			continue
 		}
-		got, err := evidence.FileSHA256(v.path(s.Name))
+		got, err := v.sha256(s.Name)
 		if err != nil {
 			c.fail(chk, s.Name, "%v", err)
 			continue
