@@ -53,7 +53,7 @@ type Report struct {
 	// Signed says attestation.dsse.json follows the report (a signing key was
 	// configured); false means the evidence is unsigned and only tamper-evident.
 	Signed       bool   `json:"signed"`
-	SigningKeyID string `json:"signing_key_id,omitempty"`
+	SigningKeyID string `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
 }
 
 // Policy is the classification policy the run was held to, recorded so a
