@@ -102,6 +102,9 @@ func Run(ctx context.Context, o Options) Report {
 			}
 			name := fmt.Sprintf("stage_%d_record", st.N)
 			rec, err := rc.Verify(ctx, st.N)
+			if err == nil {
+				err = gates.CheckRecordTrust(ctx, o.RecordsDir, &rec, trustedKeys(o))
+			}
 			switch {
 			case err == nil:
 				add(name, nil, fmt.Sprintf("valid, run %s, validated %s", rec.RunID, rec.ValidatedAt.Format(time.RFC3339)))

@@ -59,3 +59,10 @@ func signing(ctx context.Context, o Options) (SigningFacts, string, error) {
 	}
 	return f, detail, nil
 }
+
+// trustedKeys loads the trusted keys for the record checks; a key that
+// cannot be loaded is already a failed signing_key check.
+func trustedKeys(o Options) []attest.PublicKey {
+	k, _ := attest.LoadPublicKeys(o.TrustedKeyFiles)
+	return k
+}
