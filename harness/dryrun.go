@@ -78,7 +78,8 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
 	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: gates.RecordCheck{
-		Dir: RecordsDir(o.RunsDir), MaxAge: o.Config.MaxAge(), Now: o.Clock(), Validate: o.Schemas.Validator(schemas.StageRecord)}})
+		Dir: RecordsDir(o.RunsDir), MaxAge: o.Config.MaxAge(), Now: o.Clock(), Validate: o.Schemas.Validator(schemas.StageRecord)},
+		Trusted: o.Signing.Trusted})
 	plan.Blockers = append(plan.Blockers, d.Blockers...)
 	if len(plan.Blockers) > 0 {
 		return plan, nil
