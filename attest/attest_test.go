@@ -3,6 +3,8 @@ package attest_test
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -203,6 +205,23 @@ func TestInteropOpenSSL(t *testing.T) {
 	if err := json.Unmarshal(envJSON, &env); err != nil {
 		t.Fatal(err)
 	}
+	// The DSSE library's own verifier, with a verifier built here from the
+	// PEM file (not the package's adapter).
+	var libEnv dsse.Envelope
+	if err := json.Unmarshal(envJSON, &libEnv); err != nil {
+		t.Fatal(err)
+	}
+	pemPub, err := attest.LoadPublicKey(filepath.Join(dir, attest.PublicKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := dsse.NewEnvelopeVerifier(pemVerifier{pemPub.Key, env.Signatures[0].KeyID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Verify(context.Background(), &libEnv); err != nil {
+		t.Fatalf("the DSSE library's verifier refused the envelope: %v", err)
+	}
 	body, err := base64.StdEncoding.DecodeString(env.Payload)
 	if err != nil {
 		t.Fatal(err)
@@ -269,3 +288,18 @@ func TestBuildIDMatchesGoTool(t *testing.T) {
 		t.Error("a missing file has a build id")
 	}
 }
+
+// pemVerifier is a plain dsse.Verifier over an ed25519 key.
+type pemVerifier struct {
+	key ed25519.PublicKey
+	id  string
+}
+
+func (p pemVerifier) Verify(_ context.Context, data, sig []byte) error {
+	if !ed25519.Verify(p.key, data, sig) {
+		return errors.New("bad signature")
+	}
+	return nil
+}
+func (p pemVerifier) KeyID() (string, error)   { return p.id, nil }
+func (p pemVerifier) Public() crypto.PublicKey { return p.key }
