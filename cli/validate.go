@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -30,7 +31,7 @@ then that the signed predicate describes this run. Without trusted keys the sign
 (signature_ok false). An unsigned run is valid but reported as "signed": false unless
 --require-signature is given.
 A well-formed blocked run is valid; add --expect-pass to require a pass.
-Exit status: 0 valid, 1 invalid, 2 bad input (e.g. an unreadable key).`, validators.CheckNames())
+Exit status: 0 valid, 1 invalid, 2 bad input (no such run directory, an unreadable key).`, validators.CheckNames())
 }
 
 // Run executes the command.
@@ -38,6 +39,9 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 	set, cfg, _, err := g.setup(env)
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(c.RunDir); err != nil || !st.IsDir() {
+		return usagef("%s is not a run directory (it does not exist or is not a directory); pass RUNS_DIR/<run_id>, see 'cto-harness runs' or the runs directory", c.RunDir)
 	}
 	keys, err := g.keys(env, cfg, false)
 	if err != nil {
@@ -104,7 +108,7 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
 		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: c.RequireSignature,
 		Health: func(ctx context.Context) (any, bool) {
-			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self,
+			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
 				SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
 			return h, h.OK
 		}})
@@ -151,7 +155,7 @@ func (c *HealthCmd) Run(g *Globals, env *Env) error {
 	}
 	runs, _ := filepath.Abs(g.runsDir(env))
 	keyFile, trustedFiles := g.signingFiles(env, cfg)
-	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self,
+	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
 		SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
 	if c.JSON {
 		_ = printJSON(env.Stdout, h)

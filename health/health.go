@@ -46,6 +46,8 @@ type Options struct {
 	// SelfExe is the harness binary, started once as the sandbox launcher to
 	// prove the sandbox can be established ("" skips that trial).
 	SelfExe string
+	// VerifyRun validates the run a stage record names (see gates.RecordCheck).
+	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
 	// SigningKeyFile and TrustedKeyFiles are the configured signing key
 	// ("" for none) and trusted public keys.
 	SigningKeyFile  string
@@ -95,7 +97,8 @@ func Run(ctx context.Context, o Options) Report {
 	rep.Signing = sf
 	add("signing_key", serr, sdetail)
 	if set != nil {
-		rc := gates.RecordCheck{Dir: o.RecordsDir, MaxAge: o.MaxAge, Now: o.Now, Validate: set.Validator(schemas.StageRecord)}
+		rc := gates.RecordCheck{Dir: o.RecordsDir, RunsDir: o.RunsDir, MaxAge: o.MaxAge, Now: o.Now,
+			Validate: set.Validator(schemas.StageRecord), VerifyRun: o.VerifyRun}
 		for _, st := range gates.Ladder() {
 			if !st.Approved {
 				continue

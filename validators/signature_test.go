@@ -239,19 +239,6 @@ func resign(t *testing.T, dir string, s *attest.Signer) {
 	}
 }
 
-func readRecord(t *testing.T, runs string, n int) gates.Record {
-	t.Helper()
-	raw, err := os.ReadFile(gates.RecordPath(harness.RecordsDir(runs), n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec gates.Record
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
 // TestGateRefusesUntrustedRecord drives the stage 3 gate with a signed stage
 // 2 record, then with the record forged consistently, unsigned, and checked
 // against an unknown key.
