@@ -48,15 +48,27 @@ func signedStage2(t *testing.T) (validators.StageResult, attest.Keys, *schemas.S
 	return res, o.Signing, set, runs
 }
 
-// copyRun copies a run directory under a fresh parent, keeping its name
-// unless name is given.
-func copyRun(t *testing.T, src, name string) string {
+// tamper lets f damage the run directory in place (a copy elsewhere would
+// be refused for being relocated) and restores it afterwards.
+func tamper(t *testing.T, dir string, f func(dir string)) {
 	t.Helper()
-	if name == "" {
-		name = filepath.Base(src)
-	}
-	dst := filepath.Join(t.TempDir(), name)
+	backup := filepath.Join(t.TempDir(), "backup")
+	copyTree(t, dir, backup)
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, backup, dir)
+	})
+	f(dir)
+}
+
+// replica copies a run directory next to the original under another name.
+func replica(t *testing.T, src, name string) string {
+	t.Helper()
+	dst := filepath.Join(filepath.Dir(src), name)
 	copyTree(t, src, dst)
+	t.Cleanup(func() { os.RemoveAll(dst) })
 	return dst
 }
 
@@ -69,8 +81,8 @@ func sha(t *testing.T, p string) string {
 	return s
 }
 
-// rewriteReport edits report.json and recomputes report.sha256, as someone
-// able to write the runs directory would.
+// rewriteReport edits report.json, re-renders report.md and recomputes
+// every digest, as someone able to write the runs directory would.
 func rewriteReport(t *testing.T, dir string, edit func(*ctoharness.Report)) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, evidence.ReportJSON))
@@ -82,6 +94,11 @@ func rewriteReport(t *testing.T, dir string, edit func(*ctoharness.Report)) {
 		t.Fatal(err)
 	}
 	edit(&r)
+	md := filepath.Join(dir, evidence.ReportMD)
+	if err := os.WriteFile(md, harness.Markdown(&r), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.ArtifactDigests[evidence.ReportMD] = sha(t, md)
 	out, _ := json.MarshalIndent(r, "", "  ")
 	out = append(out, '\n')
 	if err := os.WriteFile(filepath.Join(dir, evidence.ReportJSON), out, 0o644); err != nil {
@@ -123,84 +140,88 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 	trusted := validators.RunOptions{Trusted: keys.Trusted, RequireSignature: true}
 
 	t.Run("genuine", func(t *testing.T) {
-		v := validators.Run(ctx, copyRun(t, pass, ""), set, trusted)
+		v := validators.Run(ctx, pass, set, trusted)
 		if !v.OK || !v.Signed || !v.SignatureOK || v.KeyID != keys.Signer.Public().ID {
 			t.Fatalf("a genuine signed run: %+v", v)
 		}
 	})
 	t.Run("report rewritten with all digests recomputed", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		log := filepath.Join(dir, evidence.TestLog)
-		f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
-		f.WriteString("ok  forged line\n")
-		f.Close()
-		rewriteReport(t, dir, func(r *ctoharness.Report) {
-			r.ArtifactDigests[evidence.TestLog] = sha(t, log)
-			r.StageName = "forged"
+		tamper(t, pass, func(dir string) {
+			log := filepath.Join(dir, evidence.TestLog)
+			f, _ := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+			f.WriteString("ok  forged line\n")
+			f.Close()
+			rewriteReport(t, dir, func(r *ctoharness.Report) {
+				r.ArtifactDigests[evidence.TestLog] = sha(t, log)
+				r.Case.DurationMs++
+			})
 		})
 		// Without any trusted key the digests alone are consistent, but the
 		// attestation's subjects are not.
-		onlyCheck(t, validators.Run(ctx, dir, set, validators.RunOptions{}), "attestation", "does not match the signed")
-		for _, f := range validators.Run(ctx, dir, set, validators.RunOptions{}).Errors {
+		v := validators.Run(ctx, pass, set, validators.RunOptions{})
+		onlyCheck(t, v, "attestation", "does not match the signed")
+		for _, f := range v.Errors {
 			if f.Check != "attestation" {
 				t.Errorf("only the signature may catch this forgery, but %s", f)
 			}
 		}
 	})
 	t.Run("re-signed by an unknown key", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		rewriteReport(t, dir, func(r *ctoharness.Report) { r.StageName = "forged"; r.SigningKeyID = other.Signer.Public().ID })
-		resign(t, dir, other.Signer)
-		onlyCheck(t, validators.Run(ctx, dir, set, trusted), "attestation", "signed by no trusted key")
+		tamper(t, pass, func(dir string) {
+			rewriteReport(t, dir, func(r *ctoharness.Report) { r.Case.DurationMs++; r.SigningKeyID = other.Signer.Public().ID })
+			resign(t, dir, other.Signer)
+		})
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "signed by no trusted key")
 	})
 	t.Run("verified with an unknown key", func(t *testing.T) {
-		onlyCheck(t, validators.Run(ctx, copyRun(t, pass, ""), set, validators.RunOptions{Trusted: other.Trusted}), "attestation", "signed by no trusted key")
+		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted}), "attestation", "signed by no trusted key")
 	})
 	t.Run("envelope from another run copied in", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
 		stage1 := readRecord(t, runs, 1).RunDir
 		data, err := os.ReadFile(filepath.Join(stage1, evidence.Attestation))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, evidence.Attestation), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		v := validators.Run(ctx, dir, set, trusted)
+		tamper(t, pass, func(dir string) {
+			if err := os.WriteFile(filepath.Join(dir, evidence.Attestation), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		v := validators.Run(ctx, pass, set, trusted)
 		onlyCheck(t, v, "attestation", "belongs to another run")
 		onlyCheck(t, v, "attestation", "found in directory")
 	})
 	t.Run("truncated envelope", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		p := filepath.Join(dir, evidence.Attestation)
-		data, _ := os.ReadFile(p)
-		if err := os.WriteFile(p, data[:len(data)/2], 0o644); err != nil {
-			t.Fatal(err)
-		}
-		onlyCheck(t, validators.Run(ctx, dir, set, trusted), "attestation", "malformed")
+		tamper(t, pass, func(dir string) {
+			p := filepath.Join(dir, evidence.Attestation)
+			data, _ := os.ReadFile(p)
+			if err := os.WriteFile(p, data[:len(data)/2], 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "malformed")
 	})
 	t.Run("replayed under another run id", func(t *testing.T) {
-		dir := copyRun(t, pass, "20991231T000000Z-s2-deadbeef")
+		dir := replica(t, pass, "20991231T000000Z-s2-deadbeef")
 		onlyCheck(t, validators.Run(ctx, dir, set, trusted), "attestation", "replayed under another run id")
 	})
 	t.Run("attestation removed", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		os.Remove(filepath.Join(dir, evidence.Attestation))
-		onlyCheck(t, validators.Run(ctx, dir, set, validators.RunOptions{}), "attestation", "says the run is signed")
+		tamper(t, pass, func(dir string) { os.Remove(filepath.Join(dir, evidence.Attestation)) })
+		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{}), "attestation", "says the run is signed")
 	})
 	t.Run("downgraded to unsigned", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		os.Remove(filepath.Join(dir, evidence.Attestation))
-		rewriteReport(t, dir, func(r *ctoharness.Report) { r.Signed, r.SigningKeyID = false, "" })
-		if v := validators.Run(ctx, dir, set, validators.RunOptions{}); !v.OK || v.Signed {
+		tamper(t, pass, func(dir string) {
+			os.Remove(filepath.Join(dir, evidence.Attestation))
+			rewriteReport(t, dir, func(r *ctoharness.Report) { r.Signed, r.SigningKeyID = false, "" })
+		})
+		if v := validators.Run(ctx, pass, set, validators.RunOptions{}); !v.OK || v.Signed {
 			t.Fatalf("an unsigned run is valid but must say so: %+v", v)
 		}
-		onlyCheck(t, validators.Run(ctx, dir, set, trusted), "attestation", "--require-signature")
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--require-signature")
 	})
 	t.Run("file added after signing", func(t *testing.T) {
-		dir := copyRun(t, pass, "")
-		os.WriteFile(filepath.Join(dir, "backend", "extra.log"), []byte("x\n"), 0o644)
-		onlyCheck(t, validators.Run(ctx, dir, set, trusted), "attestation", "not covered by the attestation")
+		tamper(t, pass, func(dir string) { os.WriteFile(filepath.Join(dir, "backend", "extra.log"), []byte("x\n"), 0o644) })
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "not covered by the attestation")
 	})
 }
 
@@ -252,6 +273,7 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 	}
 	check := func(trusted []attest.PublicKey) []string {
 		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Trusted: trusted, Records: gates.RecordCheck{Dir: dir,
+			RunsDir: runs, VerifyRun: validators.StageRunVerifier(set),
 			MaxAge: 24 * 3600e9, Now: readRecord(t, runs, 2).ValidatedAt, Validate: set.Validator(schemas.StageRecord)}})
 		var codes []string
 		for _, b := range d.Blockers {
