@@ -64,7 +64,8 @@ func BenchmarkSigningOverheadSample(b *testing.B) {
 		b.Fatalf("stage 2: %v", res.Errors)
 	}
 	base := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Config: config.Config{OwnedSources: []string{src}}, Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get}
+		Config: config.Config{OwnedSources: []string{src}}, Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get,
+		VerifyRun: validators.StageRunVerifier(set)}
 	// one returns a run's wall time, the harness process's own CPU time,
 	// and that plus its children's (Case, the sandbox, the verification).
 	one := func(signed bool) (wall, self, total time.Duration) {
