@@ -38,6 +38,7 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 		}
 		fmt.Fprintf(env.Stdout, "\nstage %d: %s (%d checks)\n", n, verdict, len(res.Checked))
 		fmt.Fprintf(env.Stdout, "  pass run evidence:     %s\n", res.PassArtifactPath)
+		fmt.Fprintf(env.Stdout, "  %s\n", verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
 		if res.SourceNonMutationProofPath != "" {
 			fmt.Fprintf(env.Stdout, "  source unchanged:      %s\n", res.SourceNonMutationProofPath)
 		}
