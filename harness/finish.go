@@ -119,6 +119,11 @@ func Markdown(rep *ctoharness.Report) []byte {
 	}
 	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
 		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
+	if rep.Signed {
+		fmt.Fprintf(&b, "\n## Signature\n\n- signed by key %s: attestation.dsse.json follows this report and covers every other file\n", rep.SigningKeyID)
+	} else {
+		b.WriteString("\n## Signature\n\n- unsigned (no signing key configured): the digests show the evidence is intact, not who made it\n")
+	}
 	return []byte(b.String())
 }
 
