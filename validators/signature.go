@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
@@ -40,6 +41,9 @@ func checkAttestation(v *runView, c collector) {
 		return
 	}
 	c.res.Signed = true
+	if v.report != nil && !v.traced(filepath.Join(v.report.RunArtifactDir, evidence.Attestation)) {
+		c.fail(chk, evidence.TraceFile, "the write of %s is not traced", evidence.Attestation)
+	}
 	data, err := os.ReadFile(v.path(evidence.Attestation))
 	if err != nil {
 		c.fail(chk, evidence.Attestation, "%v", err)
@@ -224,4 +228,14 @@ func rowSigning(ctx context.Context, st fixtures.Setup, o ReplayOptions, work, r
 		return attest.Keys{Signer: signer, Trusted: []attest.PublicKey{pub}}, nil
 	}
 	return attest.Keys{}, fmt.Errorf("unknown signing %q; use \"ephemeral\" or leave it out", st.Signing)
+}
+
+// traced reports whether the trace records a harness write of p.
+func (v *runView) traced(p string) bool {
+	for _, e := range v.trace {
+		if e.Op == ctoharness.TraceWrite && e.Path == p {
+			return true
+		}
+	}
+	return false
 }

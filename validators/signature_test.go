@@ -219,6 +219,24 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 		}
 		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--require-signature")
 	})
+	t.Run("attestation write not traced", func(t *testing.T) {
+		tamper(t, pass, func(dir string) {
+			tr := filepath.Join(dir, evidence.TraceFile)
+			data, _ := os.ReadFile(tr)
+			var kept []string
+			for _, l := range strings.SplitAfter(string(data), "\n") {
+				if !strings.Contains(l, evidence.Attestation) {
+					kept = append(kept, l)
+				}
+			}
+			if err := os.WriteFile(tr, []byte(strings.Join(kept, "")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rewriteReport(t, dir, func(r *ctoharness.Report) { r.ArtifactDigests[evidence.TraceFile] = sha(t, tr) })
+			resign(t, dir, keys.Signer) // even the genuine key cannot make an untraced write acceptable
+		})
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "is not traced")
+	})
 	t.Run("file added after signing", func(t *testing.T) {
 		tamper(t, pass, func(dir string) { os.WriteFile(filepath.Join(dir, "backend", "extra.log"), []byte("x\n"), 0o644) })
 		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "not covered by the attestation")
