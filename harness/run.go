@@ -42,6 +42,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	prev        *gates.Record          // the previous stage's record the gate accepted
 	views       map[bool]*sandbox.View // the filesystem views built for Case (false) and verification (true)
 }
 

@@ -111,13 +111,13 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 }
 
 // protectedPaths are hidden and may hold no read path: the source, every
-// owned source root, Target and external root, the config file and the
-// runs directory (this run's fixture and scratch come back as writable
-// binds, the task file as a file bind).
+// owned source root, Target and external root, the config file, the
+// evidence signing key and the runs directory (this run's fixture and
+// scratch come back as writable binds, the task file as a file bind).
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, r.o.RunsDir}, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, c.Signing.KeyFile, r.o.RunsDir}, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue

@@ -29,6 +29,7 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	Signing           Signing  `json:"signing,omitzero"`
 	// Sandbox adds host paths to, or hides them from, the sandbox's
 	// filesystem view (see docs/sandbox.md).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -61,6 +62,13 @@ func (c Config) Lists(verification bool) ViewPaths {
 		return *c.Sandbox.Verification
 	}
 	return c.Sandbox.ViewPaths
+}
+
+// Signing names the evidence signing key and the public keys trusted when
+// verifying (several, so keys can be rotated). See docs/evidence.md.
+type Signing struct {
+	KeyFile     string   `json:"key_file,omitempty"`
+	TrustedKeys []string `json:"trusted_keys,omitempty"`
 }
 
 // MaxAge returns the configured stage-record max age, or the default.
@@ -99,7 +107,7 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, origin, err)
 	}
-	lists := [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots}
+	lists := [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots, c.signingPaths()}
 	if c.Sandbox != nil {
 		lists = append(lists, c.Sandbox.ReadPaths, c.Sandbox.HidePaths)
 		if v := c.Sandbox.Verification; v != nil {
@@ -120,4 +128,12 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 		}
 	}
 	return c, nil
+}
+
+func (c Config) signingPaths() []string {
+	out := append([]string{}, c.Signing.TrustedKeys...)
+	if c.Signing.KeyFile != "" {
+		out = append(out, c.Signing.KeyFile)
+	}
+	return out
 }

@@ -1,58 +1,36 @@
 package config_test
 
 import (
-	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
-func TestSandboxLists(t *testing.T) {
+func TestSigningConfig(t *testing.T) {
 	set, err := schemas.Compile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	validate := set.Validator(schemas.Config)
-	cases := []struct {
-		name, json string
-		ok         bool
-		caseRead   []string
-		verifyRead []string
-	}{
-		{"no sandbox section", `{"owned_sources":[],"target_repository_roots":[]}`, true, nil, nil},
-		{"shared lists", `{"owned_sources":[],"target_repository_roots":[],"sandbox":{"read_paths":["/srv/agent"],"hide_paths":["/opt/x"]}}`,
-			true, []string{"/srv/agent"}, []string{"/srv/agent"}},
-		{"own verification lists", `{"owned_sources":[],"target_repository_roots":[],"sandbox":{"read_paths":["/srv/agent"],"verification":{"read_paths":["/srv/data"]}}}`,
-			true, []string{"/srv/agent"}, []string{"/srv/data"}},
-		{"relative read path", `{"owned_sources":[],"target_repository_roots":[],"sandbox":{"read_paths":["srv"]}}`, false, nil, nil},
-		{"relative verification hide path", `{"owned_sources":[],"target_repository_roots":[],"sandbox":{"verification":{"hide_paths":["x"]}}}`, false, nil, nil},
-		{"unknown key", `{"owned_sources":[],"target_repository_roots":[],"sandbox":{"write_paths":["/x"]}}`, false, nil, nil},
+	v := set.Validator(schemas.Config)
+	c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[],
+		"signing":{"key_file":"/k/signing.key","trusted_keys":["/k/old.pub","/k/new.pub"]}}`), "cfg", v)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "config.json")
-			if err := os.WriteFile(p, []byte(c.json), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := config.Load(p, validate)
-			if (err == nil) != c.ok {
-				t.Fatalf("Load: %v, want ok=%v", err, c.ok)
-			}
-			if !c.ok {
-				return
-			}
-			if cfg.Path != p {
-				t.Errorf("Path %q, want %q", cfg.Path, p)
-			}
-			if got := cfg.Lists(false).ReadPaths; !slices.Equal(got, c.caseRead) {
-				t.Errorf("Case read paths %v, want %v", got, c.caseRead)
-			}
-			if got := cfg.Lists(true).ReadPaths; !slices.Equal(got, c.verifyRead) {
-				t.Errorf("verification read paths %v, want %v", got, c.verifyRead)
-			}
-		})
+	if c.Signing.KeyFile != "/k/signing.key" || len(c.Signing.TrustedKeys) != 2 {
+		t.Errorf("signing = %+v", c.Signing)
+	}
+	for name, doc := range map[string]string{
+		"relative key file":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"key_file":"k/signing.key"}}`,
+		"relative trusted key": `{"owned_sources":[],"target_repository_roots":[],"signing":{"trusted_keys":["signing.pub"]}}`,
+		"unknown field":        `{"owned_sources":[],"target_repository_roots":[],"signing":{"key":"/k"}}`,
+	} {
+		if _, err := config.Parse([]byte(doc), "cfg", v); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[]}`), "cfg", v); err != nil || c.Signing.KeyFile != "" {
+		t.Errorf("no signing section: %+v %v", c.Signing, err)
 	}
 }
