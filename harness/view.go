@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
@@ -117,7 +118,8 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, c.Signing.KeyFile, r.o.RunsDir}, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	keys := []string{c.Signing.KeyFile, r.o.Getenv(attest.EnvSigningKeyFile)}
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, r.o.RunsDir}, keys, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue

@@ -22,9 +22,10 @@ import (
 // replay plants with a fresh random secret: in a home directory it sets as
 // the harness's HOME, under a Target Repository root, in the source (an
 // ignored file, so it is not in the fixture), in another run's fixture, and
-// in the harness config file. The row is red when any secret turns up in
+// in the harness config file, and as the evidence signing key named in the
+// config. The row is red when any secret turns up in
 // any file of the run directory.
-var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{other_run_secret}", "{config}"}
+var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{other_run_secret}", "{config}", "{signing_key}"}
 
 // viewAttack is what plantView set up for one row.
 type viewAttack struct {
@@ -69,6 +70,9 @@ func (a *attack) plantView(work, src string, opts *harness.Options) error {
 			p = filepath.Join(src, "build", "source-only.log") // ignored by the sample's .gitignore
 		case "{other_run_secret}":
 			p = filepath.Join(opts.RunsDir, "20200101T000000Z-s3-0ther000", "fixture", "secret.txt")
+		case "{signing_key}":
+			p = filepath.Join(work, "keys", "signing.key") // never loaded: the row's runs are signed in memory
+			opts.Config.Signing.KeyFile = p
 		case "{config}":
 			p = filepath.Join(work, "cto-harness.json")
 			opts.Config.Path = p

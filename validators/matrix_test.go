@@ -114,6 +114,7 @@ func TestViewRowsTurnRedUnsandboxed(t *testing.T) {
 		"sandbox-read-source":         "a planted secret reached the evidence",
 		"sandbox-read-other-run":      "a planted secret reached the evidence",
 		"sandbox-read-harness-config": "a planted secret reached the evidence",
+		"sandbox-read-signing-key":    "a planted secret reached the evidence",
 		"sandbox-list-root-home":      "NOT denied",
 	}
 	for name, want := range cases {
