@@ -72,6 +72,17 @@ const (
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
 )
 
+// Source status blockers: a repository whose status the harness would
+// have to run a program for, or whose format it does not read.
+const (
+	BlockSourceFilterConfigured    BlockerCode = "SOURCE_FILTER_CONFIGURED"
+	BlockSourceFsmonitorConfigured BlockerCode = "SOURCE_FSMONITOR_CONFIGURED"
+	BlockSourceCoreWorktree        BlockerCode = "SOURCE_CORE_WORKTREE"
+	BlockSourceObjectFormat        BlockerCode = "SOURCE_OBJECT_FORMAT_UNSUPPORTED"
+	BlockSourceRefStorage          BlockerCode = "SOURCE_REF_STORAGE_UNSUPPORTED"
+	BlockSourceGitFeature          BlockerCode = "SOURCE_GIT_FEATURE_UNSUPPORTED"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -97,6 +108,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
+		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
+		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 	}
 }
 

@@ -36,6 +36,10 @@ type ProofOptions struct {
 	// ctoharness.StepSourceProof for KindBefore and
 	// ctoharness.StepSourceAfter for KindAfter.
 	Step ctoharness.Step
+	// Getenv reads the environment git's own configuration lookup uses
+	// (HOME, XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_NOSYSTEM, ...);
+	// nil means os.Getenv.
+	Getenv func(string) string
 }
 
 func (o ProofOptions) step() ctoharness.Step {
@@ -112,7 +116,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
-	status, err := proofStatus(repo.Root, gs, entries)
+	status, route, err := proofStatus(repo.Root, gs, entries)
 	if err != nil {
 		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
 			"cannot compute the status of source %s; check that every file in it is readable", repo.Root)
@@ -129,6 +133,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		RefCount:       gs.refCount,
 		StatusClean:    len(status) == 0,
 		Status:         status,
+		StatusRoute:    route,
 		Deep:           opts.Deep,
 		ManifestDigest: ManifestDigest(entries),
 		Manifest:       entries,
@@ -207,14 +212,46 @@ func readGit(repo Repo) (gitState, error) {
 
 // proofStatus is the worktree status for the proof: the fast status when
 // it models the repository, go-git's Status otherwise.
-func proofStatus(root string, gs gitState, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, error) {
+func proofStatus(root string, gs gitState, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, ctoharness.StatusRoute, error) {
 	if gs.fallback == nil {
 		st, err := gitstatus.Status(root, gs.idx, gs.staging, manifest)
 		if !errors.Is(err, gitstatus.ErrFallback) {
-			return st, err
+			return st, RouteFast, err
 		}
 	}
-	return gitstatus.GoGitStatus(gs.repo)
+	st, err := gitstatus.GoGitStatus(gs.repo)
+	return st, "go-git", err
+}
+
+// RouteFast is the route the proof's status must come from.
+const RouteFast = ctoharness.StatusRouteFast
+
+// statusResult is a status and the route that computed it.
+type statusResult struct {
+	Entries []ctoharness.StatusEntry
+	Route   ctoharness.StatusRoute
+}
+
+// routeStatus computes the status exactly as Prove does; with ignored it
+// also lists ignored paths (code "!"), which a proof leaves out.
+func routeStatus(ctx context.Context, repo Repo, getenv func(string) string, ignored bool) (statusResult, error) {
+	var gs gitState
+	var gerr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gs, gerr = readGit(repo)
+	}()
+	entries, werr := walkManifest(ctx, repo.Root, false)
+	<-done
+	if gerr != nil {
+		return statusResult{}, gerr
+	}
+	if werr != nil {
+		return statusResult{}, werr
+	}
+	st, route, err := proofStatus(repo.Root, gs, entries)
+	return statusResult{Entries: st, Route: route}, err
 }
 
 // refsDigest hashes the sorted lines "name target\n" of every reference
