@@ -135,6 +135,7 @@ func TestProveClean(t *testing.T) {
 	want := ctoharness.ManifestEntry{
 		Path: "a.txt", Type: ctoharness.EntryFile, Mode: uint32(fi.Mode()), Size: 6,
 		MtimeNs: fi.ModTime().UnixNano(), CtimeNs: ctime, Inode: st.Ino, SHA256: sha("alpha\n"),
+		Dev: uint64(st.Dev), UID: st.Uid, GID: st.Gid,
 	}
 	if a != want {
 		t.Errorf("a.txt = %+v, want %+v", a, want)
