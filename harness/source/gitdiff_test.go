@@ -91,8 +91,19 @@ func (e gitEnv) gitStatus(t testing.TB, dir string, extra ...string) []string {
 			t.Fatalf("unexpected porcelain v2 record %q", rec)
 		}
 	}
-	slices.SortFunc(out, func(a, b string) int { return strings.Compare(a[3:], b[3:]) })
+	sortLines(out)
 	return out
+}
+
+// sortLines orders "XY path" lines by path, then code (a path can be both
+// staged for deletion and present untracked).
+func sortLines(ls []string) {
+	slices.SortFunc(ls, func(a, b string) int {
+		if c := strings.Compare(a[3:], b[3:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 }
 
 // routeStatus is what the harness's own status route says, in the same
@@ -107,6 +118,7 @@ func routeStatusLines(t testing.TB, e gitEnv, dir string) ([]string, ctoharness.
 	for _, s := range res.Entries {
 		out = append(out, s.Staging+s.Worktree+" "+s.Path)
 	}
+	sortLines(out)
 	return out, res.Route, nil
 }
 
