@@ -60,12 +60,13 @@ func (o ProofOptions) step() ctoharness.Step {
 // files included. Two proofs taken before and after a run and compared with
 // Compare show whether anything in the source changed.
 //
-// The status has go-git's Worktree.Status semantics; package gitstatus
-// computes it from the manifest without a second walk. The trace gets one
+// The status is git's (package gitstatus's status route, computed from
+// the manifest without a second walk); repositories whose status git would
+// compute by running something they configure, or whose format the route
+// does not read, are refused with a specific blocker. The trace gets one
 // git_read entry for repo.GitDir and one walk entry for repo.Root rather
-// than one per file. Prove never writes: it only opens, reads and lstats, and uses
-// go-git for Open, Reference, Head, References, object reads and (as a
-// fallback) Status.
+// than one per file. Prove never writes: it only opens, reads and lstats,
+// and uses go-git for Open, Reference, Head, References and object reads.
 func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Tracer) (ctoharness.SourceProof, error) {
 	step := opts.step()
 	if tr == nil {
