@@ -53,9 +53,12 @@ const codeTypeChanged git.StatusCode = 'T'
 // listed as "dir/"). Submodules are compared by their HEAD and, recursively,
 // their own status.
 //
-// It is stricter than git in two places, both where git hides a real
-// change: assume-unchanged entries and skip-worktree entries present in
-// the worktree are compared like any other.
+// It is stricter than git only where git hides a real change:
+// assume-unchanged entries and skip-worktree entries present in the
+// worktree are compared like any other, untracked files are listed
+// whatever status.showUntrackedFiles says, submodules are compared
+// whatever submodule.<name>.ignore says, and stat data is compared to the
+// nanosecond.
 func Compute(in *Input) ([]ctoharness.StatusEntry, error) {
 	if err := CheckConfig(in.Config, in.GitDir, in.Root); err != nil {
 		return nil, err

@@ -110,7 +110,9 @@ func BenchmarkProofStatesGoTree(b *testing.B) {
 		limit float64
 	}{
 		{"clean", func() {}, 2},
+		{"sparse checkout", func() { e.run(b, dir, "sparse-checkout", "set", "runtime", "cmd/go") }, 3},
 		{"modified and untracked", func() {
+			e.run(b, dir, "sparse-checkout", "disable")
 			writeAt(b, dir, "fmt/print.go", "package fmt\n")
 			writeAt(b, dir, "untracked/new.txt", "new\n")
 		}, 3},
@@ -130,7 +132,6 @@ func BenchmarkProofStatesGoTree(b *testing.B) {
 			e.run(b, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "zz-sub")
 			writeAt(b, dir, "zz-sub/s.txt", "edited\n")
 		}, 3},
-		{"sparse checkout", func() { e.run(b, dir, "sparse-checkout", "set", "runtime", "cmd/go") }, 3},
 	}
 	const runs = 5
 	b.ResetTimer()

@@ -376,6 +376,23 @@ var scenarios = []scenario{
 		writeAt(t, e["HOME"], ".config/git/ignore", "scratch/\n")
 		writeAt(t, d, "scratch/s.txt", "s\n")
 	}},
+	{name: "core.excludesFile from an included global config file", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "ignores", "*.inc\n")
+		writeAt(t, e["HOME"], "extra.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[include]\n\tpath = extra.gitconfig\n")
+		writeAt(t, d, "x.inc", "i\n")
+	}},
+	{name: "core.excludesFile from includeIf gitdir", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "ignores", "*.cond\n")
+		writeAt(t, e["HOME"], "cond.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"gitdir:"+filepath.Dir(d)+"/\"]\n\tpath = cond.gitconfig\n[includeIf \"gitdir:/elsewhere/\"]\n\tpath = nothing.gitconfig\n")
+		writeAt(t, d, "x.cond", "c\n")
+	}},
+	{name: "symlinked .gitignore is not followed", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, filepath.Dir(d), "outside-ignore", "*.txt\n")
+		symlinkAt(t, d, "../outside-ignore", "dir/.gitignore")
+		writeAt(t, d, "dir/new.txt", "n\n")
+	}},
 	{name: "re-include under an excluded directory is impossible", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitignore", "*.log\nbuild/\n!build/keep.txt\n")
 		commitAll(t, e, d, "ignore")
@@ -567,6 +584,14 @@ var scenarios = []scenario{
 		e.run(t, d, "update-index", "--skip-worktree", "b.txt")
 		writeAt(t, d, "b.txt", "bravo, hidden from git\n")
 	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "update-index", "--no-skip-worktree", "b.txt") }},
+	{name: "submodule.ignore=dirty hides a modified submodule", setup: func(t testing.TB, e gitEnv, d string) {
+		withSubmodule(t, e, d)
+		e.run(t, d, "config", "-f", ".gitmodules", "submodule.sub.ignore", "dirty")
+		commitAll(t, e, d, "ignore dirty")
+		writeAt(t, d, "sub/s.txt", "sub, edited\n")
+	}, reveal: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "config", "submodule.sub.ignore", "none") // .git/config outranks .gitmodules
+	}},
 	{name: "status.showUntrackedFiles=no hides untracked files", setup: func(t testing.TB, e gitEnv, d string) {
 		e.run(t, d, "config", "status.showUntrackedFiles", "no")
 		writeAt(t, d, "hidden.txt", "h\n")

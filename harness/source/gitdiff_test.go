@@ -154,7 +154,7 @@ func mustDo(t testing.TB, err error) {
 var baseFiles = map[string]string{
 	"a.txt": "alpha\n", "b.txt": "bravo\n", "dir/c.txt": "charlie\n", "dir/sub/d.txt": "delta\n",
 	"exec.sh": "#!/bin/sh\necho hi\n", ".gitignore": "*.log\nbuild/\n", "Readme": "read me\n",
-	"big.bin": strings.Repeat("0123456789abcdef", 1<<16),
+	"big.bin": strings.Repeat("0123456789abcdef", 1<<14),
 }
 
 // baseRepo makes a committed repository at dir/repo from baseFiles, an
