@@ -54,14 +54,16 @@ type Index struct {
 }
 
 // Fresh reports whether e's cached stat data still describes the worktree
-// file f, so that e.Hash may stand for f's content without reading it. It
-// is go-git's metadata-first rule (size, mtime and mode equal, and the file
-// older than the index: a file modified in the index's own clock tick is
-// "racy" and must be hashed).
+// file f, so that e.Hash may stand for f's content without reading it:
+// size, mtime and mode equal, and the file older than the index (a file
+// modified in the index's own clock tick is "racy" and must be hashed), as
+// go-git checks, and also ctime, inode, device and owner equal, as git
+// checks, so that a same-size rewrite with a restored mtime is hashed.
 func (idx *Index) Fresh(e *Entry, f *ctoharness.ManifestEntry) bool {
 	mode, err := filemode.NewFromOSFileMode(fs.FileMode(f.Mode))
 	return err == nil && e.MtimeNs != 0 && uint32(f.Size) == e.Size && f.MtimeNs == e.MtimeNs && mode == e.Mode &&
-		!idx.ModTime.IsZero() && f.MtimeNs < idx.ModTime.UnixNano()
+		!idx.ModTime.IsZero() && f.MtimeNs < idx.ModTime.UnixNano() &&
+		e.CtimeNs == f.CtimeNs && e.Ino == uint32(f.Inode) && e.Dev == uint32(f.Dev) && e.UID == f.UID && e.GID == f.GID
 }
 
 // ReadIndex reads and parses gitDir/index. It is a small parser of its own
