@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 
 // benchRepo builds a committed repository of about n files spread over
 // nested directories, the shape of a small real project.
-func benchRepo(b *testing.B, n int) Repo {
+func benchRepo(b testing.TB, n int) Repo {
 	b.Helper()
 	files := make(map[string]string, n)
 	for i := range n {
@@ -81,6 +82,8 @@ func goTreeRepo(b *testing.B, e gitEnv) string {
 	e.run(b, dir, "init", "-q", "-b", "main")
 	e.run(b, dir, "add", "-A")
 	e.run(b, dir, "-c", "gc.auto=0", "commit", "-q", "-m", "go tree")
+	e.run(b, dir, "repack", "-a", "-d", "-q")
+	e.run(b, dir, "prune")
 	return dir
 }
 
@@ -138,6 +141,10 @@ func BenchmarkProofStatesGoTree(b *testing.B) {
 	for b.Loop() {
 		for _, st := range states {
 			st.setup()
+			// Deleting or rewriting many files slows the filesystem for a
+			// while on some machines; settle before measuring.
+			syscall.Sync()
+			time.Sleep(2 * time.Second)
 			var proofs, gits []time.Duration
 			for range runs {
 				start := time.Now()
