@@ -167,7 +167,7 @@ func (c *computer) loadSettings() error {
 	}
 	ex, ok := cfg.Get("core.excludesfile")
 	if ok {
-		ex = expandHome(ex, c.in.Env)
+		ex = c.outsidePath(ex)
 	} else if x := c.in.Env.xdgDir(); x != "" {
 		ex = filepath.Join(x, "ignore")
 	}
@@ -196,7 +196,7 @@ func (c *computer) loadSettings() error {
 	}
 	af, ok := cfg.Get("core.attributesfile")
 	if ok {
-		af = expandHome(af, c.in.Env)
+		af = c.outsidePath(af)
 	} else if x := c.in.Env.xdgDir(); x != "" {
 		af = filepath.Join(x, "attributes")
 	}
@@ -284,6 +284,16 @@ func maps(m map[string][]attrAssign) map[string][]attrAssign {
 		out[k] = v
 	}
 	return out
+}
+
+// outsidePath resolves a configured file name as git does when run at the
+// worktree root: "~" is $HOME, a relative name is under the root.
+func (c *computer) outsidePath(p string) string {
+	p = expandHome(p, c.in.Env)
+	if p != "" && !filepath.IsAbs(p) {
+		p = filepath.Join(c.in.Root, p)
+	}
+	return p
 }
 
 func expandHome(p string, env ConfigEnv) string {

@@ -376,6 +376,11 @@ var scenarios = []scenario{
 		writeAt(t, e["HOME"], ".config/git/ignore", "scratch/\n")
 		writeAt(t, d, "scratch/s.txt", "s\n")
 	}},
+	{name: "core.excludesFile relative to the worktree", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, d, ".myignore", "*.rel\n.myignore\n")
+		e.run(t, d, "config", "core.excludesFile", ".myignore")
+		writeAt(t, d, "dir/x.rel", "r\n")
+	}},
 	{name: "core.excludesFile from an included global config file", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], "ignores", "*.inc\n")
 		writeAt(t, e["HOME"], "extra.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
