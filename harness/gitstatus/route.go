@@ -224,6 +224,23 @@ func (c *computer) loadSettings() error {
 		dir := strings.TrimSuffix(e.Path, ".gitattributes")
 		c.attrDirs[dir] = parseAttrFile(data, dir, dir == "")
 	}
+	// Like git, a .gitattributes missing from the worktree is read from
+	// the index.
+	for i := range c.idx.Entries {
+		e := &c.idx.Entries[i]
+		if e.Stage != 0 || e.IntentToAdd || !(e.Name == ".gitattributes" || strings.HasSuffix(e.Name, "/.gitattributes")) {
+			continue
+		}
+		dir := strings.TrimSuffix(e.Name, ".gitattributes")
+		if _, ok := c.attrDirs[dir]; ok || e.Mode != filemode.Regular && e.Mode != filemode.Executable {
+			continue
+		}
+		data, err := c.readBlob(e.Hash)
+		if err != nil {
+			return fmt.Errorf("read attributes file %s from the index: %w", e.Name, err)
+		}
+		c.attrDirs[dir] = parseAttrFile(data, dir, dir == "")
+	}
 	all := slices.Clone(c.attrGlobal)
 	if c.attrInfo != nil {
 		all = append(all, c.attrInfo)
@@ -554,23 +571,32 @@ func readExact(p string, size int64) ([]byte, error) {
 // blobHasCRLF reads a blob of the object store and reports whether it is
 // text with CRLF line endings (git then leaves CRLF alone under "auto").
 func (c *computer) blobHasCRLF(h plumbing.Hash) (bool, error) {
+	data, err := c.readBlob(h)
+	if err != nil {
+		return false, err
+	}
+	return hasCRLFText(data), nil
+}
+
+// readBlob reads a blob from the object store.
+func (c *computer) readBlob(h plumbing.Hash) ([]byte, error) {
 	if c.in.Repo == nil {
-		return false, nil
+		return nil, fmt.Errorf("read blob %s: no object store", h)
 	}
 	b, err := c.in.Repo.BlobObject(h)
 	if err != nil {
-		return false, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	r, err := b.Reader()
 	if err != nil {
-		return false, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
 	defer r.Close()
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return false, fmt.Errorf("read blob %s: %w", h, err)
+		return nil, fmt.Errorf("read blob %s: %w", h, err)
 	}
-	return hasCRLFText(data), nil
+	return data, nil
 }
 
 // attrs resolves the conversion attributes of a path.

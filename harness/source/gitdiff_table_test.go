@@ -527,6 +527,19 @@ var scenarios = []scenario{
 		e.run(t, d, "config", "core.autocrlf", "true")
 		touch(t, d, "x.raw", "nul.txt")
 	}},
+	{name: "deleted .gitattributes still applies from the index", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, d, ".gitattributes", "*.txt text eol=crlf\n")
+		commitAll(t, e, d, "attributes")
+		reCheckout(t, e, d, "a.txt", "b.txt")
+		rmrf(t, d, ".gitattributes")
+		touch(t, d, "a.txt", "b.txt")
+	}},
+	{name: "filter named by a .gitattributes deleted from the worktree", refuse: ctoharness.BlockSourceFilterConfigured, setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, d, ".gitattributes", "*.txt filter=rot\n")
+		commitAll(t, e, d, "attributes")
+		rmrf(t, d, ".gitattributes")
+		e.run(t, d, "config", "filter.rot.clean", "tr a-z n-za-m")
+	}},
 	{name: "ident, touched after checkout", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitattributes", "*.id ident\n")
 		writeAt(t, d, "v.id", "version $Id$ here\n$Id$\n")
