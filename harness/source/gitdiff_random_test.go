@@ -27,6 +27,9 @@ var randomPaths = []string{"a", "b.txt", "c.log", "keep.log", "d1/e", "d1/f.txt"
 // randomRules are ignore lines random operations put into ignore files.
 var randomRules = []string{"*.log", "!keep.log", "d1/", "/a", "*.txt", "d1/**/g.txt", "[!a-c]*", "ign/", "!ign/keep.txt", "d2", "\\[x]", "h", "*", "!*.txt", "sp\\ ace", "d1/d2/"}
 
+// randomAttrs are attribute lines random operations put into attribute files.
+var randomAttrs = []string{"*.txt text", "*.txt eol=crlf", "* text=auto", "*.log -text", "a ident", "* -text", "e crlf", "[attr]t text eol=crlf", "*.txt t", "h binary"}
+
 // TestStatusRandomAgreesWithGit applies random operation sequences to
 // repositories and compares the route's status with git's after every
 // step. A failure prints the seed; -status.seed (or CTO_STATUS_SEED)
@@ -68,12 +71,12 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	commitAll(t, e, d, "base")
 	var log []string
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
-	content := func() string { return pick([]string{"x\n", "y\n", "longer content\n", "", "a\r\nb\r\n", "X\n"}) }
+	content := func() string { return pick([]string{"x\n", "y\n", "longer content\n", "", "a\r\nb\r\n", "X\n", "$Id$\r\n", "lone\rcr\n"}) }
 	for step := range steps {
 		p := pick(randomPaths)
 		full := filepath.Join(d, filepath.FromSlash(p))
 		var op string
-		switch rng.IntN(14) {
+		switch rng.IntN(19) {
 		case 0, 1:
 			op = "write " + p
 			_ = os.MkdirAll(filepath.Dir(full), 0o755)
@@ -134,6 +137,30 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		case 13:
 			op = "git rm --cached " + p
 			_, _ = e.try(d, "rm", "-q", "-r", "--cached", "--", p)
+		case 14:
+			op = "git add -N " + p
+			_, _ = e.try(d, "add", "-N", "--", p)
+		case 15:
+			flag := pick([]string{"--split-index", "--no-split-index"})
+			op = "git update-index " + flag
+			_, _ = e.try(d, "update-index", flag)
+		case 16:
+			v := pick([]string{"2", "3", "4"})
+			op = "index version " + v
+			_, _ = e.try(d, "update-index", "--index-version", v)
+		case 17:
+			v := pick([]string{"true", "false", "input"})
+			op = "core.autocrlf " + v
+			_, _ = e.try(d, "config", "core.autocrlf", v)
+		case 18:
+			file := pick([]string{".gitattributes", "d1/.gitattributes"})
+			var lines []string
+			for range rng.IntN(3) {
+				lines = append(lines, pick(randomAttrs))
+			}
+			op = fmt.Sprintf("attributes %s: %q", file, lines)
+			_ = os.MkdirAll(filepath.Dir(filepath.Join(d, file)), 0o755)
+			_ = os.WriteFile(filepath.Join(d, file), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 		}
 		log = append(log, op)
 		got, _, err := routeStatusLines(t, e, d)
