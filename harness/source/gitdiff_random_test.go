@@ -71,7 +71,9 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	commitAll(t, e, d, "base")
 	var log []string
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
-	content := func() string { return pick([]string{"x\n", "y\n", "longer content\n", "", "a\r\nb\r\n", "X\n", "$Id$\r\n", "lone\rcr\n"}) }
+	content := func() string {
+		return pick([]string{"x\n", "y\n", "longer content\n", "", "a\r\nb\r\n", "X\n", "$Id$\r\n", "lone\rcr\n"})
+	}
 	for step := range steps {
 		p := pick(randomPaths)
 		full := filepath.Join(d, filepath.FromSlash(p))
