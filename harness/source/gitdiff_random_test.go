@@ -78,7 +78,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		p := pick(randomPaths)
 		full := filepath.Join(d, filepath.FromSlash(p))
 		var op string
-		switch rng.IntN(19) {
+		switch rng.IntN(21) {
 		case 0, 1:
 			op = "write " + p
 			_ = os.MkdirAll(filepath.Dir(full), 0o755)
@@ -163,6 +163,15 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			op = fmt.Sprintf("attributes %s: %q", file, lines)
 			_ = os.MkdirAll(filepath.Dir(filepath.Join(d, file)), 0o755)
 			_ = os.WriteFile(filepath.Join(d, file), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+		case 19:
+			dir := pick([]string{"nest", "d1/d2", "ign", "d1/nest"})
+			op = "git init " + dir
+			_, _ = e.try(d, "init", "-q", dir)
+		case 20:
+			choices := [][]string{{"set", "d1"}, {"set", "d1/d2", "ign"}, {"disable"}}
+			args := choices[rng.IntN(len(choices))]
+			op = "git sparse-checkout " + strings.Join(args, " ")
+			_, _ = e.try(d, append([]string{"sparse-checkout"}, args...)...)
 		}
 		log = append(log, op)
 		got, _, err := routeStatusLines(t, e, d)
