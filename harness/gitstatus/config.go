@@ -17,6 +17,8 @@ import (
 // names is ever run.
 type Config struct {
 	vars []configVar
+	// Files are the configuration files read, in order.
+	Files []string
 }
 
 type configVar struct {
@@ -151,6 +153,7 @@ func (l *configLoader) file(p string, depth int, optional bool) error {
 		}
 		return fmt.Errorf("read git config %s: %w", p, err)
 	}
+	l.c.Files = append(l.c.Files, p)
 	vars, err := parseConfig(data, p)
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ type Input struct {
 	Env      ConfigEnv
 	// Ignored also lists ignored paths (code "!"), which a proof leaves out.
 	Ignored bool
+	// OnRead, when set, is told of every file read outside Root and GitDir
+	// (core.excludesFile, attribute files), so that a caller can trace it.
+	OnRead func(path string)
 }
 
 // Status codes beyond go-git's: a type change (file, symlink, gitlink).
@@ -175,6 +178,7 @@ func (c *computer) loadSettings() error {
 		if data, err := readOptional(ex); err != nil {
 			return err
 		} else if data != nil {
+			c.outsideRead(ex)
 			c.excl.global = append(c.excl.global, parseIgnoreFile(data, ""))
 		}
 	}
@@ -185,6 +189,7 @@ func (c *computer) loadSettings() error {
 		if err != nil || data == nil {
 			return err
 		}
+		c.outsideRead(p)
 		f := parseAttrFile(data, "", true)
 		c.attrGlobal = append(c.attrGlobal, f)
 		return nil
@@ -302,6 +307,15 @@ func maps(m map[string][]attrAssign) map[string][]attrAssign {
 	}
 	return out
 }
+
+// outsideRead reports a read outside the repository to the caller.
+func (c *computer) outsideRead(p string) {
+	if c.in.OnRead != nil && !within(p, c.in.Root) && !within(p, c.in.GitDir) {
+		c.in.OnRead(p)
+	}
+}
+
+func within(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // outsidePath resolves a configured file name as git does when run at the
 // worktree root: "~" is $HOME, a relative name is under the root.

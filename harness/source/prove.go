@@ -106,6 +106,13 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 	entries, werr := walkManifest(ctx, repo.Root, opts.Deep)
 	<-done
 
+	if gs.cfg != nil {
+		for _, f := range gs.cfg.Files {
+			if f != repo.GitDir+"/config" && f != repo.GitDir+"/config.worktree" {
+				tr.Trace(ctoharness.TraceRead, f)
+			}
+		}
+	}
 	if gerr != nil {
 		return ctoharness.SourceProof{}, gitBlock(step, repo, gerr)
 	}
@@ -117,7 +124,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
-	status, err := proofStatus(repo, gs, entries, getenv, false)
+	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
 		return ctoharness.SourceProof{}, statusBlock(step, repo, err)
 	}
@@ -224,10 +231,10 @@ func readGit(repo Repo, getenv func(string) string) (gitState, error) {
 }
 
 // proofStatus is the worktree status for the proof, from the status route.
-func proofStatus(repo Repo, gs gitState, manifest []ctoharness.ManifestEntry, getenv func(string) string, ignored bool) ([]ctoharness.StatusEntry, error) {
+func proofStatus(repo Repo, gs gitState, manifest []ctoharness.ManifestEntry, getenv func(string) string, ignored bool, onRead func(string)) ([]ctoharness.StatusEntry, error) {
 	return gitstatus.Compute(&gitstatus.Input{
 		Root: repo.Root, GitDir: repo.GitDir, Manifest: manifest, Repo: gs.repo, HeadTree: gs.tree,
-		Config: gs.cfg, Env: getenv, Ignored: ignored,
+		Config: gs.cfg, Env: getenv, Ignored: ignored, OnRead: onRead,
 	})
 }
 
@@ -259,7 +266,7 @@ func routeStatus(ctx context.Context, repo Repo, getenv func(string) string, ign
 	if werr != nil {
 		return statusResult{}, werr
 	}
-	st, err := proofStatus(repo, gs, entries, getenv, ignored)
+	st, err := proofStatus(repo, gs, entries, getenv, ignored, nil)
 	if err != nil {
 		return statusResult{}, statusBlock(ctoharness.StepSourceProof, repo, err)
 	}
