@@ -160,7 +160,10 @@ func (l *configLoader) file(p string, depth int, optional bool) error {
 	}
 	for _, v := range vars {
 		l.c.vars = append(l.c.vars, v)
-		inc, ok := l.includePath(v)
+		inc, ok, err := l.includePath(v)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			continue
 		}
@@ -173,26 +176,31 @@ func (l *configLoader) file(p string, depth int, optional bool) error {
 
 // includePath is the file an include.path or a matching includeIf.*.path
 // names, resolved as git resolves it.
-func (l *configLoader) includePath(v configVar) (string, bool) {
+func (l *configLoader) includePath(v configVar) (string, bool, error) {
 	var cond string
 	switch {
 	case v.key == "include.path":
 	case strings.HasPrefix(v.key, "includeif.") && strings.HasSuffix(v.key, ".path"):
 		cond = v.key[len("includeif.") : len(v.key)-len(".path")]
-		if !l.condition(cond, filepath.Dir(v.file)) {
-			return "", false
+		match, known := l.condition(cond, filepath.Dir(v.file))
+		if !known {
+			return "", false, refuse(ctoharness.BlockSourceGitFeature,
+				"%s sets includeIf %q, a condition the harness does not evaluate; git might read more configuration than the harness would", v.file, cond)
+		}
+		if !match {
+			return "", false, nil
 		}
 	default:
-		return "", false
+		return "", false, nil
 	}
 	if !v.set || v.value == "" {
-		return "", false
+		return "", false, nil
 	}
 	p := l.expand(v.value)
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(v.file), p)
 	}
-	return p, true
+	return p, true, nil
 }
 
 func (l *configLoader) expand(p string) string {
@@ -202,9 +210,10 @@ func (l *configLoader) expand(p string) string {
 	return p
 }
 
-// condition evaluates an includeIf condition git understands; one it does
-// not (hasconfig:) never matches here, which only drops that include.
-func (l *configLoader) condition(cond, dir string) bool {
+// condition evaluates an includeIf condition (gitdir:, gitdir/i:,
+// onbranch:); known is false for any other (hasconfig:, or one git may
+// add), which the caller refuses rather than guess.
+func (l *configLoader) condition(cond, dir string) (match, known bool) {
 	gitdir := func(pat string, fold bool) bool {
 		switch {
 		case strings.HasPrefix(pat, "~/"):
@@ -228,17 +237,17 @@ func (l *configLoader) condition(cond, dir string) bool {
 	}
 	switch {
 	case strings.HasPrefix(cond, "gitdir:"):
-		return gitdir(cond[len("gitdir:"):], false)
+		return gitdir(cond[len("gitdir:"):], false), true
 	case strings.HasPrefix(cond, "gitdir/i:"):
-		return gitdir(cond[len("gitdir/i:"):], true)
+		return gitdir(cond[len("gitdir/i:"):], true), true
 	case strings.HasPrefix(cond, "onbranch:"):
 		pat := cond[len("onbranch:"):]
 		if strings.HasSuffix(pat, "/") {
 			pat += "**"
 		}
-		return l.head != "" && wildmatch(pat, l.head, true)
+		return l.head != "" && wildmatch(pat, l.head, true), true
 	}
-	return false
+	return false, false
 }
 
 // parseConfig parses git's configuration syntax: sections with optional

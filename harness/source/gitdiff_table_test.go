@@ -664,6 +664,15 @@ var scenarios = []scenario{
 		e.run(t, d, "config", "core.repositoryformatversion", "1")
 		e.run(t, d, "config", "extensions.somethingNew", "true")
 	}},
+	{name: "includeIf hasconfig in the global config", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
+	}},
+	{name: "includeIf onbranch", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "ignores", "*.br\n")
+		writeAt(t, e["HOME"], "br.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"onbranch:ma*\"]\n\tpath = br.gitconfig\n")
+		writeAt(t, d, "x.br", "b\n")
+	}},
 	{name: "working-tree-encoding attribute", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitattributes", "*.u16 working-tree-encoding=UTF-16LE\n")
 	}},
