@@ -133,6 +133,10 @@ type computer struct {
 	h   *blobHasher
 
 	fileMode, symlinks bool
+	// sparseClears: core.sparseCheckout is on and files outside the
+	// patterns are not expected, so git clears skip-worktree on any path
+	// present in the worktree.
+	sparseClears bool
 	autocrlf           string
 	excl               excluder
 	attrGlobal         []*attrFile // info/attributes first, then global, system
@@ -152,6 +156,15 @@ func (c *computer) loadSettings() error {
 	if c.symlinks, err = cfg.Bool("core.symlinks", true); err != nil {
 		return err
 	}
+	sparse, err := cfg.Bool("core.sparsecheckout", false)
+	if err != nil {
+		return err
+	}
+	expect, err := cfg.Bool("sparse.expectfilesoutsideofpatterns", false)
+	if err != nil {
+		return err
+	}
+	c.sparseClears = sparse && !expect
 	c.autocrlf = "false"
 	if v, ok := cfg.Get("core.autocrlf"); ok {
 		if strings.EqualFold(v, "input") {
@@ -479,8 +492,12 @@ func (c *computer) worktree(e *Entry) (byte, error) {
 	if k >= 0 && (f.Type != ctoharness.EntryDir || e.Mode&modeTypeMask == modeGitlink) {
 		c.tracked[k] = true
 	}
-	if e.SkipWorktree && (f == nil || f.Type == ctoharness.EntryDir) {
-		return '.', nil // outside a sparse checkout
+	if e.SkipWorktree && (f == nil || (f.Type == ctoharness.EntryDir && !c.sparseClears)) {
+		// Absent, as outside a sparse checkout. In a sparse checkout git
+		// clears the bit of any path present in the worktree and compares
+		// it; elsewhere a present file is compared all the same (stricter
+		// than git, which would hide its change).
+		return '.', nil
 	}
 	if e.Mode&modeTypeMask == modeGitlink {
 		return c.gitlink(e, f)

@@ -70,12 +70,21 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	writeAt(t, d, "d1/e", "e0\n")
 	commitAll(t, e, d, "base")
 	var log []string
+	paths := randomPaths
+	if rng.IntN(2) == 0 {
+		// Half the repositories have a submodule to work inside.
+		sub := subRepo(t, e, d, "subsrc")
+		e.run(t, d, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "sm")
+		e.run(t, d, "commit", "-q", "-m", "submodule")
+		paths = append(slices.Clip(paths), "sm/s.txt", "sm/deep/t.txt", "sm/new")
+		log = append(log, "submodule sm")
+	}
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
 	content := func() string {
 		return pick([]string{"x\n", "y\n", "longer content\n", "", "a\r\nb\r\n", "X\n", "$Id$\r\n", "lone\rcr\n"})
 	}
 	for step := range steps {
-		p := pick(randomPaths)
+		p := pick(paths)
 		full := filepath.Join(d, filepath.FromSlash(p))
 		var op string
 		switch rng.IntN(21) {
@@ -100,7 +109,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 				_ = os.Chmod(full, fi.Mode().Perm()^0o100)
 			}
 		case 5:
-			q := pick(randomPaths)
+			q := pick(paths)
 			op = "rename " + p + " -> " + q
 			_ = os.MkdirAll(filepath.Dir(filepath.Join(d, q)), 0o755)
 			_ = os.Rename(full, filepath.Join(d, filepath.FromSlash(q)))
@@ -129,6 +138,10 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			op = "git commit -a"
 			_, _ = e.try(d, "add", "-A")
 			_, _ = e.try(d, "commit", "-q", "-m", fmt.Sprint("step ", step))
+			if rng.IntN(2) == 0 {
+				op += " (and inside sm)"
+				_, _ = e.try(filepath.Join(d, "sm"), "commit", "-q", "-a", "-m", fmt.Sprint("sub step ", step))
+			}
 		case 11:
 			op = "git add -u (stage)"
 			_, _ = e.try(d, "add", "-u")

@@ -115,6 +115,15 @@ func mkfifo(t testing.TB, dir, rel string) {
 
 func noop(testing.TB, gitEnv, string) {}
 
+// outsideCone commits a directory that the sparse checkouts below leave out.
+func outsideCone(t testing.TB, e gitEnv, d string) {
+	t.Helper()
+	writeAt(t, d, "other/x.txt", "x\n")
+	writeAt(t, d, "other/y.txt", "y\n")
+	writeAt(t, d, "other/deep/z.txt", "z\n")
+	commitAll(t, e, d, "other")
+}
+
 // nextSecond waits for the wall clock to enter a new second, so that a
 // change made next has a ctime a git built without nanosecond timestamps
 // can tell from one recorded before.
@@ -582,14 +591,24 @@ var scenarios = []scenario{
 		mkfifo(t, d, "dir/fifo2")
 	}},
 	{name: "sparse checkout (worktree config)", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
 		e.run(t, d, "sparse-checkout", "set", "dir/sub")
 	}},
 	{name: "sparse checkout, edited inside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
 		e.run(t, d, "sparse-checkout", "set", "dir")
 		writeAt(t, d, "dir/c.txt", "charlie, edited\n")
 		writeAt(t, d, "dir/new.txt", "new\n")
 	}},
+	{name: "sparse checkout, directory where a skipped file was", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "set", "dir")
+		writeAt(t, d, "other/x.txt/inner", "i\n")
+		writeAt(t, d, "other/y.txt", "y, present again\n")
+		writeAt(t, d, "other/deep/z.txt", "z\n")
+	}},
 	{name: "sparse index", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
 		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
 		e.run(t, d, "sparse-checkout", "set", "dir/sub")
 		writeAt(t, d, "dir/sub/d.txt", "delta, edited\n")
