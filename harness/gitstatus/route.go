@@ -137,12 +137,12 @@ type computer struct {
 	// patterns are not expected, so git clears skip-worktree on any path
 	// present in the worktree.
 	sparseClears bool
-	autocrlf           string
-	excl               excluder
-	attrGlobal         []*attrFile // info/attributes first, then global, system
-	attrInfo           *attrFile
-	attrDirs           map[string]*attrFile // in-tree .gitattributes by directory ("" or "dir/")
-	macros             map[string][]attrAssign
+	autocrlf     string
+	excl         excluder
+	attrGlobal   []*attrFile // info/attributes first, then global, system
+	attrInfo     *attrFile
+	attrDirs     map[string]*attrFile // in-tree .gitattributes by directory ("" or "dir/")
+	macros       map[string][]attrAssign
 
 	tracked []bool // per manifest entry: the index has it
 }
