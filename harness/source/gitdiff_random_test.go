@@ -87,7 +87,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		p := pick(paths)
 		full := filepath.Join(d, filepath.FromSlash(p))
 		var op string
-		switch rng.IntN(21) {
+		switch rng.IntN(23) {
 		case 0, 1:
 			op = "write " + p
 			_ = os.MkdirAll(filepath.Dir(full), 0o755)
@@ -185,6 +185,12 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			args := choices[rng.IntN(len(choices))]
 			op = "git sparse-checkout " + strings.Join(args, " ")
 			_, _ = e.try(d, append([]string{"sparse-checkout"}, args...)...)
+		case 21:
+			op = "git checkout -- " + p
+			_, _ = e.try(d, "checkout", "-q", "--", p)
+		case 22:
+			op = "git reset (unstage)"
+			_, _ = e.try(d, "reset", "-q")
 		}
 		log = append(log, op)
 		got, _, err := routeStatusLines(t, e, d)
