@@ -193,7 +193,8 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 					if err := dir(prefix+k.name, he.Hash); err != nil {
 						return err
 					}
-				} else if he.Mode&modeTypeMask != uint32Mode(k.mode)&modeTypeMask && he.Mode != filemode.Deprecated {
+				} else if he.Mode&modeTypeMask != k.mode&modeTypeMask {
+					// A type change (file, symlink, gitlink): git's "T".
 					ch[prefix+k.name] = 'T'
 				} else if he.Hash != k.hash || he.Mode != k.mode {
 					ch[prefix+k.name] = git.Modified
@@ -240,8 +241,6 @@ func treeNameByte(s string, i int, dir bool) int {
 	}
 	return 0
 }
-
-func uint32Mode(m filemode.FileMode) filemode.FileMode { return m }
 
 // diffTrees records how tree b differs from tree a (both in the object
 // store) under prefix: the expansion of a sparse-index directory whose
