@@ -71,6 +71,7 @@ const (
 	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
 	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
+	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
 // Source status blockers: a repository whose status the harness would
@@ -114,7 +115,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
-		BlockPrevStageUnproven, BlockCaseEventOrder,
+		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 	}
