@@ -226,14 +226,24 @@ func (l *configLoader) condition(cond, dir string) (match, known bool) {
 		if strings.HasSuffix(pat, "/") {
 			pat += "**"
 		}
-		gd := l.gitDir
-		if real, err := filepath.EvalSymlinks(gd); err == nil {
-			gd = real
+		// git matches the real path of the git directory, then the
+		// absolute one.
+		cands := []string{l.gitDir}
+		if real, err := filepath.EvalSymlinks(l.gitDir); err == nil {
+			cands = []string{real, l.gitDir}
 		}
 		if fold {
-			pat, gd = strings.ToLower(pat), strings.ToLower(gd)
+			pat = strings.ToLower(pat)
 		}
-		return wildmatch(pat, gd, true) || wildmatch(pat, gd+"/", true)
+		for _, gd := range cands {
+			if fold {
+				gd = strings.ToLower(gd)
+			}
+			if wildmatch(pat, gd, true) {
+				return true
+			}
+		}
+		return false
 	}
 	switch {
 	case strings.HasPrefix(cond, "gitdir:"):
