@@ -94,6 +94,10 @@ func CheckConfig(cfg *Config, gitDir, root string) error {
 				"core.fsmonitor is set (%q): git would run an fsmonitor hook or daemon for this repository, and the harness never runs what a source configures; unset core.fsmonitor", v)
 		}
 	}
+	if on, err := cfg.Bool("core.usebuiltinfsmonitor", false); err != nil || on {
+		return refuse(ctoharness.BlockSourceFsmonitorConfigured,
+			"core.useBuiltinFSMonitor is set: git would start its fsmonitor daemon for this repository, and the harness never runs what a source configures; unset it")
+	}
 	version := 0
 	if v, ok := cfg.Get("core.repositoryformatversion"); ok {
 		fmt.Sscan(v, &version)
