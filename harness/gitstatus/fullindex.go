@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	ctoharness "github.com/cto-harness/cto-harness"
 )
 
 // ReadFullIndex reads gitDir/index with everything the status route
@@ -68,6 +70,9 @@ func readIndexFile(p string) (*indexFile, time.Time, error) {
 		return nil, time.Time{}, fmt.Errorf("read index %s: %w", p, err)
 	}
 	f, err := decodeIndex(data)
+	if errors.Is(err, errIndexFeature) {
+		return nil, time.Time{}, refuse(ctoharness.BlockSourceGitFeature, "index %s: %v; the harness does not read it", p, err)
+	}
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("index %s: %w", p, err)
 	}

@@ -17,6 +17,10 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 )
 
+// errIndexFeature marks an index that uses a format version or a required
+// extension the decoder does not know, as opposed to a damaged one.
+var errIndexFeature = errors.New("unknown index feature")
+
 // ErrFallback means the fast status does not model something in this
 // repository (submodules, conflicts, sparse or split index, ...); callers
 // then use go-git's Worktree.Status, which is slower but complete.
@@ -194,7 +198,7 @@ func decodeIndex(data []byte) (*indexFile, error) {
 	}
 	version := binary.BigEndian.Uint32(data[4:8])
 	if version < 2 || version > 4 {
-		return nil, fallback("index version %d", version)
+		return nil, fmt.Errorf("%w: %w: index version %d", ErrFallback, errIndexFeature, version)
 	}
 	count := int(binary.BigEndian.Uint32(data[8:12]))
 	if count > len(body)/entryHeader {
@@ -282,7 +286,7 @@ func decodeIndex(data []byte) (*indexFile, error) {
 		case sig == "sdir":
 			f.sparse = true
 		case sig[0] < 'A' || sig[0] > 'Z':
-			return nil, fallback("index extension %q", sig)
+			return nil, fmt.Errorf("%w: %w: index extension %q", ErrFallback, errIndexFeature, sig)
 		}
 		off += 8 + size
 	}

@@ -200,7 +200,7 @@ func (c *computer) loadSettings() error {
 		}
 	}
 	// Attribute files outside the worktree.
-	c.macros = maps(builtinMacros)
+	c.macros = cloneMacros(builtinMacros)
 	addGlobal := func(p string) error {
 		data, err := readOptional(p)
 		if err != nil || data == nil {
@@ -317,7 +317,7 @@ func (c *computer) checkAttrFile(f *attrFile) error {
 	return nil
 }
 
-func maps(m map[string][]attrAssign) map[string][]attrAssign {
+func cloneMacros(m map[string][]attrAssign) map[string][]attrAssign {
 	out := make(map[string][]attrAssign, len(m))
 	for k, v := range m {
 		out[k] = v

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"os"
@@ -691,6 +692,14 @@ var scenarios = []scenario{
 		writeAt(t, e["HOME"], "br.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
 		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"onbranch:ma*\"]\n\tpath = br.gitconfig\n")
 		writeAt(t, d, "x.br", "b\n")
+	}},
+	{name: "index with an unknown required extension", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
+		p := filepath.Join(d, ".git/index")
+		data, err := os.ReadFile(p)
+		mustDo(t, err)
+		body := append(data[:len(data)-20:len(data)-20], 'z', 'z', 'z', 'z', 0, 0, 0, 0)
+		sum := sha1.Sum(body)
+		mustDo(t, os.WriteFile(p, append(body, sum[:]...), 0o644))
 	}},
 	{name: "working-tree-encoding attribute", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitattributes", "*.u16 working-tree-encoding=UTF-16LE\n")
