@@ -45,6 +45,7 @@ type Report struct {
 	Case                    CaseRecord        `json:"case"`
 	Tests                   TestsRecord       `json:"tests"`
 	Sandbox                 SandboxRecord     `json:"sandbox"`
+	Network                 *NetworkSummary   `json:"network,omitempty"`
 	Profile                 string            `json:"profile"`
 	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
 	FaultInjection          string            `json:"fault_injection,omitempty"`

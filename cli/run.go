@@ -9,23 +9,26 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // RunCmd is `cto-harness run`.
 type RunCmd struct {
-	Stage          int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
-	Source         string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task           string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane           string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
-	CaseCmd        string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
-	AllowDangerous bool   `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
-	DryRun         bool   `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
-	Unsandboxed    bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
-	Deep           bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
-	JSON           bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
+	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
+	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
+	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
+	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
+	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
+	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
+	Deep           bool     `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
+	AllowNet       []string `name:"allow-net" sep:"none" placeholder:"HOST:PORT" help:"Let Case reach HOST:PORT (a name, *.suffix wildcard or IP) through the harness's egress forwarder; repeatable. Every connection is decided and logged in network.jsonl (see docs/sandbox.md)."`
+	VerifyAllowNet []string `name:"verify-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the verification command (for example a module proxy); repeatable."`
+	JSON           bool     `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
 }
 
 // Help explains what a run does.
@@ -63,7 +66,12 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous,
+		Profile: c.Profile, AllowDangerous: c.AllowDangerous, AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,
+	}
+	for _, e := range append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...) {
+		if _, err := egress.ParseEndpoint(e); err != nil {
+			return usageError{err}
+		}
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)

@@ -44,11 +44,13 @@ func (r *run) policy() sandbox.Policy {
 }
 
 // confine wraps argv in the sandbox launcher, and records what it enforces.
-func (r *run) confine(argv []string) ([]string, *syscall.SysProcAttr, error) {
+// nw, when set, is the command's network egress layout.
+func (r *run) confine(argv []string, nw *sandbox.Network) ([]string, *syscall.SysProcAttr, error) {
 	if r.o.Unsandboxed {
 		return argv, nil, nil
 	}
 	pol := r.policy()
+	pol.Network = nw
 	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

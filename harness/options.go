@@ -56,6 +56,16 @@ type Options struct {
 	// run never qualifies as stage evidence.
 	Unsandboxed bool
 
+	// AllowNetCase and AllowNetVerify are HOST:PORT endpoints Case and the
+	// verification command may reach through the harness's egress forwarder
+	// (run --allow-net / --verify-allow-net), on top of the config's lists.
+	// Empty lists keep the command's network namespace empty. AllowNetOrigin
+	// names where an entry (as written) came from, for the record; entries
+	// without one are recorded as "flag".
+	AllowNetCase   []string
+	AllowNetVerify []string
+	AllowNetOrigin map[string]string
+
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
 	AllowedCheck func(path string) (bool, string)

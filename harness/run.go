@@ -42,6 +42,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	net         *netState // network egress, when an allowlist is in force
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -58,6 +59,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		return nil, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
 	}
 	if err := o.checkFault(); err != nil {
+		return nil, err
+	}
+	if err := o.checkNet(); err != nil {
 		return nil, err
 	}
 	prof, err := profile.Lookup(o.Profile)

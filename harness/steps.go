@@ -14,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
@@ -284,7 +285,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)
+	env := append(backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandCase)...)
 	r.rep.Case.Argv = argv
 	r.rep.Case.EnvKeys = backend.EnvKeys(env)
 	r.rep.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
@@ -300,7 +301,7 @@ func (r *run) runCase(ctx context.Context) {
 		}
 		files[name] = f
 	}
-	launch, attr, err := r.confine(argv)
+	launch, attr, extra, err := r.wrapFor(egress.CommandCase)(argv)
 	if err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		for _, f := range files {
@@ -316,7 +317,7 @@ func (r *run) runCase(ctx context.Context) {
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	var budgetStop string
-	out, err := backend.Run(caseCtx, backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
+	out, err := backend.Run(caseCtx, backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
 		OnEvent: func(e backend.CaseEvent) {
@@ -457,11 +458,11 @@ func (r *run) verify(ctx context.Context) {
 		r.skipVerify("the scratch directories could not be created")
 		return
 	}
-	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
+	env := append(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	if !r.o.Unsandboxed {
-		in.Wrap = r.confine
+		in.Wrap = r.wrapFor(egress.CommandVerify)
 	}
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))

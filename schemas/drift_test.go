@@ -20,6 +20,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -32,16 +33,17 @@ import (
 // field list of its specification instead.
 func goTypes() map[schemas.Kind]reflect.Type {
 	return map[schemas.Kind]reflect.Type{
-		schemas.Report:       reflect.TypeFor[ctoharness.Report](),
-		schemas.Event:        reflect.TypeFor[ctoharness.Event](),
-		schemas.Trace:        reflect.TypeFor[ctoharness.TraceEntry](),
-		schemas.SourceProof:  reflect.TypeFor[ctoharness.SourceProof](),
-		schemas.NonMutation:  reflect.TypeFor[ctoharness.NonMutationProof](),
-		schemas.FixtureProof: reflect.TypeFor[ctoharness.FixtureProof](),
-		schemas.TaskSpec:     reflect.TypeFor[task.Spec](),
-		schemas.TaskContract: reflect.TypeFor[task.Contract](),
-		schemas.Config:       reflect.TypeFor[config.Config](),
-		schemas.StageRecord:  reflect.TypeFor[gates.Record](),
+		schemas.Report:        reflect.TypeFor[ctoharness.Report](),
+		schemas.Event:         reflect.TypeFor[ctoharness.Event](),
+		schemas.Trace:         reflect.TypeFor[ctoharness.TraceEntry](),
+		schemas.SourceProof:   reflect.TypeFor[ctoharness.SourceProof](),
+		schemas.NonMutation:   reflect.TypeFor[ctoharness.NonMutationProof](),
+		schemas.FixtureProof:  reflect.TypeFor[ctoharness.FixtureProof](),
+		schemas.TaskSpec:      reflect.TypeFor[task.Spec](),
+		schemas.TaskContract:  reflect.TypeFor[task.Contract](),
+		schemas.Config:        reflect.TypeFor[config.Config](),
+		schemas.StageRecord:   reflect.TypeFor[gates.Record](),
+		schemas.NetworkRecord: reflect.TypeFor[ctoharness.NetworkRecord](),
 	}
 }
 
@@ -145,6 +147,11 @@ var plainEnums = map[string][]string{
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},
 	"report:/tests/scope_reason":         verify.ScopeReasons(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
+	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify)},
+	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy},
+	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
+	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
+	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes},
 }
 
 func setDiff(want, got []string) string {
@@ -746,6 +753,26 @@ func instances() []struct {
 			ExternalRoots: []string{"/opt/vendor"}, StageRecordMaxAge: "36h30m", CaseCommand: []string{"/usr/local/bin/case", "run"}}},
 		{"empty config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{}}},
 		{"record", schemas.StageRecord, rec},
+		{"allowed", schemas.NetworkRecord, ctoharness.NetworkRecord{Seq: 1, Time: t0, Command: "case", Via: "direct", Listener: "127.77.0.2:443",
+			Host: "api.example.com", Port: 443, Resolved: "93.184.216.34:443", Decision: "allowed", Rule: "api.example.com:443",
+			RuleSource: "flag", TLS: true, SNI: "api.example.com", BytesUp: 517, BytesDown: 4096, DurationMs: 120}},
+		{"denied", schemas.NetworkRecord, ctoharness.NetworkRecord{Seq: 2, Time: t1, Command: "verification", Via: "connect", Listener: "127.0.0.1:3128",
+			Host: "evil.example.com", Port: 443, Decision: "denied", Reason: "no allowlist entry for evil.example.com:443", Limit: "connections"}},
+		{"network config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{},
+			Network: &config.NetworkAllow{CaseAllow: []string{"api.example.com:443", "*.example.org:443"}, VerifyAllow: []string{"127.0.0.1:3000"}}}},
+		{"network spec", schemas.TaskSpec, func() task.Spec {
+			s := spec
+			s.Network = &task.NetworkAllow{VerifyAllow: []string{"proxy.golang.org:443"}}
+			return s
+		}()},
+		{"network report", schemas.Report, func() ctoharness.Report {
+			r := passReport()
+			r.Network = &ctoharness.NetworkSummary{Policy: ctoharness.NetworkPolicy{Case: []ctoharness.NetworkRule{{Endpoint: "api.example.com:443", Source: "flag"}},
+				Verification: []ctoharness.NetworkRule{}}, LogPath: "network.jsonl", Attempts: 2, Allowed: 1, Denied: 1,
+				DeniedLog: []ctoharness.NetworkDenied{{Seq: 2, Command: "case", Host: "evil.example.com", Port: 443, Reason: "no allowlist entry"}},
+				Limits:    ctoharness.NetworkLimits{MaxConcurrent: 32, MaxBytes: 1 << 30, Exceeded: []string{}}, Errors: []string{}}
+			return r
+		}()},
 		{"stage3 ok", schemas.StageResult, map[string]any{
 			"ok": true, "checked": []string{"pass run", "failure matrix"}, "errors": []string{},
 			"pass_artifact_path":             "/var/tmp/cto-harness/runs/" + runID,
@@ -811,7 +838,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 11 {
+	if len(schemas.Kinds()) != 12 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

@@ -42,12 +42,14 @@ const (
 	Config       Kind = "config"        // the harness configuration (config.Config)
 	StageRecord  Kind = "stage-record"  // a stage validation record (gates.Record)
 	StageResult  Kind = "stage-result"  // the line printed by validate-case-stage3 --json
+	// NetworkRecord is one line of network.jsonl (ctoharness.NetworkRecord).
+	NetworkRecord Kind = "network-record"
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, NetworkRecord}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".

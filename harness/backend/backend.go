@@ -48,6 +48,8 @@ type Input struct {
 	OnEvent func(CaseEvent) // called in order for each well-formed event
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
+	// ExtraFiles are passed to the launcher as fd 3, ... (closed once it started).
+	ExtraFiles []*os.File
 }
 
 // Outcome is how the Case run ended.
@@ -92,7 +94,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
-		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
+		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr, ExtraFiles: in.ExtraFiles})
 	lines.flush()
 	out.Result = res
 	out.StdoutInline, out.Truncated = stdout.Inline()

@@ -29,6 +29,14 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	// Network grants egress to every run (and bounds what a task may ask).
+	Network *NetworkAllow `json:"network,omitempty"`
+}
+
+// NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).
+type NetworkAllow struct {
+	CaseAllow   []string `json:"case_allow,omitempty"`
+	VerifyAllow []string `json:"verify_allow,omitempty"`
 }
 
 // MaxAge returns the configured stage-record max age, or the default.

@@ -72,6 +72,8 @@ type Forwarder struct {
 	summary   ctoharness.NetworkSummary
 	closed    bool
 	sessions  []*session
+	setupErrs []string
+	writeErrs []string
 	wg        sync.WaitGroup
 }
 
@@ -113,11 +115,21 @@ func (f *Forwarder) Summary() ctoharness.NetworkSummary {
 	return s
 }
 
-// fail records a forwarder problem for the report.
+// fail records a session that could not be set up.
 func (f *Forwarder) fail(format string, a ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.summary.Errors = append(f.summary.Errors, fmt.Sprintf(format, a...))
+	msg := fmt.Sprintf(format, a...)
+	f.setupErrs = append(f.setupErrs, msg)
+	f.summary.Errors = append(f.summary.Errors, msg)
+}
+
+// Failures are the sessions that could not be set up and the records that
+// could not be written.
+func (f *Forwarder) Failures() (setup, write []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.setupErrs...), append([]string(nil), f.writeErrs...)
 }
 
 // Close stops every listener and connection and waits until every record is
@@ -502,6 +514,8 @@ func (s *session) finish(a *attempt, decision, reason string) {
 		_, err = f.o.Log.Write(append(line, '\n'))
 	}
 	if err != nil {
-		sum.Errors = append(sum.Errors, fmt.Sprintf("network record %d could not be written: %v", a.rec.Seq, err))
+		msg := fmt.Sprintf("network record %d could not be written: %v", a.rec.Seq, err)
+		f.writeErrs = append(f.writeErrs, msg)
+		sum.Errors = append(sum.Errors, msg)
 	}
 }

@@ -1,0 +1,5 @@
+package evidence
+
+// NetworkLog is network.jsonl: one line per connection attempt through the
+// egress forwarder, written whenever a network allowlist is in force.
+const NetworkLog = "network.jsonl"
