@@ -138,7 +138,7 @@ func (r *run) steps(ctx context.Context) {
 		return
 	}
 	defer r.cleanEnd(ctx)
-	if !r.cleanStart(ctx) || !r.writeContract(ctx) {
+	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}

@@ -43,6 +43,7 @@ func runChecks() []runCheck {
 		{"task_contract", checkContract},
 		{"trace_roots", checkTrace},
 		{"tests", checkTests},
+		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
 	}
 }

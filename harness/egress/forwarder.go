@@ -36,6 +36,9 @@ const (
 	LimitBytes       = "bytes"
 )
 
+// LogName is the run artifact the records go to.
+const LogName = "network.jsonl"
+
 // dialTimeout bounds the harness's dial of an allowed endpoint.
 const dialTimeout = 30 * time.Second
 
@@ -87,7 +90,7 @@ func New(o Options) *Forwarder {
 		o.Dial = d.DialContext
 	}
 	f := &Forwarder{o: o, bytesLeft: o.Limits.MaxBytes}
-	f.summary = ctoharness.NetworkSummary{Policy: recordPolicy(o.Policy), DeniedLog: []ctoharness.NetworkDenied{},
+	f.summary = ctoharness.NetworkSummary{Policy: recordPolicy(o.Policy), LogPath: LogName, DeniedLog: []ctoharness.NetworkDenied{},
 		Limits: ctoharness.NetworkLimits{MaxConcurrent: o.Limits.MaxConns, MaxBytes: o.Limits.MaxBytes, Exceeded: []string{}},
 		Errors: []string{}}
 	return f

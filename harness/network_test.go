@@ -1,0 +1,195 @@
+package harness_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+)
+
+func requireEgress(t *testing.T) {
+	t.Helper()
+	exe, _ := os.Executable()
+	if f := sandbox.ProbeWith(exe); !f.Available() {
+		t.Skipf("the sandbox is unavailable here (%s)", f.Reason)
+	}
+}
+
+func networkRecords(t *testing.T, runDir string) []ctoharness.NetworkRecord {
+	t.Helper()
+	f, err := os.Open(filepath.Join(runDir, evidence.NetworkLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []ctoharness.NetworkRecord
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r ctoharness.NetworkRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// caseAttempts maps each probe Case recorded to whether it was denied.
+func caseAttempts(t *testing.T, runDir string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(runDir, evidence.CaseEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct {
+			Attempt string `json:"attempt"`
+			Target  string `json:"target"`
+			Denied  bool   `json:"denied"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Attempt != "" {
+			out[e.Attempt+" "+e.Target] = e.Denied
+			t.Logf("Case: %s", e.Message)
+		}
+	}
+	return out
+}
+
+// A listener on the host, allowed with --allow-net 127.0.0.1:PORT, is reached
+// from inside the sandbox by unmodified clients, with and without the proxy
+// variables; without the allowance the same requests fail.
+func TestEgressAllowedEndpoint(t *testing.T) {
+	requireEgress(t)
+	set := compile(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello from the host\n")
+	}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	url := "http://" + addr + "/"
+	base, _ := stage3(t, set)
+	probes := "net-probes=get " + url + ";proxyget " + url
+	verify := fmt.Sprintf("curl -fsS %[1]s | grep -q hello && curl -fsS --noproxy '*' %[1]s | grep -q hello", url)
+	if _, err := exec.LookPath("node"); err == nil {
+		verify += fmt.Sprintf(` && node -e "fetch('%s').then(r => r.text()).then(t => process.exit(t.includes('hello') ? 0 : 1), () => process.exit(2))"`, url)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		o := base
+		spec := *o.Spec
+		spec.Verification.Command = verify
+		o.Spec, o.Scenario = &spec, probes
+		o.AllowNetCase, o.AllowNetVerify = []string{addr}, []string{addr}
+		// The script scanner flags node's inline fetch whatever the policy.
+		o.AllowDangerous = true
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != ctoharness.StatusPass {
+			t.Fatalf("status %s: %v\n%s", rep.Status, rep.Blockers, rep.Tests.StderrInline)
+		}
+		for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+			if denied {
+				t.Errorf("%s was denied", probe)
+			}
+		}
+		via := map[string]int{}
+		for _, r := range networkRecords(t, rep.RunArtifactDir) {
+			if r.Decision != "allowed" || r.Rule != addr || r.BytesDown == 0 {
+				t.Errorf("record %+v", r)
+			}
+			via[r.Command+"/"+r.Via]++
+		}
+		wantVerify := 3
+		if _, err := exec.LookPath("node"); err != nil {
+			wantVerify = 2
+		}
+		if via["case/direct"] != 1 || via["case/http_proxy"] != 1 || via["verification/direct"]+via["verification/http_proxy"] != wantVerify {
+			t.Errorf("records by command and path: %v", via)
+		}
+		if rep.Network == nil || rep.Network.Allowed != 2+wantVerify || rep.Network.Policy.Case[0].Source != "flag" {
+			t.Errorf("report network %+v", rep.Network)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
+	t.Run("no allowlist", func(t *testing.T) {
+		o := base
+		o.Scenario = probes
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := caseAttempts(t, rep.RunArtifactDir)
+		if len(attempts) != 2 {
+			t.Fatalf("attempts %v", attempts)
+		}
+		for probe, denied := range attempts {
+			if !denied {
+				t.Errorf("%s got through without an allowlist", probe)
+			}
+		}
+		if rep.Network != nil {
+			t.Errorf("a run without an allowlist records a network section: %+v", rep.Network)
+		}
+		if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.NetworkLog)); err == nil {
+			t.Errorf("a run without an allowlist wrote %s", evidence.NetworkLog)
+		}
+		mustValidate(t, set, rep, rep.Status == ctoharness.StatusPass)
+	})
+
+	t.Run("another endpoint allowed", func(t *testing.T) {
+		// The host's name is allowed, not its address: asking for the
+		// address directly or through the proxy is denied and logged.
+		_, port, _ := net.SplitHostPort(addr)
+		o := base
+		o.Scenario = probes
+		o.AllowNetCase = []string{"localhost:" + port}
+		o.AllowNetOrigin = map[string]string{"localhost:" + port: "model_endpoint"}
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+			if !denied {
+				t.Errorf("%s got through", probe)
+			}
+		}
+		if rep.Network == nil {
+			t.Fatalf("no network section; blockers %v", rep.Blockers)
+		}
+		recs := networkRecords(t, rep.RunArtifactDir)
+		if len(recs) != 2 {
+			t.Fatalf("records %+v", recs)
+		}
+		for _, r := range recs {
+			if r.Decision != "denied" || r.Host != "127.0.0.1" || r.Resolved != "" {
+				t.Errorf("record %+v", r)
+			}
+		}
+		if rep.Network == nil || rep.Network.Denied != 2 || rep.Network.Policy.Case[0].Source != "model_endpoint" {
+			t.Errorf("report network %+v", rep.Network)
+		}
+		mustValidate(t, set, rep, rep.Status == ctoharness.StatusPass)
+	})
+}
