@@ -135,6 +135,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if row.ExpectDenied {
 		att.checkDenied(rep.RunArtifactDir, &res)
 	}
+	att.net.check(rep.RunArtifactDir, row, &res)
 	att.checkAfter(rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
@@ -290,7 +291,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
 	if st.Verification != "" {
-		spec.Verification.Command = st.Verification
+		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
 	}
 	if st.VerifyTimeout > 0 {
 		spec.Verification.TimeoutSeconds = st.VerifyTimeout
@@ -311,11 +312,11 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, ".work", runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
-		"{secret}", att.secretName).Replace(scenario)
+		"{secret}", att.secretName).Replace(att.net.replacer().Replace(scenario))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
-		NewRunID: func(int, time.Time) string { return runID }}
+		NewRunID: func(int, time.Time) string { return runID }, AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet)}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}
