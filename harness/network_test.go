@@ -193,3 +193,50 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 		mustValidate(t, set, rep, rep.Status == ctoharness.StatusPass)
 	})
 }
+
+// An allowed IP that is not a loopback address is added to the namespace's
+// lo, so a client connecting to it by address reaches the forwarder, which
+// dials the real address on the host.
+func TestEgressNonLoopbackAddress(t *testing.T) {
+	requireEgress(t)
+	var ip net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			ip = n.IP
+			break
+		}
+	}
+	if ip == nil {
+		t.Skip("this host has no non-loopback IPv4 address")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	set := compile(t)
+	o, _ := stage3(t, set)
+	addr := ln.Addr().String()
+	o.Scenario = "net-probes=get http://" + addr + "/"
+	o.AllowNetCase = []string{addr}
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+		if denied {
+			t.Errorf("%s was denied", probe)
+		}
+	}
+	recs := networkRecords(t, rep.RunArtifactDir)
+	if len(recs) != 1 || recs[0].Decision != "allowed" || recs[0].Resolved != addr {
+		t.Fatalf("records %+v", recs)
+	}
+	mustValidate(t, set, rep, true)
+}
