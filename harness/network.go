@@ -127,7 +127,7 @@ func (r *run) startEgress(ctx context.Context) bool {
 		Limits:   egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
 		Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
 	r.net = n
-	for _, kv := range egress.Plan{}.ProxyEnv() {
+	for _, kv := range (egress.Plan{}).ProxyEnv() {
 		k, _, _ := strings.Cut(kv, "=")
 		r.rep.Sandbox.EnvAllowlist = append(r.rep.Sandbox.EnvAllowlist, k)
 	}
