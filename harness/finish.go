@@ -115,6 +115,7 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if rep.Sandbox.NotEnforcedReason != "" {
 		fmt.Fprintf(&b, "- %s\n", rep.Sandbox.NotEnforcedReason)
 	}
+	networkMarkdown(&b, rep.Network)
 	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
 		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
 	return []byte(b.String())

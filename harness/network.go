@@ -216,3 +216,29 @@ func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscal
 		return launch, attr, extra, nil
 	}
 }
+
+// networkMarkdown is report.md's network section, when a policy was in force.
+func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
+	if n == nil {
+		return
+	}
+	rules := func(l []ctoharness.NetworkRule) string {
+		var out []string
+		for _, r := range l {
+			out = append(out, r.Endpoint+" ("+r.Source+")")
+		}
+		if len(out) == 0 {
+			return "nothing"
+		}
+		return strings.Join(out, ", ")
+	}
+	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", rules(n.Policy.Case), rules(n.Policy.Verification))
+	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
+		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, n.LogPath)
+	for _, d := range n.DeniedLog {
+		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", d.Command, d.Host, d.Port, d.Reason)
+	}
+	if len(n.Limits.Exceeded) > 0 {
+		fmt.Fprintf(b, "- limits reached: %s\n", strings.Join(n.Limits.Exceeded, ", "))
+	}
+}

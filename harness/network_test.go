@@ -17,8 +17,10 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 func requireEgress(t *testing.T) {
@@ -239,4 +241,51 @@ func TestEgressNonLoopbackAddress(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 	mustValidate(t, set, rep, true)
+}
+
+// A task may only ask for endpoints the config (or the flags) grant; a
+// wildcard grant can be narrowed to one name, which is then recorded as the
+// task's.
+func TestTaskNetworkNarrowedByConfig(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+
+	t.Run("not granted", func(t *testing.T) {
+		o := base
+		spec := *o.Spec
+		spec.Network = &task.NetworkAllow{CaseAllow: []string{"api.example.com:443"}}
+		o.Spec = &spec
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasCode(rep, ctoharness.BlockTaskInvalid) || rep.CaseProcessStarted {
+			t.Fatalf("blockers %v, case started %v", rep.Blockers, rep.CaseProcessStarted)
+		}
+		if !strings.Contains(rep.Blockers[0].Message, "api.example.com:443") {
+			t.Errorf("message does not name the endpoint: %s", rep.Blockers[0].Message)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
+	t.Run("narrowed", func(t *testing.T) {
+		requireEgress(t)
+		o := base
+		spec := *o.Spec
+		spec.Network = &task.NetworkAllow{CaseAllow: []string{"api.example.com:443"}}
+		o.Spec = &spec
+		o.Config.Network = &config.NetworkAllow{CaseAllow: []string{"*.example.com:443"}}
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != ctoharness.StatusPass || rep.Network == nil {
+			t.Fatalf("status %s %v, network %+v", rep.Status, rep.Blockers, rep.Network)
+		}
+		got := fmt.Sprint(rep.Network.Policy.Case)
+		if got != "[{*.example.com:443 config} {api.example.com:443 task}]" || len(rep.Network.Policy.Verification) != 0 {
+			t.Errorf("policy %s", got)
+		}
+		mustValidate(t, set, rep, true)
+	})
 }
