@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
 )
 
 // RunCmd is `cto-harness run`.
@@ -66,7 +67,8 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous, AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,
+		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set),
+		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,
 	}
 	for _, e := range append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...) {
 		if _, err := egress.ParseEndpoint(e); err != nil {

@@ -42,6 +42,7 @@ const (
 	Config       Kind = "config"        // the harness configuration (config.Config)
 	StageRecord  Kind = "stage-record"  // a stage validation record (gates.Record)
 	StageResult  Kind = "stage-result"  // the line printed by validate-case-stage3 --json
+	CaseEvent    Kind = "case-event"    // one event line Case writes on stdout
 	// NetworkRecord is one line of network.jsonl (ctoharness.NetworkRecord).
 	NetworkRecord Kind = "network-record"
 )
@@ -49,7 +50,7 @@ const (
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, NetworkRecord}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, CaseEvent, NetworkRecord}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".
