@@ -32,6 +32,8 @@ type PlannedCommand struct {
 	Sandboxed      bool            `json:"sandboxed"`
 	Rlimits        sandbox.Rlimits `json:"rlimits"`
 	EnvKeys        []string        `json:"env_keys"`
+	// NetworkAllow is the command's egress allowlist (empty: no network).
+	NetworkAllow []string `json:"network_allow"`
 }
 
 // DryRun is what `run --dry-run` prints.
@@ -149,9 +151,17 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
 			TimeoutSeconds: spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(env)})
 	}
+	netPol, nerr := netPolicy(o, *spec)
+	if nerr != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(nerr, ctoharness.StepContract))
+	}
+	for i := range plan.Commands {
+		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
+	}
 	venv := backend.Env(scratch, "", o.Getenv("PATH"), repo.Root)
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
-		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv)})
+		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+		NetworkAllow: nonNil(netPol.Verify.Strings())})
 	// The scanner reads the source's scripts: the fixture would be their copy.
 	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: repo.Root,
 		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop},

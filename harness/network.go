@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -41,12 +42,14 @@ func (o *Options) checkNet() error {
 // netPolicy resolves each command's allowlist: the config's and the flags'
 // entries are granted as given; each of the task's entries must be covered
 // by them (a task never widens what the user granted).
-func (r *run) netPolicy() (egress.Policy, error) {
+func (r *run) netPolicy() (egress.Policy, error) { return netPolicy(r.o, r.spec) }
+
+func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 	var cfgCase, cfgVerify, specCase, specVerify []string
-	if n := r.o.Config.Network; n != nil {
+	if n := o.Config.Network; n != nil {
 		cfgCase, cfgVerify = n.CaseAllow, n.VerifyAllow
 	}
-	if n := r.spec.Network; n != nil {
+	if n := spec.Network; n != nil {
 		specCase, specVerify = n.CaseAllow, n.VerifyAllow
 	}
 	resolve := func(what string, cfg, flags, spec []string) (egress.List, error) {
@@ -54,7 +57,7 @@ func (r *run) netPolicy() (egress.Policy, error) {
 		if err != nil {
 			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "the config's network %s list is invalid", what)
 		}
-		f, err := egress.ParseList(flags, egress.SourceFlag, r.o.AllowNetOrigin)
+		f, err := egress.ParseList(flags, egress.SourceFlag, o.AllowNetOrigin)
 		if err != nil {
 			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "a --allow-net value is invalid")
 		}
@@ -71,11 +74,11 @@ func (r *run) netPolicy() (egress.Policy, error) {
 		}
 		return granted.Merge(kept), nil
 	}
-	caseList, err := resolve("case_allow", cfgCase, r.o.AllowNetCase, specCase)
+	caseList, err := resolve("case_allow", cfgCase, o.AllowNetCase, specCase)
 	if err != nil {
 		return egress.Policy{}, err
 	}
-	verifyList, err := resolve("verify_allow", cfgVerify, r.o.AllowNetVerify, specVerify)
+	verifyList, err := resolve("verify_allow", cfgVerify, o.AllowNetVerify, specVerify)
 	if err != nil {
 		return egress.Policy{}, err
 	}
