@@ -87,18 +87,28 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 	url := "http://" + addr + "/"
 	base, _ := stage3(t, set)
 	probes := "net-probes=get " + url + ";proxyget " + url
-	verify := fmt.Sprintf("curl -fsS %[1]s | grep -q hello && curl -fsS --noproxy '*' %[1]s | grep -q hello", url)
+	// The verification command uses whatever unmodified clients the machine
+	// has: curl honours the proxy variables (and --noproxy bypasses them),
+	// node's fetch ignores them.
+	var verify []string
+	wantVerify := 0
+	if _, err := exec.LookPath("curl"); err == nil {
+		verify = append(verify, fmt.Sprintf("curl -fsS %[1]s | grep -q hello && curl -fsS --noproxy '*' %[1]s | grep -q hello", url))
+		wantVerify += 2
+	}
 	if _, err := exec.LookPath("node"); err == nil {
-		verify += fmt.Sprintf(` && node -e "fetch('%s').then(r => r.text()).then(t => process.exit(t.includes('hello') ? 0 : 1), () => process.exit(2))"`, url)
+		verify = append(verify, fmt.Sprintf(`node -e "fetch('%s').then(r => r.text()).then(t => process.exit(t.includes('hello') ? 0 : 1), () => process.exit(2))"`, url))
+		wantVerify++
 	}
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+	if len(verify) == 0 {
+		t.Log("neither curl nor node is installed: only Case's Go client is checked")
 	}
-
 	t.Run("allowed", func(t *testing.T) {
 		o := base
 		spec := *o.Spec
-		spec.Verification.Command = verify
+		if len(verify) > 0 {
+			spec.Verification.Command = strings.Join(verify, " && ")
+		}
 		o.Spec, o.Scenario = &spec, probes
 		o.AllowNetCase, o.AllowNetVerify = []string{addr}, []string{addr}
 		// The script scanner flags node's inline fetch whatever the policy.
@@ -121,10 +131,6 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 				t.Errorf("record %+v", r)
 			}
 			via[r.Command+"/"+r.Via]++
-		}
-		wantVerify := 3
-		if _, err := exec.LookPath("node"); err != nil {
-			wantVerify = 2
 		}
 		if via["case/direct"] != 1 || via["case/http_proxy"] != 1 || via["verification/direct"]+via["verification/http_proxy"] != wantVerify {
 			t.Errorf("records by command and path: %v", via)

@@ -33,12 +33,21 @@ func newNetServers(row fixtures.Row) *netServers {
 	if !usesNet(row) {
 		return nil
 	}
+	// Enough of the Go module proxy protocol for `go list -m -versions`
+	// of example.com/m, which has one version.
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/@v/list") {
-			io.WriteString(w, "v1.0.0\nv1.1.0\n")
-			return
+		switch p := r.URL.Path; {
+		case strings.HasSuffix(p, "/@v/list"):
+			io.WriteString(w, "v1.0.0\n")
+		case strings.HasSuffix(p, "/@latest"), strings.HasSuffix(p, "/@v/v1.0.0.info"):
+			io.WriteString(w, `{"Version":"v1.0.0","Time":"2026-01-01T00:00:00Z"}`)
+		case strings.HasSuffix(p, "/@v/v1.0.0.mod"):
+			io.WriteString(w, "module example.com/m\n")
+		case strings.Contains(p, "/@"):
+			http.NotFound(w, r)
+		default:
+			io.WriteString(w, "hello from the host\n")
 		}
-		io.WriteString(w, "hello from the host\n")
 	})
 	return &netServers{plain: httptest.NewServer(h), tls: httptest.NewTLSServer(h)}
 }
