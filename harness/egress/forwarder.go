@@ -230,6 +230,13 @@ func (f *Forwarder) Serve(plan Plan, direct []net.Listener, proxy net.Listener) 
 
 func (s *session) serve(direct []net.Listener, proxy net.Listener) {
 	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		for _, l := range append(direct, proxy) {
+			l.Close()
+		}
+		return
+	}
 	s.listeners = append(append(s.listeners, direct...), proxy)
 	s.mu.Unlock()
 	for _, l := range direct {
