@@ -128,12 +128,12 @@ func (n *netServers) check(runDir string, row fixtures.Row, res *RowResult) {
 		ep := r.Replace(x.Endpoint)
 		found := false
 		for _, rec := range recs {
-			if rec.Command == cmd && rec.Decision == x.Logged && net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)) == ep {
+			if rec.Command == cmd && rec.Decision == x.Logged && net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)) == ep && rec.Limit == x.Limit {
 				found = true
 			}
 		}
 		if !found {
-			res.fail("%s has no %s record of %s to %s", evidence.NetworkLog, x.Logged, cmd, ep)
+			res.fail("%s has no %s record of %s to %s (limit %q)", evidence.NetworkLog, x.Logged, cmd, ep, x.Limit)
 		}
 	}
 }

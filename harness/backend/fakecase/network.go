@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +28,8 @@ const probeTimeout = 5 * time.Second
 //	connect HOST:PORT  an HTTP CONNECT through $HTTPS_PROXY
 //	tls HOST:PORT@SNI  a TLS handshake to HOST:PORT naming SNI
 //	dns IP:PORT        a DNS query over UDP to a resolver
+//	conns N@HOST:PORT  N connections open at once, then an HTTP request on
+//	                   each; denied when any of them got no answer
 func netProbes(spec string) func(*caseRun) error {
 	return func(c *caseRun) error {
 		if err := c.edit(); err != nil {
@@ -49,6 +52,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = tlsHello(target)
 			case "dns":
 				err = dnsQuery(target)
+			case "conns":
+				err = manyConns(target)
 			default:
 				return fmt.Errorf("network probe %q: unknown kind %q", p, kind)
 			}
@@ -145,6 +150,45 @@ func dnsQuery(resolver string) error {
 	}
 	if n < 12 || buf[0] != 0x12 || buf[1] != 0x34 {
 		return errors.New("malformed DNS answer")
+	}
+	return nil
+}
+
+// manyConns opens N connections to addr at once, and only then sends an
+// HTTP request on each, so that all N are open together.
+func manyConns(spec string) error {
+	ns, addr, ok := strings.Cut(spec, "@")
+	n, err := strconv.Atoi(ns)
+	if !ok || err != nil || n < 1 || n > 1000 {
+		return fmt.Errorf("want N@HOST:PORT with 1 <= N <= 1000, got %q", spec)
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, probeTimeout)
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(500 * time.Millisecond) // let the forwarder take them all
+	failed := 0
+	for _, c := range conns {
+		_ = c.SetDeadline(time.Now().Add(probeTimeout))
+		fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", addr)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			failed++
+			continue
+		}
+		resp.Body.Close()
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d connections got no answer", failed, n)
 	}
 	return nil
 }
