@@ -136,6 +136,34 @@ func (r *run) startEgress(ctx context.Context) bool {
 	}
 	sum := n.fwd.Summary()
 	r.rep.Network = &sum
+	return r.tryEgress(ctx)
+}
+
+// tryEgress builds each command's network layout once in a throwaway
+// launcher, so a layout that cannot be built blocks before any command
+// starts (never a fallback to the host network).
+func (r *run) tryEgress(ctx context.Context) bool {
+	if err := r.makeScratch(); err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			Message: fmt.Sprintf("network egress cannot be tried: %v", err)})
+		return false
+	}
+	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandVerify} {
+		if _, ok := r.net.plans[cmd]; !ok {
+			continue
+		}
+		nw, extra, err := r.netLayout(cmd)
+		if err == nil {
+			pol := r.policy()
+			pol.Network = nw
+			err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, extra[0])
+		}
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+				Message: fmt.Sprintf("the network egress of the %s command cannot be set up: %v", cmd, err)})
+			return false
+		}
+	}
 	return true
 }
 

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -256,4 +259,41 @@ func closeControl(c io.Closer) {
 	if c != nil {
 		c.Close()
 	}
+}
+
+// TryNetwork builds p, with its network layout, in a throwaway launcher that
+// runs nothing: the listeners are made and handed over through ctl (the
+// control socket's launcher end, closed here), the hosts file is mounted and
+// every other restriction applied. A layout that cannot be built is found
+// this way before the command itself is started.
+func TryNetwork(ctx context.Context, self string, p Policy, ctl *os.File) error {
+	defer ctl.Close()
+	if p.Network == nil {
+		return fmt.Errorf("sandbox: no network layout to try")
+	}
+	enc, err := encode(p)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", enc)
+	cmd.SysProcAttr = sysProcAttr(p.DenyNetwork)
+	cmd.ExtraFiles = []*os.File{ctl}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Start()
+	ctl.Close()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
+		if line, ok := markerLine(stderr.String()); ok {
+			return fmt.Errorf("%s", strings.TrimSpace(strings.TrimPrefix(line, StderrPrefix)))
+		}
+		return fmt.Errorf("the network trial launch failed: %v: %s", err, firstLine(stderr.String()))
+	}
+	return nil
 }
