@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -42,6 +43,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
 }
 
 // Run performs one run and returns its report. The error is non-nil only when

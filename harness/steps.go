@@ -18,6 +18,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -359,6 +360,9 @@ func (r *run) runCase(ctx context.Context) {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
 			return
 		}
+	} else if msg, ok := supervise.IsSetupFailure(code, out.StderrInline); ok {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
+		return
 	}
 	if out.TimedOut {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,
@@ -460,9 +464,7 @@ func (r *run) verify(ctx context.Context) {
 	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
-	if !r.o.Unsandboxed {
-		in.Wrap = r.confine
-	}
+	in.Wrap = r.confine // the sandbox launcher, or the supervisor when unsandboxed
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
