@@ -84,7 +84,9 @@ func TestNothingOutlivesAKilledParent(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, func() bool { return strings.Count(readFile(hb), "daemon") >= 3 && strings.Count(readFile(hb), "sub") >= 3 })
+			waitFor(t, func() bool {
+				return strings.Count(readFile(hb), "daemon") >= 3 && strings.Count(readFile(hb), "sub") >= 3
+			})
 			if n := len(inDir(dir)); n < 4 {
 				t.Fatalf("expected the tree to be running in %s, found %d processes", dir, n)
 			}
