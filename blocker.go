@@ -72,6 +72,12 @@ const (
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
 )
 
+// Faults of the run itself: an interrupt, or Case exceeding its event limits.
+const (
+	BlockInterrupted    BlockerCode = "INTERRUPTED"
+	BlockCaseEventLimit BlockerCode = "CASE_EVENT_LIMIT"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -97,6 +103,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
+		BlockInterrupted, BlockCaseEventLimit,
 	}
 }
 

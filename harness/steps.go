@@ -320,6 +320,7 @@ func (r *run) runCase(ctx context.Context) {
 	out, err := backend.Run(caseCtx, backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
+		Limits: backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		OnEvent: func(e backend.CaseEvent) {
 			var data map[string]any
 			_ = json.Unmarshal(e.Raw, &data)
@@ -336,15 +337,26 @@ func (r *run) runCase(ctx context.Context) {
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
 	r.rep.Case.TimedOut = out.TimedOut
 	r.rep.Case.Events = len(out.Events)
+	r.rep.Case.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
+		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
 	r.rep.Case.StdoutInline, r.rep.Case.StderrInline, r.rep.Case.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
 	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
 		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": len(out.Events)})
+	if r.interrupted() {
+		return // Case was stopped by the interrupt: how it ended says nothing about Case
+	}
 	switch {
 	case err != nil && !out.TimedOut && out.ExitCode == nil:
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "Case could not be run"), ctoharness.StepCase)
 		return
 	case err != nil:
 		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if out.Usage.Hit != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case was stopped: it wrote %s, the %s profile's limit (%d events, %d bytes); %d further event(s) were dropped",
+				out.Usage.Hit, r.profile.Name, r.profile.MaxCaseEvents, r.profile.MaxEventBytes, out.Usage.Dropped)})
+		return
 	}
 	if budgetStop != "" {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockBudgetExceeded, Step: ctoharness.StepCase,
@@ -469,6 +481,11 @@ func (r *run) verify(ctx context.Context) {
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	r.rep.Tests = rec
+	if r.interrupted() {
+		r.rep.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
+		return
+	}
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}

@@ -48,6 +48,8 @@ type Input struct {
 	OnEvent func(CaseEvent) // called in order for each well-formed event
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
+	// Limits cap the event stream (see limits.go); zero fields are unlimited.
+	Limits Limits
 }
 
 // Outcome is how the Case run ended.
@@ -59,6 +61,7 @@ type Outcome struct {
 	StdoutInline string
 	StderrInline string
 	Truncated    bool
+	Usage        Usage // what the event stream used, and which limit stopped Case
 }
 
 // Run starts Case and waits for it. Errors are start failures or log write
@@ -71,6 +74,9 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	stderr := proc.NewCappedFile(in.Stderr, in.LogCap)
 	var out Outcome
 	var mu sync.Mutex
+	ctx, stopCase := context.WithCancel(ctx)
+	defer stopCase()
+	lim := &limiter{Limits: in.Limits, stop: stopCase}
 	var evErr error
 	lines := &lineSplitter{fn: func(line []byte) {
 		mu.Lock()
@@ -82,6 +88,9 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 				out.Malformed = append(out.Malformed, truncate(string(line), 200))
 			}
 			return
+		}
+		if !lim.accept(len(ev.Raw) + 1) {
+			return // past a cap: Case is being stopped, the event is only counted
 		}
 		out.Events = append(out.Events, ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
@@ -95,6 +104,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
 	lines.flush()
 	out.Result = res
+	out.Usage = lim.Usage
 	out.StdoutInline, out.Truncated = stdout.Inline()
 	var t2 bool
 	out.StderrInline, t2 = stderr.Inline()

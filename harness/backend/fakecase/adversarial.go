@@ -108,7 +108,7 @@ func runScenario(sc Scenario, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintln(stderr, "fake case:", err)
 		return 2
 	}
-	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout)}
+	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout), stdout: stdout}
 	c.emit(ctoharness.EvCaseStarted, map[string]any{"scenario": sc.Name, "run_id": contract.RunID})
 	fmt.Fprintf(stderr, "fake case: scenario %s in %s\n", sc.Name, root)
 	if err := sc.run(c); err != nil {

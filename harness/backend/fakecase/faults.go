@@ -1,0 +1,110 @@
+package fakecase
+
+import (
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Fault scenarios make Case behave like a machine under stress rather than an
+// adversary: they leave processes running, or produce more (valid) output than
+// a run should ever hold. They are run as NAME=PARAM.
+
+// spawnScript leaves a background subshell, a sleeper and a setsid'd
+// double-forked daemon behind, all appending to the heartbeat file $1 (the
+// sleeper only exists).
+const spawnScript = `
+( while :; do echo sub >> "$1"; sleep 0.1; done ) &
+( setsid sh -c 'while :; do echo daemon >> "$1"; sleep 0.1; done' sh "$1" </dev/null >/dev/null 2>&1 & ) &
+sleep 600 &
+`
+
+// eventPad makes each flood event about 1 KiB.
+var eventPad = strings.Repeat("x", 960)
+
+var faultParam = map[string]struct {
+	param, description string
+	run                func(param string) (func(*caseRun) error, error)
+}{
+	"spawn-hang": {"PATH", "make the change, leave a subshell, a sleeper and a daemon appending to PATH, then never exit", func(p string) (func(*caseRun) error, error) {
+		return func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			if err := exec.Command("/bin/sh", "-c", spawnScript, "sh", p).Run(); err != nil {
+				return err
+			}
+			c.emit(ctoharness.EvCaseLog, map[string]any{"message": "spawned background processes", "heartbeat": p})
+			for {
+				time.Sleep(time.Hour)
+			}
+		}, nil
+	}},
+	"flood-events": {"BYTES", "make the change, then write BYTES (suffix K, M or G) of valid case.log events of about 1 KiB each, and finish", func(p string) (func(*caseRun) error, error) {
+		n, err := parseBytes(p)
+		if err != nil {
+			return nil, err
+		}
+		return func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			for i, written := 0, int64(0); written < n; i++ {
+				line := fmt.Sprintf(`{"type":"case.log","message":"flood %d","pad":"%s"}`+"\n", i, eventPad)
+				if _, err := c.stdout.Write([]byte(line)); err != nil {
+					return nil // the harness stopped reading: it has seen enough
+				}
+				written += int64(len(line))
+			}
+			return nil
+		}, nil
+	}},
+}
+
+// lookupFault finds a fault scenario given as NAME=PARAM.
+func lookupFault(name string) (Scenario, bool, error) {
+	n, param, ok := strings.Cut(name, "=")
+	p, known := faultParam[n]
+	if !ok || !known {
+		return Scenario{}, false, nil
+	}
+	if param == "" {
+		return Scenario{}, true, fmt.Errorf("scenario %s needs a parameter: %s=%s", n, n, p.param)
+	}
+	run, err := p.run(param)
+	if err != nil {
+		return Scenario{}, true, fmt.Errorf("scenario %s: %w", n, err)
+	}
+	return Scenario{Name: n, Description: p.description, run: run}, true, nil
+}
+
+// FaultScenarios lists the fault scenarios (each is run as NAME=PARAM).
+func FaultScenarios() []Scenario {
+	var out []Scenario
+	for _, n := range []string{"flood-events", "spawn-hang"} {
+		p := faultParam[n]
+		out = append(out, Scenario{Name: n + "=", Description: p.description + " (" + p.param + ")"})
+	}
+	return out
+}
+
+func parseBytes(s string) (int64, error) {
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "K")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "M")
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1<<30, strings.TrimSuffix(s, "G")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive byte count (suffix K, M or G)", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,139 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+)
+
+// cancelWhen cancels ctx (with cause) once the run's event log contains
+// marker, as a signal arriving mid-run would.
+func cancelWhen(t *testing.T, runs, marker string, cancel context.CancelCauseFunc) {
+	t.Helper()
+	old := map[string]bool{}
+	if before, _ := filepath.Glob(filepath.Join(runs, "*", evidence.EventsFile)); before != nil {
+		for _, l := range before {
+			old[l] = true
+		}
+	}
+	go func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			logs, _ := filepath.Glob(filepath.Join(runs, "*", evidence.EventsFile))
+			for _, l := range logs {
+				if old[l] {
+					continue
+				}
+				if data, _ := os.ReadFile(l); strings.Contains(string(data), marker) {
+					cancel(errors.New("terminated signal received"))
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+}
+
+// TestInterruptIsHonest: an interrupt while Case runs stops Case, still takes
+// the after-proof and the comparison, blocks with INTERRUPTED, and does not
+// claim the (unchanged) source was mutated.
+func TestInterruptIsHonest(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	for _, unsandboxed := range []bool{false, true} {
+		name := map[bool]string{false: "sandboxed", true: "unsandboxed"}[unsandboxed]
+		t.Run(name, func(t *testing.T) {
+			o := base
+			o.Scenario = "hang"
+			o.Unsandboxed = unsandboxed
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			cancelWhen(t, o.RunsDir, `"case.started"`, cancel)
+			start := time.Now()
+			rep, err := harness.Run(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("the interrupt did not stop Case promptly (%s)", time.Since(start))
+			}
+			if !hasCode(rep, ctoharness.BlockInterrupted) || rep.Status != ctoharness.StatusBlocked {
+				t.Fatalf("want INTERRUPTED, got status %s blockers %v", rep.Status, rep.Blockers)
+			}
+			if rep.SourceRepositoryMutated || hasCode(rep, ctoharness.BlockSourceMutated) || !rep.SourceNonMutation.Checked {
+				t.Fatalf("an interrupt must not be reported as a mutation: mutated=%v checked=%v blockers %v",
+					rep.SourceRepositoryMutated, rep.SourceNonMutation.Checked, rep.Blockers)
+			}
+			for _, b := range rep.Blockers {
+				if b.Code == ctoharness.BlockInterrupted && (b.Step != ctoharness.StepCase || !strings.Contains(b.Message, "terminated")) {
+					t.Fatalf("INTERRUPTED should name the Case step and the signal: %+v", b)
+				}
+			}
+			for _, a := range []string{evidence.SourceAfter, evidence.NonMutation, evidence.CleanEnd} {
+				if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, a)); err != nil {
+					t.Fatalf("%s was not written after the interrupt: %v", a, err)
+				}
+			}
+			mustValidate(t, set, rep, false)
+		})
+	}
+}
+
+// TestInterruptBeforeTheRun: a run whose context is already cancelled is
+// blocked with INTERRUPTED, not with whatever step happened to notice.
+func TestInterruptBeforeTheRun(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	rep, err := harness.Run(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCode(rep, ctoharness.BlockInterrupted) || rep.Status == ctoharness.StatusPass || rep.SourceRepositoryMutated {
+		t.Fatalf("status %s mutated %v blockers %v", rep.Status, rep.SourceRepositoryMutated, rep.Blockers)
+	}
+	mustValidate(t, set, rep, false)
+}
+
+// TestEventFloodIsCapped: a Case that writes valid events without end is
+// stopped at the profile's cap with CASE_EVENT_LIMIT; the event logs stay
+// within the cap and the run still validates.
+func TestEventFloodIsCapped(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	o := base
+	o.Profile = "smoke" // 5000 events, 8 MiB
+	o.Scenario = "flood-events=64M"
+	start := time.Now()
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCode(rep, ctoharness.BlockCaseEventLimit) || rep.Status != ctoharness.StatusBlocked {
+		t.Fatalf("want CASE_EVENT_LIMIT, got %s %v", rep.Status, rep.Blockers)
+	}
+	lim := rep.Case.EventLimits
+	if lim.MaxEvents != 5000 || lim.MaxBytes != 8<<20 || rep.Case.Events > 5000 || lim.Bytes > lim.MaxBytes {
+		t.Fatalf("limits not recorded or not held: events %d, %+v", rep.Case.Events, lim)
+	}
+	for _, name := range []string{evidence.EventsFile, evidence.CaseEvents} {
+		fi, err := os.Stat(filepath.Join(rep.RunArtifactDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > 16<<20 {
+			t.Fatalf("%s is %d bytes: the cap did not bound it", name, fi.Size())
+		}
+	}
+	t.Logf("stopped after %s: %d events, %d bytes accepted, %d dropped", time.Since(start), rep.Case.Events, lim.Bytes, lim.Dropped)
+	mustValidate(t, set, rep, false)
+}
