@@ -44,7 +44,7 @@ func (r *run) interrupted() bool {
 		}
 	}
 	why := "the run was cancelled"
-	if !errors.Is(cause, context.Canceled) {
+	if cause != context.Canceled { // a signal's cause also matches context.Canceled with errors.Is
 		why = cause.Error()
 	}
 	after := "nothing had been copied yet"

@@ -552,8 +552,8 @@ func (r *run) proveAfter(ctx context.Context) {
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		r.rep.SourceRepositoryMutated = true
-		r.blockErr(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
-			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter)
+		r.block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
+			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
 		return
 	}
 	if r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter) {
