@@ -58,19 +58,19 @@ func CheckNames() []string {
 
 // runView is a run directory loaded once for all checks.
 type runView struct {
-	dir        string
-	set        *schemas.Set
-	opts       RunOptions
-	reportRaw  []byte
-	report     *ctoharness.Report
-	files      map[string]bool
-	log        eventLog // the event log is streamed, never held (stream.go)
-	eventsErr  string
-	ctx        context.Context
+	dir       string
+	set       *schemas.Set
+	opts      RunOptions
+	reportRaw []byte
+	report    *ctoharness.Report
+	files     map[string]bool
+	log       eventLog // the event log is streamed, never held (stream.go)
+	eventsErr string
+	ctx       context.Context
 	// interrupted is set when a pass stopped because ctx was cancelled.
 	interrupted bool
-	trace      []ctoharness.TraceEntry
-	traceErr   string
+	trace       []ctoharness.TraceEntry
+	traceErr    string
 }
 
 // Run validates one run directory. A well-formed blocked run is valid; with
