@@ -20,13 +20,13 @@ import (
 // registered in TestMain) with a fresh runs directory whose stage-1 record
 // exists, so stage 2 runs can start.
 type harnessChild struct {
-	t    *testing.T
+	t    testing.TB
 	exe  string
 	runs string
 	env  []string
 }
 
-func newHarnessChild(t *testing.T) *harnessChild {
+func newHarnessChild(t testing.TB) *harnessChild {
 	t.Helper()
 	exe, err := exec.LookPath("cto-harness")
 	if err != nil {
@@ -167,7 +167,7 @@ func readString(p string) string {
 	return string(b)
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
