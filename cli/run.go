@@ -76,6 +76,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	c.print(env, rep)
+	warnWriteFailures(env, rep)
 	if err != nil {
 		return err
 	}

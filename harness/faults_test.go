@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,4 +137,73 @@ func TestEventFloodIsCapped(t *testing.T) {
 	}
 	t.Logf("stopped after %s: %d events, %d bytes accepted, %d dropped", time.Since(start), rep.Case.Events, lim.Bytes, lim.Dropped)
 	mustValidate(t, set, rep, false)
+}
+
+// smallDisk mounts a tmpfs of size bytes at a new directory: a disk that
+// really fills up. It needs root (CAP_SYS_ADMIN).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs root / CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// TestFullDiskRemovesThePartialFixture: Case fills the disk the runs
+// directory is on. The run is blocked with ARTIFACT_WRITE_FAILED (never a
+// pass), the partial fixture and scratch are removed so the disk is usable
+// again, the report says so, and it is still written.
+func TestFullDiskRemovesThePartialFixture(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	runs := smallDisk(t, "24m")
+	// The stage-2 record lives in the original runs directory; copy it over.
+	if err := os.MkdirAll(harness.RecordsDir(runs), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := filepath.Glob(filepath.Join(harness.RecordsDir(base.RunsDir), "*"))
+	for _, r := range recs {
+		data, err := os.ReadFile(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(harness.RecordsDir(runs), filepath.Base(r)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := base
+	o.RunsDir = runs
+	o.Scenario = "fill-disk=1G"
+	rep, err := harness.Run(context.Background(), o)
+	if rep == nil {
+		t.Fatalf("no report: %v", err)
+	}
+	if !hasCode(rep, ctoharness.BlockArtifactWriteFailed) || rep.Status == ctoharness.StatusPass || rep.Qualifies {
+		t.Fatalf("want ARTIFACT_WRITE_FAILED and no pass, got %s %v", rep.Status, rep.Blockers)
+	}
+	if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.FixtureDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the partial fixture is still there: %v", err)
+	}
+	var said bool
+	for _, b := range rep.Blockers {
+		said = said || b.Code == ctoharness.BlockArtifactWriteFailed && strings.Contains(b.Message, "removed the partial fixture")
+	}
+	if !said {
+		t.Fatalf("the report does not say the fixture was removed: %v", rep.Blockers)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(runs, &st); err != nil {
+		t.Fatal(err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < 8<<20 {
+		t.Fatalf("only %d bytes free after the run: the space was not given back", free)
+	}
+	if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.ReportJSON)); err != nil {
+		t.Fatalf("the report was not written: %v", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 // in whatever can be written; the returned error says the evidence is incomplete.
 func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
+	r.freeSpace()
 	if r.rep.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}
@@ -46,6 +47,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
 	}
 	if err := r.tr.Flush(r.dir); err != nil {
+		r.noteNoSpace(err, ctoharness.StepReport)
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -53,7 +55,16 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
-	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+	if noSpace(err) && !r.freed {
+		// Nothing failed for space until the report itself: free it and retry.
+		r.noteNoSpace(err, ctoharness.StepReport)
+		r.freeSpace()
+		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Qualifies = false
+		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+	}
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -46,6 +46,8 @@ type run struct {
 	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
 	cur         ctoharness.Step
 	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
+	diskFull    bool         // a write failed for lack of space (diskfull.go)
+	freed       bool
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -177,6 +179,7 @@ func (r *run) block(b ctoharness.Blocker) {
 }
 
 func (r *run) blockErr(err error, step ctoharness.Step) {
+	r.noteNoSpace(err, step)
 	if r.cancelled(err) {
 		r.interrupted()
 		return
@@ -185,6 +188,7 @@ func (r *run) blockErr(err error, step ctoharness.Step) {
 }
 
 func (r *run) blockWrite(err error, step ctoharness.Step) {
+	r.diskFull = r.diskFull || noSpace(err)
 	for _, b := range r.rep.Blockers {
 		if b.Code == ctoharness.BlockArtifactWriteFailed {
 			return

@@ -2,7 +2,9 @@ package fakecase
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +44,20 @@ var faultParam = map[string]struct {
 			for {
 				time.Sleep(time.Hour)
 			}
+		}, nil
+	}},
+	"fill-disk": {"BYTES", "make the change, then write fill.bin in the fixture until the disk is full or BYTES (suffix K, M or G) are written, and finish", func(p string) (func(*caseRun) error, error) {
+		n, err := parseBytes(p)
+		if err != nil {
+			return nil, err
+		}
+		return func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			written, werr := fill(filepath.Join(c.root, "fill.bin"), n)
+			c.attempt("fill-disk", "fill.bin", werr, map[string]any{"bytes": written})
+			return nil
 		}, nil
 	}},
 	"flood-events": {"BYTES", "make the change, then write BYTES (suffix K, M or G) of valid case.log events of about 1 KiB each, and finish", func(p string) (func(*caseRun) error, error) {
@@ -85,11 +101,30 @@ func lookupFault(name string) (Scenario, bool, error) {
 // FaultScenarios lists the fault scenarios (each is run as NAME=PARAM).
 func FaultScenarios() []Scenario {
 	var out []Scenario
-	for _, n := range []string{"flood-events", "spawn-hang"} {
+	for _, n := range []string{"fill-disk", "flood-events", "spawn-hang"} {
 		p := faultParam[n]
 		out = append(out, Scenario{Name: n + "=", Description: p.description + " (" + p.param + ")"})
 	}
 	return out
+}
+
+// fill writes zeros to path until a write fails or limit bytes are written.
+func fill(path string, limit int64) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	var written int64
+	for written < limit {
+		n, err := f.Write(chunk[:min(int64(len(chunk)), limit-written)])
+		written += int64(n)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 func parseBytes(s string) (int64, error) {
