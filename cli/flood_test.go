@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
@@ -37,10 +38,25 @@ type floodResult struct {
 // flood runs a real `cto-harness run` whose Case writes size of valid
 // case.log events, then a real `cto-harness validate` on its run directory,
 // and measures both.
-func flood(tb testing.TB, h *harnessChild, size, profile string) floodResult {
+func flood(tb testing.TB, h *harnessChild, size, profile string, caseTimeout int) floodResult {
 	tb.Helper()
 	caseCmd, _ := json.Marshal([]string{h.exe, "__case-fake", "flood-events=" + size})
-	c := h.cmd("run", "--stage", "2", "--lane", "real", "--case-cmd", string(caseCmd), "--profile", profile, "--json")
+	// The embedded artificial task, with room for a long flood.
+	spec, err := fixtures.TaskSpec(fixtures.Artificial)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(spec, &m); err != nil {
+		tb.Fatal(err)
+	}
+	m["case_timeout_seconds"] = caseTimeout
+	taskFile := filepath.Join(h.runs, "flood-task.json")
+	spec, _ = json.Marshal(m)
+	if err := os.WriteFile(taskFile, spec, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	c := h.cmd("run", "--stage", "2", "--lane", "real", "--case-cmd", string(caseCmd), "--profile", profile, "--task", taskFile, "--json")
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	_ = c.Run() // blocked or passed: the report says which
@@ -86,7 +102,7 @@ func hasBlocker(rep ctoharness.Report, code ctoharness.BlockerCode) bool {
 // CASE_EVENT_LIMIT, and neither the harness nor validate grows large.
 func TestEventFloodStopsAtTheCap(t *testing.T) {
 	h := newHarnessChild(t)
-	res := flood(t, h, "256M", "smoke")
+	res := flood(t, h, "256M", "smoke", 60)
 	if !hasBlocker(res.rep, ctoharness.BlockCaseEventLimit) || res.rep.Case.Events > 5000 {
 		t.Fatalf("want CASE_EVENT_LIMIT within 5000 events, got %d events, blockers %v", res.rep.Case.Events, res.rep.Blockers)
 	}
@@ -103,7 +119,7 @@ func TestEventFloodStopsAtTheCap(t *testing.T) {
 func BenchmarkEventFlood1GiB(b *testing.B) {
 	h := newHarnessChild(b)
 	for b.Loop() {
-		res := flood(b, h, "1G", "yolo")
+		res := flood(b, h, "1G", "yolo", 3600)
 		if res.rep.Case.EventLimits.Bytes < 1<<30 || hasBlocker(res.rep, ctoharness.BlockCaseEventLimit) {
 			b.Fatalf("the flood did not go through: %+v, blockers %v", res.rep.Case.EventLimits, res.rep.Blockers)
 		}

@@ -1,6 +1,7 @@
 package fakecase
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,13 +70,15 @@ var faultParam = map[string]struct {
 			if err := c.edit(); err != nil {
 				return err
 			}
+			w := bufio.NewWriterSize(c.stdout, 64*1024)
 			for i, written := 0, int64(0); written < n; i++ {
-				line := fmt.Sprintf(`{"type":"case.log","message":"flood %d","pad":"%s"}`+"\n", i, eventPad)
-				if _, err := c.stdout.Write([]byte(line)); err != nil {
+				m, err := fmt.Fprintf(w, `{"type":"case.log","message":"flood %d","pad":"%s"}`+"\n", i, eventPad)
+				if err != nil {
 					return nil // the harness stopped reading: it has seen enough
 				}
-				written += int64(len(line))
+				written += int64(m)
 			}
+			_ = w.Flush()
 			return nil
 		}, nil
 	}},
