@@ -61,3 +61,20 @@ func (r *run) interrupted() bool {
 func (r *run) cancelled(err error) bool {
 	return r.stopped() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
+
+// injectInterrupt arms the interrupt_during_case fault: the failure matrix
+// cancels the run the way a signal would, once Case has started.
+func (r *run) injectInterrupt(ctx context.Context) context.Context {
+	if r.o.Fault != FaultInterruptCase {
+		return ctx
+	}
+	ctx, r.interrupt = context.WithCancelCause(ctx)
+	return ctx
+}
+
+// caseStarted fires the injected interrupt, if armed.
+func (r *run) caseStarted() {
+	if r.interrupt != nil {
+		r.interrupt(errors.New("interrupt injected by the " + FaultInterruptCase + " fault"))
+	}
+}

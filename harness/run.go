@@ -48,6 +48,7 @@ type run struct {
 	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
 	diskFull    bool         // a write failed for lack of space (diskfull.go)
 	freed       bool
+	interrupt   context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -87,6 +88,10 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
 		dir.WithFault(a)
 	}
+	if a, ok := strings.CutPrefix(o.Fault, FaultDiskFullPrefix); ok {
+		dir.WithNoSpaceFault(a)
+	}
+	ctx = r.injectInterrupt(ctx)
 	r.rep = &ctoharness.Report{
 		SchemaVersion:        ctoharness.SchemaVersion,
 		RunID:                r.runID,

@@ -322,6 +322,9 @@ func (r *run) runCase(ctx context.Context) {
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
 		Limits: backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		OnEvent: func(e backend.CaseEvent) {
+			if e.Type == ctoharness.EvCaseStarted {
+				r.caseStarted()
+			}
 			var data map[string]any
 			_ = json.Unmarshal(e.Raw, &data)
 			delete(data, "type")
