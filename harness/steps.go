@@ -260,6 +260,9 @@ func (r *run) leaksSource(s string) string {
 // by a Case process otherwise.
 func (r *run) change(ctx context.Context) {
 	r.step(ctoharness.StepCase)
+	if r.interrupted() {
+		return // stopped before Case could start
+	}
 	if r.rep.Backend == ctoharness.BackendFake {
 		path, err := fakecase.Apply(*r.contract, r.fixture)
 		r.tr.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
@@ -459,6 +462,7 @@ func (r *run) skipVerify(reason string) {
 // the same sandbox as Case.
 func (r *run) verify(ctx context.Context) {
 	r.step(ctoharness.StepVerify)
+	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
 		r.skipVerify("not run: the run was already blocked (" + string(r.rep.Blockers[0].Code) + ")")
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
