@@ -13,6 +13,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/validators"
 )
 
 // cancelWhen cancels ctx (with cause) once the run's event log contains
@@ -160,22 +161,14 @@ func smallDisk(t *testing.T, size string) string {
 // again, the report says so, and it is still written.
 func TestFullDiskRemovesThePartialFixture(t *testing.T) {
 	set := compile(t)
+	runs := smallDisk(t, "32m")
+	// Stage 2 is validated on the small disk itself: a stage record is bound
+	// to its runs directory.
+	exe, _ := os.Executable()
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+		t.Fatalf("stage 2 validation on the small disk: %v", res.Errors)
+	}
 	base, _ := stage3(t, set)
-	runs := smallDisk(t, "24m")
-	// The stage-2 record lives in the original runs directory; copy it over.
-	if err := os.MkdirAll(harness.RecordsDir(runs), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	recs, _ := filepath.Glob(filepath.Join(harness.RecordsDir(base.RunsDir), "*"))
-	for _, r := range recs {
-		data, err := os.ReadFile(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(harness.RecordsDir(runs), filepath.Base(r)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	o := base
 	o.RunsDir = runs
 	o.Scenario = "fill-disk=1G"

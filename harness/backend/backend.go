@@ -46,6 +46,9 @@ type Input struct {
 	Events  *os.File // backend/case.events.jsonl
 	LogCap  int64
 	OnEvent func(CaseEvent) // called in order for each well-formed event
+	// ValidateEvent checks one event line against the Case event schema
+	// (typed fields per event type); a line it refuses is malformed.
+	ValidateEvent func([]byte) error
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
 	// Limits cap the event stream (see limits.go); zero fields are unlimited.
@@ -62,6 +65,8 @@ type Outcome struct {
 	StderrInline string
 	Truncated    bool
 	Usage        Usage // what the event stream used, and which limit stopped Case
+	// OrderViolations are breaches of the event grammar (see Grammar).
+	OrderViolations []string
 }
 
 // Run starts Case and waits for it. Errors are start failures or log write
@@ -78,10 +83,14 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	defer stopCase()
 	lim := &limiter{Limits: in.Limits, stop: stopCase}
 	var evErr error
+	var grammar Grammar
 	lines := &lineSplitter{fn: func(line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		ev, ok := parseEvent(line)
+		if ok && in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
+			ok = false
+		}
 		if !ok {
 			out.MalformedN++
 			if len(out.Malformed) < 3 {
@@ -93,6 +102,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			return // past a cap: Case is being stopped, the event is only counted
 		}
 		out.Events = append(out.Events, ev.Type)
+		grammar.Next(ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
 			evErr = err
 		}
@@ -103,6 +113,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
 	lines.flush()
+	out.OrderViolations = grammar.Violations()
 	out.Result = res
 	out.Usage = lim.Usage
 	out.StdoutInline, out.Truncated = stdout.Inline()
