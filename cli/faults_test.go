@@ -28,11 +28,15 @@ type harnessChild struct {
 
 func newHarnessChild(t testing.TB) *harnessChild {
 	t.Helper()
+	return newHarnessChildIn(t, t.TempDir())
+}
+
+func newHarnessChildIn(t testing.TB, runs string) *harnessChild {
+	t.Helper()
 	exe, err := exec.LookPath("cto-harness")
 	if err != nil {
 		t.Fatalf("the cto-harness test command is not in PATH: %v", err)
 	}
-	runs := t.TempDir()
 	h := &harnessChild{t: t, exe: exe, runs: runs, env: []string{
 		"PATH=" + os.Getenv("PATH"), "CTO_HARNESS_RUNS_DIR=" + runs,
 		"CTO_HARNESS_ALLOW_CASE=1", "CTO_HARNESS_CASE_STAGE=2",
@@ -193,4 +197,35 @@ func processesUnder(root string) []int {
 		}
 	}
 	return out
+}
+
+// TestFullDiskIsReported: with the runs directory on a small disk that Case
+// fills, a real `cto-harness run` is blocked with ARTIFACT_WRITE_FAILED,
+// removes the partial fixture and says so on stderr.
+func TestFullDiskIsReported(t *testing.T) {
+	disk := filepath.Join(t.TempDir(), "disk")
+	if err := os.Mkdir(disk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Stage validation's health check wants 100 MiB free; Case fills the rest.
+	if err := syscall.Mount("tmpfs", disk, "tmpfs", 0, "size=128m"); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs root / CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(disk, syscall.MNT_DETACH) })
+	h := newHarnessChildIn(t, disk)
+	caseCmd, _ := json.Marshal([]string{h.exe, "__case-fake", "fill-disk=1G"})
+	c := h.cmd("run", "--stage", "2", "--lane", "real", "--case-cmd", string(caseCmd), "--json")
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("a full disk must not pass: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "ARTIFACT_WRITE_FAILED") || !strings.Contains(stderr.String(), "removed the partial fixture") {
+		t.Fatalf("stderr does not report the full disk and the removal:\n%s", stderr.String())
+	}
+	fixtures, _ := filepath.Glob(filepath.Join(disk, "*-s2-*", "fixture"))
+	if len(fixtures) > 0 {
+		t.Fatalf("the partial fixture is still there: %v", fixtures)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/fixtures"
@@ -130,5 +132,54 @@ func BenchmarkEventFlood1GiB(b *testing.B) {
 		b.ReportMetric(float64(res.checkRSS>>20), "validate-peak-MiB")
 		b.ReportMetric(float64(res.eventsBytes>>20), "event-log-MiB")
 		_ = os.RemoveAll(res.runDir)
+	}
+}
+
+// TestValidateStopsOnSIGTERM: `cto-harness validate` on a long event log
+// stops soon after SIGTERM, and does not call the run valid. The log is a
+// stage 1 run's, lengthened with copies of its last line (schema-valid, so
+// validation reads them all).
+func TestValidateStopsOnSIGTERM(t *testing.T) {
+	h := newHarnessChild(t)
+	logs, _ := filepath.Glob(filepath.Join(h.runs, "*", evidence.EventsFile))
+	if len(logs) == 0 {
+		t.Fatal("no stage 1 run to start from")
+	}
+	runDir := filepath.Dir(logs[0])
+	data, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	last := append(lines[len(lines)-1], '\n')
+	f, err := os.OpenFile(logs[0], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat(last, 400000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v := h.cmd("validate", runDir)
+	var out bytes.Buffer
+	v.Stdout, v.Stderr = &out, &out
+	if err := v.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	sent := time.Now()
+	if err := v.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = v.Wait()
+	took := time.Since(sent)
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("want exit 1 saying the validation was interrupted, got %v:\n%s", err, out.String())
+	}
+	if took > 5*time.Second {
+		t.Fatalf("validate took %s to stop after SIGTERM", took)
 	}
 }
