@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -83,6 +84,9 @@ func TestInterruptIsHonest(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, a)); err != nil {
 					t.Fatalf("%s was not written after the interrupt: %v", a, err)
 				}
+			}
+			if unsandboxed && !slices.Contains(rep.Sandbox.Mechanisms, "supervisor_pidns") && !slices.Contains(rep.Sandbox.Mechanisms, "supervisor_subreaper") {
+				t.Fatalf("an unsandboxed run must record its supervisor: %v", rep.Sandbox.Mechanisms)
 			}
 			mustValidate(t, set, rep, false)
 		})
