@@ -349,7 +349,12 @@ func (r *run) runCase(ctx context.Context) {
 	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
 		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": len(out.Events)})
 	if r.interrupted() {
-		return // Case was stopped by the interrupt: how it ended says nothing about Case
+		// Case was stopped by the interrupt: how it ended says nothing about
+		// Case, but a log that could not be written still counts.
+		if err != nil && (out.TimedOut || out.ExitCode != nil) {
+			r.blockWrite(err, ctoharness.StepCase)
+		}
+		return
 	}
 	switch {
 	case err != nil && !out.TimedOut && out.ExitCode == nil:
