@@ -35,6 +35,7 @@ func (RunCmd) Help() string {
 plus the previous stage's validation record), classifies and proves the source, copies it into
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
+SIGTERM or SIGINT stops Case and still proves the source (blocked: INTERRUPTED); a second one ends at once.
 
 Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
 }
