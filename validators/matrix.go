@@ -136,6 +136,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		att.checkDenied(rep.RunArtifactDir, &res)
 	}
 	att.checkAfter(rep, &res)
+	checkSpaceGivenBack(row, rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
 	}
