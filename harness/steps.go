@@ -342,12 +342,12 @@ func (r *run) runCase(ctx context.Context) {
 	r.rep.Case.ExitCode = out.ExitCode
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
 	r.rep.Case.TimedOut = out.TimedOut
-	r.rep.Case.Events = len(out.Events)
+	r.rep.Case.Events = out.Events
 	r.rep.Case.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
 		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
 	r.rep.Case.StdoutInline, r.rep.Case.StderrInline, r.rep.Case.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
 	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
-		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": len(out.Events)})
+		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": out.Events})
 	if r.interrupted() {
 		// Case was stopped by the interrupt: how it ended says nothing about
 		// Case, but a log that could not be written still counts.

@@ -58,8 +58,9 @@ type Input struct {
 // Outcome is how the Case run ended.
 type Outcome struct {
 	proc.Result
-	Events       []ctoharness.EventType
-	Malformed    []string // first few malformed lines, for the blocker message
+	Events       int                           // well-formed events accepted
+	Types        map[ctoharness.EventType]bool // which types appeared (a set: the stream may be long)
+	Malformed    []string                      // first few malformed lines, for the blocker message
 	MalformedN   int
 	StdoutInline string
 	StderrInline string
@@ -101,7 +102,11 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		if !lim.accept(len(ev.Raw) + 1) {
 			return // past a cap: Case is being stopped, the event is only counted
 		}
-		out.Events = append(out.Events, ev.Type)
+		out.Events++
+		if out.Types == nil {
+			out.Types = map[ctoharness.EventType]bool{}
+		}
+		out.Types[ev.Type] = true
 		grammar.Next(ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
 			evErr = err
@@ -172,13 +177,9 @@ func truncate(s string, n int) string {
 
 // Missing returns the required Case events that never appeared.
 func (o Outcome) Missing() []ctoharness.EventType {
-	seen := map[ctoharness.EventType]bool{}
-	for _, t := range o.Events {
-		seen[t] = true
-	}
 	var miss []ctoharness.EventType
 	for _, t := range ctoharness.RequiredCaseEvents() {
-		if !seen[t] {
+		if !o.Types[t] {
 			miss = append(miss, t)
 		}
 	}
