@@ -76,6 +76,7 @@ type CLI struct {
 	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
+	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`
 }
 
 // Main runs the command line and returns the exit code.
