@@ -36,6 +36,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// stopGrace is how long the tree has to stop after a forwarded signal before
+// it is killed; shorter than proc's grace between SIGTERM and SIGKILL.
+const stopGrace = time.Second
+
 // Subcommand is the hidden harness subcommand: `self __case-supervise MODE PARENT_PID -- ARGV...`.
 const Subcommand = "__case-supervise"
 
@@ -244,6 +248,11 @@ func watch(sigs chan os.Signal, t tree, mode Mode, parent int) {
 				killAll(t)
 			}
 			t.signal(s.(syscall.Signal))
+			// The harness follows its SIGTERM with SIGKILL to the process
+			// group after a grace period, which would kill the supervisor
+			// before it could clean up (in subreaper mode): whatever ignores
+			// the stop request is killed here first.
+			time.AfterFunc(stopGrace, func() { t.signal(syscall.SIGKILL) })
 		case <-tick.C:
 			if mode == ModeSubreaper && os.Getppid() != parent {
 				killAll(t)

@@ -1,7 +1,9 @@
 package supervise_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cto-harness/cto-harness/harness/proc"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 )
 
@@ -172,4 +175,36 @@ func inDir(dir string) []int {
 		}
 	}
 	return out
+}
+
+// TestStopRequestKillsStubbornTree: the harness stops a supervised command
+// the way it stops every child (SIGTERM to the group, SIGKILL two seconds
+// later). A command and a daemon that both ignore SIGTERM still leave
+// nothing behind, in either mode.
+func TestStopRequestKillsStubbornTree(t *testing.T) {
+	for _, mode := range modes(t) {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := t.TempDir()
+			hb := filepath.Join(dir, "heartbeat")
+			script := `trap '' TERM
+( setsid sh -c 'trap "" TERM; while :; do echo d >> "$1"; sleep 0.05; done' sh "$1" </dev/null >/dev/null 2>&1 & )
+while :; do sleep 0.05; done`
+			self, _ := os.Executable()
+			launch, attr, err := supervise.Command(self, mode, []string{"/bin/sh", "-c", script, "sh", hb})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := proc.Run(context.Background(), proc.Spec{Argv: launch, Dir: dir, SysProcAttr: attr,
+				Timeout: 500 * time.Millisecond, Stdout: io.Discard, Stderr: io.Discard})
+			if err != nil || !res.TimedOut {
+				t.Fatalf("want a timed-out run, got %+v, %v", res, err)
+			}
+			waitFor(t, func() bool { return len(inDir(dir)) == 0 })
+			size := len(readFile(hb))
+			time.Sleep(300 * time.Millisecond)
+			if size == 0 || len(readFile(hb)) != size {
+				t.Fatalf("the daemon never ran or outlived the stop (heartbeat %d bytes)", size)
+			}
+		})
+	}
 }
