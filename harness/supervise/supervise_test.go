@@ -79,6 +79,7 @@ func TestNothingOutlivesAKilledParent(t *testing.T) {
 	for _, mode := range modes(t) {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := t.TempDir()
+			killLeftovers(t, dir)
 			hb := filepath.Join(dir, "heartbeat")
 			self, _ := os.Executable()
 			cmd := exec.Command(self, parentCmd, string(mode), "/bin/sh", "-c", survivorScript, "sh", hb)
@@ -111,6 +112,7 @@ func TestChildExitKillsTheRest(t *testing.T) {
 	for _, mode := range modes(t) {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := t.TempDir()
+			killLeftovers(t, dir)
 			hb := filepath.Join(dir, "heartbeat")
 			script := `( setsid sh -c 'while :; do echo d >> "$1"; sleep 0.05; done' sh "$1" </dev/null >/dev/null 2>&1 & ) ; sleep 0.3; exit 7`
 			self, _ := os.Executable()
@@ -185,6 +187,7 @@ func TestStopRequestKillsStubbornTree(t *testing.T) {
 	for _, mode := range modes(t) {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := t.TempDir()
+			killLeftovers(t, dir)
 			hb := filepath.Join(dir, "heartbeat")
 			script := `trap '' TERM
 ( setsid sh -c 'trap "" TERM; while :; do echo d >> "$1"; sleep 0.05; done' sh "$1" </dev/null >/dev/null 2>&1 & )
@@ -207,4 +210,13 @@ while :; do sleep 0.05; done`
 			}
 		})
 	}
+}
+
+// killLeftovers makes sure a failing test does not leave its own survivors.
+func killLeftovers(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		for _, pid := range inDir(dir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 }
