@@ -43,6 +43,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	prev        *gates.Record  // the previous stage's record the gate accepted
 	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
 	cur         ctoharness.Step
 	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
