@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -87,6 +88,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	}
 	if len(args) > 0 && args[0] == sandbox.Subcommand {
 		return sandbox.Main(args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == supervise.Subcommand {
+		return supervise.Main(args[1:], stderr)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -201,7 +205,7 @@ func printJSON(w io.Writer, v any) error {
 
 // MainStage3 is the validate-case-stage3 binary: exactly `validate-stage 3`.
 func MainStage3(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) > 0 && (args[0] == backend.FakeSubcommand || args[0] == sandbox.Subcommand) {
+	if len(args) > 0 && (args[0] == backend.FakeSubcommand || args[0] == sandbox.Subcommand || args[0] == supervise.Subcommand) {
 		return Main(ctx, args, stdout, stderr, getenv)
 	}
 	return Main(ctx, append([]string{"validate-stage", "3"}, args...), stdout, stderr, getenv)

@@ -38,6 +38,7 @@ func (RunCmd) Help() string {
 plus the previous stage's validation record), classifies and proves the source, copies it into
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
+SIGTERM or SIGINT stops Case and still proves the source (blocked: INTERRUPTED); a second one ends at once.
 
 With a signing key (the config's signing.key_file or CTO_HARNESS_SIGNING_KEY_FILE; make one with
 'cto-harness keygen') the run ends by writing attestation.dsse.json, a signed in-toto statement over
@@ -95,6 +96,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	c.print(env, rep)
+	warnWriteFailures(env, rep)
 	if err != nil {
 		return err
 	}

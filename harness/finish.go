@@ -17,6 +17,7 @@ import (
 func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
+	r.freeSpace()
 	if r.rep.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}
@@ -48,6 +49,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	}
 	r.prepareSigning()
 	if err := r.tr.Flush(r.dir); err != nil {
+		r.noteNoSpace(err, ctoharness.StepReport)
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -55,7 +57,16 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
-	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+	if noSpace(err) && !r.freed {
+		// Nothing failed for space until the report itself: free it and retry.
+		r.noteNoSpace(err, ctoharness.StepReport)
+		r.freeSpace()
+		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Qualifies = false
+		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+	}
+	if err != nil {
 		errs = append(errs, err)
 	} else if err := r.sign(ctx); err != nil {
 		errs = append(errs, err)

@@ -231,7 +231,10 @@ func (r *run) stopEgress() {
 func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 		if r.o.Unsandboxed {
-			return argv, nil, nil, nil
+			// No forwarder and no namespace: only the supervisor, so that
+			// nothing the command starts outlives the harness.
+			launch, attr, err := r.confine(argv, nil)
+			return launch, attr, nil, err
 		}
 		nw, extra, err := r.netLayout(cmd)
 		if err != nil {

@@ -93,13 +93,17 @@ type Options struct {
 const (
 	FaultArtifactPrefix    = "artifact:"
 	FaultFixtureDirtyStart = "fixture_dirty_start"
+	FaultDiskFullPrefix    = "disk_full:"            // that artifact's write fails with ENOSPC
+	FaultInterruptCase     = "interrupt_during_case" // the run is cancelled once Case has started
 )
 
 func (o *Options) checkFault() error {
 	switch {
-	case o.Fault == "", o.Fault == FaultFixtureDirtyStart:
+	case o.Fault == "", o.Fault == FaultFixtureDirtyStart, o.Fault == FaultInterruptCase:
 		return nil
 	case strings.HasPrefix(o.Fault, FaultArtifactPrefix) && len(o.Fault) > len(FaultArtifactPrefix):
+		return nil
+	case strings.HasPrefix(o.Fault, FaultDiskFullPrefix) && len(o.Fault) > len(FaultDiskFullPrefix):
 		return nil
 	}
 	return fmt.Errorf("%w: unknown fault %q; use %q or %qNAME", ErrUsage, o.Fault, FaultFixtureDirtyStart, FaultArtifactPrefix)

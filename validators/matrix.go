@@ -141,6 +141,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	}
 	att.net.check(rep.RunArtifactDir, row, &res)
 	att.checkAfter(rep, &res)
+	checkSpaceGivenBack(row, rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -58,6 +59,8 @@ type Dir struct {
 	// failAt names an artifact whose write is made to fail; set only by the
 	// failure-fixture machinery through WithFault.
 	failAt string
+	// failNoSpace makes that failure look like a full disk (ENOSPC).
+	failNoSpace bool
 }
 
 // Create makes the run directory (which must not exist) and its sub-directories.
@@ -82,6 +85,16 @@ func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tr
 // WithFault makes writes of the named artifact fail. It exists for the
 // failure matrix's artifact-write-failure row and is recorded in the report.
 func (d *Dir) WithFault(artifact string) { d.failAt = artifact }
+
+// WithNoSpaceFault makes every write of artifact fail as on a full disk.
+func (d *Dir) WithNoSpaceFault(artifact string) { d.failAt, d.failNoSpace = artifact, true }
+
+func (d *Dir) injected(p string) error {
+	if d.failNoSpace {
+		return fmt.Errorf("%w: %s: injected fault (failure fixture): %w", ErrWrite, p, syscall.ENOSPC)
+	}
+	return fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+}
 
 // Fault returns the injected fault's artifact name, or "".
 func (d *Dir) Fault() string { return d.failAt }
@@ -116,7 +129,7 @@ func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
 func (d *Dir) put(name string, data []byte) error {
 	p := d.Path(name)
 	if d.failAt == name {
-		return fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+		return d.injected(p)
 	}
 	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
 	if err != nil {
@@ -148,7 +161,7 @@ func (d *Dir) OpenAppend(name string) (*os.File, error) {
 	p := d.Path(name)
 	d.tracer.Trace(ctoharness.TraceWrite, p)
 	if d.failAt == name {
-		return nil, fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+		return nil, d.injected(p)
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

@@ -109,7 +109,7 @@ func runScenario(sc Scenario, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintln(stderr, "fake case:", err)
 		return 2
 	}
-	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout)}
+	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout), stdout: stdout}
 	if !emitsOwnStart(sc.Name) {
 		c.emit(ctoharness.EvCaseStarted, map[string]any{"scenario": sc.Name, "run_id": contract.RunID})
 	}
