@@ -53,7 +53,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
-	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+	page := r.page() // first: a page that cannot be rendered changes the status
+	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

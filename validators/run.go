@@ -44,6 +44,7 @@ func runChecks() []runCheck {
 		{"trace_roots", checkTrace},
 		{"tests", checkTests},
 		{"status_consistent", checkStatus},
+		{"report_page", checkReportPage},
 	}
 }
 
