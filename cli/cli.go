@@ -74,6 +74,8 @@ type CLI struct {
 	Health        HealthCmd        `cmd:"" help:"Check that this machine can produce valid evidence."`
 	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
+	Show          ShowCmd          `cmd:"" help:"Summarize one run in the terminal; --open opens its report.html."`
+	Runs          RunsCmd          `cmd:"" help:"List the runs in the runs directory, newest first; 'runs prune' removes old ones."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
 }
 
