@@ -32,7 +32,7 @@ func makeRun(tb testing.TB, runs, id string, stage int, status ctoharness.Status
 	}
 	rep := ctoharness.Report{RunID: id, Stage: stage, Status: status, CaseLane: ctoharness.LaneFake, Blockers: []ctoharness.Blocker{},
 		ArtifactDigests: digests, SourcePath: "/some/where", Case: ctoharness.CaseRecord{StdoutInline: string(make([]byte, 3000))},
-		Freshness:       ctoharness.Freshness{StartedAt: started, FinishedAt: started.Add(1500 * time.Millisecond)}}
+		Freshness: ctoharness.Freshness{StartedAt: started, FinishedAt: started.Add(1500 * time.Millisecond)}}
 	if status != ctoharness.StatusPass {
 		rep.Blockers = append(rep.Blockers, ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect})
 	}
