@@ -18,9 +18,9 @@ type RunCmd struct {
 	Stage          int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
 	Source         string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
 	Task           string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane           string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	Lane           string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
+	Profile        string `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile, one of: ${enum} (default ${default}). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
 	AllowDangerous bool   `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool   `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
 	Unsandboxed    bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`

@@ -16,10 +16,16 @@ type RunsCmd struct {
 	Prune RunsPruneCmd `cmd:"" help:"Remove old runs, keeping the newest N and every run a stage validation record names."`
 }
 
+// Help explains runs.
+func (RunsCmd) Help() string {
+	return `'cto-harness runs' (or 'runs list') prints the runs of the runs directory as a table, newest first;
+--json, --status and --stage work without naming 'list'. 'runs prune --keep N' removes old runs.`
+}
+
 // RunsListCmd is `cto-harness runs [list]`.
 type RunsListCmd struct {
 	JSON   bool   `name:"json" help:"Print one JSON array of runs (run_id, run_dir, stage, lane, agent, status, blockers, started_at, duration_ms, size_bytes, protected)."`
-	Status string `name:"status" enum:"pass,blocked,failed," default:"" help:"Only runs with this status: ${enum}."`
+	Status string `name:"status" enum:"pass,blocked,failed," default:"" help:"Only runs with this status: pass, blocked or failed."`
 	Stage  int    `name:"stage" help:"Only runs of this stage."`
 }
 
