@@ -73,7 +73,9 @@ writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. E
 records are missing are validated first. Exit status: 0 ok, 1 not ok.`
 
 // Run executes the command.
-func (c *ValidateStageCmd) Run(g *Globals, env *Env) error { return c.StageFlags.validate(g, env, c.Stage) }
+func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
+	return c.StageFlags.validate(g, env, c.Stage)
+}
 
 func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 	set, cfg, runs, err := g.setup(env)
