@@ -153,7 +153,15 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		return err
 	}
 	if c.JSON {
-		_ = printJSON(env.Stdout, plan)
+		// The plan is checked against its schema like every JSON the harness writes.
+		data, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		if err := opts.Schemas.Validate(schemas.DryRun, data); err != nil {
+			return fmt.Errorf("the dry-run plan does not match its schema (a bug; please report it): %w", err)
+		}
+		fmt.Fprintln(env.Stdout, string(data))
 	} else {
 		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
 		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", plan.Source, plan.SourceClean, plan.CopyTarget)
