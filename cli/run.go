@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -67,6 +69,9 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
+	}
+	if !c.JSON && progress.IsTerminal(env.Stderr) {
+		opts.Progress = progress.New(env.Stderr, time.Now, 250*time.Millisecond)
 	}
 	rep, err := harness.Run(env.Ctx, opts)
 	if errors.Is(err, harness.ErrUsage) {

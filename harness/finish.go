@@ -16,6 +16,7 @@ import (
 // in whatever can be written; the returned error says the evidence is incomplete.
 func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
+	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}

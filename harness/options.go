@@ -16,6 +16,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -55,6 +56,10 @@ type Options struct {
 	// launcher. It is an explicit opt-out: recorded in the report, and such a
 	// run never qualifies as stage evidence.
 	Unsandboxed bool
+
+	// Progress draws a status line during the long steps (copy, baseline
+	// commit, Case, verification); nil draws nothing.
+	Progress *progress.Line
 
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
