@@ -76,16 +76,17 @@ func RenderReport(rep *ctoharness.Report, dir string) ([]byte, error) {
 
 // page is everything the template shows.
 type page struct {
-	R           *ctoharness.Report
-	StatusClass string
-	Lane        string
-	Started     string
-	Finished    string
-	Duration    string
-	Signed      string
-	Sandbox     string
-	Blockers    []blockerView
-	Notes       []string // artifacts that could not be read, caps that cut content
+	R            *ctoharness.Report
+	StatusClass  string
+	Lane         string
+	Started      string
+	Finished     string
+	Duration     string
+	Signed       string
+	Sandbox      string
+	SandboxShort string // for the header: the full list is in the sandbox section
+	Blockers     []blockerView
+	Notes        []string // artifacts that could not be read, caps that cut content
 
 	Agent    []kv
 	Task     *taskView
@@ -116,6 +117,14 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	}
 	p.Signed = signed(extra)
 	p.Sandbox = sandboxStrength(rep.Sandbox)
+	p.SandboxShort = p.Sandbox
+	if rep.Sandbox.Enforced && !rep.Sandbox.Unsandboxed {
+		p.SandboxShort = fmt.Sprintf("enforced (%d mechanisms", len(rep.Sandbox.Mechanisms))
+		if rep.Sandbox.LandlockABI > 0 {
+			p.SandboxShort += fmt.Sprintf(", Landlock ABI %d", rep.Sandbox.LandlockABI)
+		}
+		p.SandboxShort += ")"
+	}
 	if raw, ok := extra["agent"]; ok && !isNull(raw) {
 		p.Agent = flatten(raw, "")
 		if name := field(raw, "name"); name != "" {
