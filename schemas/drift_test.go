@@ -518,7 +518,7 @@ func TestDrift(t *testing.T) {
 func TestEveryKindHasATypeOrSpec(t *testing.T) {
 	gt := goTypes()
 	for _, k := range schemas.Kinds() {
-		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.DryRun {
+		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.DryRun && k != schemas.CaseEvent {
 			t.Errorf("kind %s has no Go type bound in goTypes()", k)
 		}
 	}
@@ -696,7 +696,7 @@ func instances() []struct {
 		ForbiddenActions: []string{"delete tests"}, Verification: task.Verification{Command: "go test ./...", TimeoutSeconds: 300},
 		CaseTimeoutSeconds: 600,
 	}
-	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: runID, RunDir: "/var/tmp/cto-harness/runs/" + runID,
+	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: runID, RunDir: "/var/tmp/cto-harness/runs/" + runID, RunsDir: "/var/tmp/cto-harness/runs",
 		ReportSHA256: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version,
 		Checked: []string{"report schema", "event chain", "trace confinement", "source non-mutation"}}
 	rec.Seal()
@@ -762,6 +762,11 @@ func instances() []struct {
 			"copy_target": "/runs/x/fixture", "task_contract": map[string]any{}, "commands": []any{}, "verification": map[string]any{},
 			"profile": profile.All()[0].Record(), "unsandboxed": false, "allow_dangerous": false,
 		}},
+		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
+		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},
+		{"case command", schemas.CaseEvent, map[string]any{"type": "case.command", "command": "go test ./..."}},
+		{"case log", schemas.CaseEvent, map[string]any{"type": "case.log", "message": "hello", "extra": 1}},
+		{"case finished", schemas.CaseEvent, map[string]any{"type": "case.finished", "status": "ok"}},
 	}
 }
 
@@ -816,7 +821,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 12 {
+	if len(schemas.Kinds()) != 13 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

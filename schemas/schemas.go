@@ -43,12 +43,13 @@ const (
 	StageRecord  Kind = "stage-record"  // a stage validation record (gates.Record)
 	StageResult  Kind = "stage-result"  // the line printed by validate-case-stage3 --json
 	DryRun       Kind = "dry-run"       // the line printed by run --dry-run --json (harness.DryRun)
+	CaseEvent    Kind = "case-event"    // one event line Case writes on stdout
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".

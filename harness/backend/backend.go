@@ -46,6 +46,9 @@ type Input struct {
 	Events  *os.File // backend/case.events.jsonl
 	LogCap  int64
 	OnEvent func(CaseEvent) // called in order for each well-formed event
+	// ValidateEvent checks one event line against the Case event schema
+	// (typed fields per event type); a line it refuses is malformed.
+	ValidateEvent func([]byte) error
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
 }
@@ -59,6 +62,8 @@ type Outcome struct {
 	StdoutInline string
 	StderrInline string
 	Truncated    bool
+	// OrderViolations are breaches of the event grammar (see Grammar).
+	OrderViolations []string
 }
 
 // Run starts Case and waits for it. Errors are start failures or log write
@@ -72,10 +77,14 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	var out Outcome
 	var mu sync.Mutex
 	var evErr error
+	var grammar Grammar
 	lines := &lineSplitter{fn: func(line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		ev, ok := parseEvent(line)
+		if ok && in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
+			ok = false
+		}
 		if !ok {
 			out.MalformedN++
 			if len(out.Malformed) < 3 {
@@ -84,6 +93,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			return
 		}
 		out.Events = append(out.Events, ev.Type)
+		grammar.Next(ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
 			evErr = err
 		}
@@ -94,6 +104,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
 	lines.flush()
+	out.OrderViolations = grammar.Violations()
 	out.Result = res
 	out.StdoutInline, out.Truncated = stdout.Inline()
 	var t2 bool
