@@ -141,6 +141,33 @@ func TestRunPageInBrowser(t *testing.T) {
 			if err := p.Screenshot(ctx, filepath.Join(shots, k.name+"-narrow.png"), false); err != nil {
 				t.Fatal(err)
 			}
+			// Printed: the navigation is dropped, long blocks are not cut to a
+			// scroll box, and the blockers and changed files are still there.
+			if err := p.Resize(ctx, 1280, 900); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.EmulateMedia(ctx, "print"); err != nil {
+				t.Fatal(err)
+			}
+			var printed struct {
+				Nav, LogMax string
+				Text        string
+			}
+			if err := p.Eval(ctx, `({Nav: getComputedStyle(document.querySelector("nav.toc")).display,
+				LogMax: getComputedStyle(document.querySelector("pre.log")).maxHeight, Text: document.body.innerText})`, &printed); err != nil {
+				t.Fatal(err)
+			}
+			if printed.Nav != "none" || printed.LogMax != "none" {
+				t.Errorf("print styles not applied: nav display %q, log max-height %q", printed.Nav, printed.LogMax)
+			}
+			for _, f := range rep.ChangedFiles {
+				if !strings.Contains(printed.Text, f.Path) {
+					t.Errorf("the printed page lacks %s", f.Path)
+				}
+			}
+			if err := p.PDF(ctx, filepath.Join(shots, k.name+".pdf")); err != nil {
+				t.Fatal(err)
+			}
 			if msgs := p.Console(); len(msgs) > 0 {
 				t.Errorf("console messages while showing the page: %q", msgs)
 			}

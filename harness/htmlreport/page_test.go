@@ -200,3 +200,30 @@ func TestRenderRejectsMalformedReport(t *testing.T) {
 		t.Fatal("a malformed report rendered")
 	}
 }
+
+// The page the harness renders from its in-memory report is the page the
+// validator renders from report.json, whose digests are filled in later.
+func TestRenderReportEqualsRenderOfReportJSON(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	code := 0
+	rep := &ctoharness.Report{SchemaVersion: "1.0.0", RunID: "r1", Stage: 2, Status: ctoharness.StatusBlocked,
+		Blockers:     []ctoharness.Blocker{{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify, Message: `a & b < c "d"`}},
+		ChangedFiles: []ctoharness.ChangedFile{{Path: "x&y.go", Change: ctoharness.ChangeAdded}},
+		Case:         ctoharness.CaseRecord{ExitCode: &code, StderrInline: "ünïcödé\x00"},
+		Freshness:    ctoharness.Freshness{StartedAt: start, FinishedAt: start.Add(time.Second)}}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "patch.diff"), []byte(patch), 0o644)
+	mem, err := htmlreport.RenderReport(rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.ArtifactDigests = map[string]string{"report.html": "0000"}
+	onDisk, _ := json.MarshalIndent(rep, "", "  ")
+	again, err := htmlreport.Render(onDisk, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mem, again) {
+		t.Fatal("the page rendered from report.json differs from the one rendered from the report in memory")
+	}
+}

@@ -324,3 +324,29 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// EmulateMedia switches the page's CSS media type ("print", "screen" or "").
+func (p *Page) EmulateMedia(ctx context.Context, media string) error {
+	_, err := p.b.call(ctx, p.session, "Emulation.setEmulatedMedia", map[string]any{"media": media})
+	return err
+}
+
+// PDF prints the page to a PDF file, as the browser's print would.
+func (p *Page) PDF(ctx context.Context, path string) error {
+	res, err := p.b.call(ctx, p.session, "Page.printToPDF", map[string]any{"printBackground": true})
+	if err != nil {
+		return err
+	}
+	var s struct{ Data string }
+	if err := json.Unmarshal(res, &s); err != nil {
+		return err
+	}
+	pdf, err := base64.StdEncoding.DecodeString(s.Data)
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(pdf, []byte("%PDF")) {
+		return errors.New("the printed document is not a PDF")
+	}
+	return os.WriteFile(path, pdf, 0o644)
+}
