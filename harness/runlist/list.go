@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -68,31 +69,41 @@ func List(runsDir string, f Filter) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Run
+	var dirs []string
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, e.Name())
 		}
-		dir := filepath.Join(runsDir, e.Name())
-		data, err := os.ReadFile(filepath.Join(dir, "report.json"))
-		if errors.Is(err, os.ErrNotExist) {
+	}
+	// A few readers at once: the work is small reads and stats, and on a busy
+	// machine several runnable threads finish sooner than one.
+	runs := make([]*Run, len(dirs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range listWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				runs[i] = read(filepath.Join(runsDir, dirs[i]), dirs[i])
+			}
+		}()
+	}
+	for i := range dirs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []Run
+	for _, r := range runs {
+		if r == nil {
 			continue // not a run: validation/, sources/, matrix/
 		}
-		r := Run{RunID: e.Name(), Dir: dir, Blockers: []string{}}
-		var s summary
-		switch {
-		case err != nil:
-			r.Problem = err.Error()
-		case json.Unmarshal(data, &s) != nil:
-			r.Problem = "report.json is not valid JSON"
-		default:
-			r.fill(s, int64(len(data)))
-		}
-		r.Protected = protected[r.RunID] || protected[dir]
+		r.Protected = protected[r.RunID] || protected[r.Dir]
 		if (f.Status != "" && r.Status != f.Status) || (f.Stage != 0 && r.Stage != f.Stage) {
 			continue
 		}
-		out = append(out, r)
+		out = append(out, *r)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].StartedAt.Equal(out[j].StartedAt) {
@@ -101,6 +112,28 @@ func List(runsDir string, f Filter) ([]Run, error) {
 		return out[i].RunID > out[j].RunID
 	})
 	return out, nil
+}
+
+const listWorkers = 4
+
+// read loads one directory's run, or nil when it holds no report.json. A run
+// whose report cannot be read is returned with its problem rather than hidden.
+func read(dir, name string) *Run {
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	r := &Run{RunID: name, Dir: dir, Blockers: []string{}}
+	var s summary
+	switch {
+	case err != nil:
+		r.Problem = err.Error()
+	case json.Unmarshal(data, &s) != nil:
+		r.Problem = "report.json is not valid JSON"
+	default:
+		r.fill(s, int64(len(data)))
+	}
+	return r
 }
 
 func (r *Run) fill(s summary, reportSize int64) {
