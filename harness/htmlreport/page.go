@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -244,13 +245,15 @@ func (r reader) read(name string) ([]byte, bool) {
 		return nil, false
 	}
 	defer f.Close()
-	buf := make([]byte, maxFileRead+1)
-	n, _ := readFull(f, buf)
-	if n > maxFileRead {
-		*r.notes = append(*r.notes, fmt.Sprintf("%s is larger than %d MiB; only its start is shown", name, maxFileRead>>20))
-		n = maxFileRead
+	buf, err := io.ReadAll(io.LimitReader(f, maxFileRead+1))
+	if err != nil {
+		*r.notes = append(*r.notes, fmt.Sprintf("%s could not be read to the end: %v", name, err))
 	}
-	return buf[:n], true
+	if len(buf) > maxFileRead {
+		*r.notes = append(*r.notes, fmt.Sprintf("%s is larger than %d MiB; only its start is shown", name, maxFileRead>>20))
+		buf = buf[:maxFileRead]
+	}
+	return buf, true
 }
 
 func (r reader) text(name string) string {
@@ -268,18 +271,6 @@ func (r reader) json(name string, v any) bool {
 		return false
 	}
 	return true
-}
-
-func readFull(f *os.File, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := f.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func (r reader) events() []ctoharness.Event {

@@ -193,6 +193,26 @@ func TestRenderCapsLargeArtifacts(t *testing.T) {
 	if len(page) > 64<<10 {
 		t.Fatalf("page is %d bytes for a 100 KB log", len(page))
 	}
+
+	// A 5 MiB patch: read up to the cap, and the diff cut with a note.
+	var p strings.Builder
+	p.WriteString("diff --git a/big.txt b/big.txt\n--- a/big.txt\n+++ b/big.txt\n@@ -1,1 +1,30000 @@\n")
+	for p.Len() < 5<<20 {
+		p.WriteString("+" + strings.Repeat("x", 199) + "\n")
+	}
+	raw, dir = writeRun(t, rep, map[string]string{"patch.diff": p.String()})
+	page, err = htmlreport.Render(raw, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"patch.diff is larger than 4 MiB", "The diff is cut"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if len(page) > 8<<20 {
+		t.Fatalf("page is %d bytes", len(page))
+	}
 }
 
 func TestRenderRejectsMalformedReport(t *testing.T) {
