@@ -49,7 +49,7 @@ func baseReport(status ctoharness.Status, blockers []ctoharness.Blocker, changed
 	return m
 }
 
-func events(t *testing.T, types ...string) string {
+func events(t testing.TB, types ...string) string {
 	t.Helper()
 	var b strings.Builder
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -245,5 +245,29 @@ func TestRenderReportEqualsRenderOfReportJSON(t *testing.T) {
 	}
 	if !bytes.Equal(mem, again) {
 		t.Fatal("the page rendered from report.json differs from the one rendered from the report in memory")
+	}
+}
+
+// BenchmarkRender renders the page of a typical blocked run; the harness
+// renders it once per run and the validator once per validation.
+func BenchmarkRender(b *testing.B) {
+	rep := baseReport(ctoharness.StatusBlocked,
+		[]ctoharness.Blocker{{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect, Message: "outside"}},
+		[]ctoharness.ChangedFile{{Path: "docs/a.md", Change: ctoharness.ChangeAdded, Allowed: true}, {Path: "main.go", Change: ctoharness.ChangeModified}})
+	dir := b.TempDir()
+	raw, _ := json.Marshal(rep)
+	for name, data := range map[string]string{
+		"events.normalized.jsonl": events(b, "run_started", "gate_checked", "source_classified", "source_proof_before", "fixture_copied",
+			"baseline_committed", "fixture_clean_start", "task_contract_written", "case_process_started", "case.started", "case.log",
+			"case.command", "case.file_changed", "case.finished", "case_process_exited", "changes_collected", "run_blocked", "run_finished"),
+		"patch.diff": patch, "test.log": strings.Repeat("ok line\n", 300), "task.json": `{"task":"t","allowed_paths":["docs/**"]}`,
+	} {
+		os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := htmlreport.Render(raw, dir); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
