@@ -77,6 +77,7 @@ type CLI struct {
 	Show          ShowCmd          `cmd:"" help:"Summarize one run in the terminal; --open opens its report.html."`
 	Runs          RunsCmd          `cmd:"" help:"List the runs in the runs directory, newest first; 'runs prune' removes old ones."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
+	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`
 }
 
 // Main runs the command line and returns the exit code.
