@@ -121,7 +121,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		return ExitUsage
 	}
 	err = kctx.Run(grammar.globals())
-	return exitCode(stderr, err)
+	return exitCode(stderr, parser.Model.Name, err)
 }
 
 // globalsHolder is a command tree that carries the global flags.
@@ -129,7 +129,7 @@ type globalsHolder interface{ globals() *Globals }
 
 func (c *CLI) globals() *Globals { return &c.Globals }
 
-func exitCode(stderr io.Writer, err error) int {
+func exitCode(stderr io.Writer, name string, err error) int {
 	var ee exitError
 	var ue usageError
 	switch {
@@ -138,10 +138,10 @@ func exitCode(stderr io.Writer, err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
 		return ExitUsage
 	default:
-		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
 		return ExitEvidence
 	}
 }
