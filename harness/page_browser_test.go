@@ -56,7 +56,7 @@ func TestRunPageInBrowser(t *testing.T) {
 		{"agent", ctoharness.StatusPass, func(o *harness.Options) {
 			o.Lane = ctoharness.LaneReal
 			o.CaseCmd = []string{"/bin/sh", script}
-		}, []string{"Conversation", "Add a note under docs/.", "I will add the note", "tool call: shell", "check: 2 passed", "input_tokens", "1234"}},
+		}, []string{"agent scripted-agent (test-model)", "Conversation", "Add a note under docs/.", "I will add the note", "tool call: shell", "check: 2 passed", "input_tokens", "1234"}},
 	}
 	shots := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -134,6 +134,20 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	}
 	r := reader{dir: dir, notes: &p.Notes}
 	events := r.events()
+	if p.Agent == nil {
+		// Without report.agent, the agent Case named itself in case.started.
+		for _, e := range events {
+			if e.Type == ctoharness.EvCaseStarted {
+				if name := field(e.Data, "agent"); name != "" {
+					p.Lane += " / agent " + name
+					if model := field(e.Data, "model"); model != "" {
+						p.Lane += " (" + model + ")"
+					}
+				}
+				break
+			}
+		}
+	}
 	for _, b := range rep.Blockers {
 		p.Blockers = append(p.Blockers, blockerView{Blocker: b, Event: blockedEvent(events, b)})
 	}
