@@ -14,7 +14,6 @@ type fileView struct {
 	Change  string
 	Allowed bool
 	Reason  string
-	Listed  bool // in the report's changed_files
 	Lang    string
 	Lines   []diffLine
 	Adds    int
@@ -36,7 +35,7 @@ func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
 	var out []fileView
 	for _, c := range changed {
 		byPath[c.Path] = len(out)
-		out = append(out, fileView{Path: c.Path, Change: string(c.Change), Allowed: c.Allowed, Reason: c.Reason, Listed: true})
+		out = append(out, fileView{Path: c.Path, Change: string(c.Change), Allowed: c.Allowed, Reason: c.Reason})
 	}
 	budget := maxDiffLines
 	cut := false
