@@ -97,8 +97,7 @@ type page struct {
 	DiffCut  bool
 	Proofs   proofView
 	Network  netView
-	View     []kv
-	Mounts   *table
+	Views    []viewSection
 	Tests    testsView
 }
 
@@ -157,7 +156,7 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	p.Files, p.DiffCut = files(r.text("patch.diff"), rep.ChangedFiles)
 	p.Proofs = r.proofs()
 	p.Network = r.network(extra["network"])
-	p.View, p.Mounts = sandboxView(extra["sandbox"])
+	p.Views = sandboxViews(extra["sandbox"])
 	p.Tests = r.tests(rep)
 	return p
 }

@@ -149,10 +149,12 @@ func TestRenderOptionalSections(t *testing.T) {
 	rep["key_id"] = "k-123"
 	rep["network"] = map[string]any{"allowed": 1, "denied": 1}
 	rep["sandbox"].(map[string]any)["view"] = map[string]any{"digest": "abc", "mounts": []any{
-		map[string]any{"path": "/usr", "mode": "ro"}, map[string]any{"path": "/work/fixture", "mode": "rw"}}}
+		map[string]any{"path": "/usr", "kind": "bind", "mode": "ro"}, map[string]any{"path": "/work/fixture", "kind": "bind", "mode": "rw"}}}
+	rep["sandbox"].(map[string]any)["verification_view"] = map[string]any{"digest": "def", "mounts": []any{
+		map[string]any{"path": "/verify/only", "kind": "tmpfs", "mode": "rw"}}}
 	raw, dir := writeRun(t, rep, map[string]string{
 		"network.jsonl": `{"time":"t","command":"case","host":"api.example","port":443,"decision":"allowed","rule":"api.example:443"}
-{"time":"t","command":"case","host":"evil.example","port":443,"decision":"denied"}
+{"time":"t","command":"case","host":"evil.example","port":443,"decision":"denied","reason":"not in the allowlist"}
 `})
 	page, err := htmlreport.Render(raw, dir)
 	if err != nil {
@@ -160,7 +162,7 @@ func TestRenderOptionalSections(t *testing.T) {
 	}
 	s := string(page)
 	for _, want := range []string{"agent qwen-code", "usage.input_tokens", "signed (key k-123)", `id="network"`,
-		"evil.example", `class="denied"`, "/work/fixture", "No blockers", "Nothing changed"} {
+		"evil.example", `class="denied"`, "not in the allowlist", "/work/fixture", "/verify/only", "verification command&#39;s filesystem view", "No blockers", "Nothing changed"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)
 		}

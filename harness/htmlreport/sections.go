@@ -116,7 +116,7 @@ func newTable(objs []map[string]any, prefer []string) *table {
 				row.Cells = append(row.Cells, "")
 			}
 		}
-		if d, _ := o["decision"].(string); strings.HasPrefix(d, "den") || d == "refused" {
+		if d, _ := o["decision"].(string); d != "" && d != "allowed" {
 			row.Class = "denied"
 		}
 		t.Rows = append(t.Rows, row)
@@ -152,21 +152,41 @@ func (r reader) network(summary json.RawMessage) netView {
 		}
 		objs = append(objs, m)
 	}
-	v.Log = newTable(objs, []string{"time", "command", "role", "host", "port", "address", "sni", "decision", "rule",
-		"bytes_out", "bytes_in", "duration_ms"})
+	v.Log = newTable(objs, []string{"seq", "time", "command", "via", "host", "port", "resolved", "tls", "sni", "decision", "rule",
+		"rule_source", "reason", "bytes_up", "bytes_down", "duration_ms", "limit"})
 	return v
 }
 
-// sandboxView shows report.sandbox.view when the run recorded one: its mounts
-// as a table, everything else as rows.
-func sandboxView(sandbox json.RawMessage) ([]kv, *table) {
+// viewSection is one recorded filesystem view.
+type viewSection struct {
+	Name   string
+	Rows   []kv
+	Mounts *table
+}
+
+// sandboxViews shows report.sandbox.view (Case's) and
+// sandbox.verification_view when the run recorded them.
+func sandboxViews(sandbox json.RawMessage) []viewSection {
 	var s map[string]json.RawMessage
-	if isNull(sandbox) || json.Unmarshal(sandbox, &s) != nil || isNull(s["view"]) {
-		return nil, nil
+	if isNull(sandbox) || json.Unmarshal(sandbox, &s) != nil {
+		return nil
 	}
+	var out []viewSection
+	for _, v := range []struct{ key, name string }{{"view", "Case's filesystem view"}, {"verification_view", "The verification command's filesystem view"}} {
+		if isNull(s[v.key]) {
+			continue
+		}
+		rows, mounts := sandboxView(s[v.key])
+		out = append(out, viewSection{Name: v.name, Rows: rows, Mounts: mounts})
+	}
+	return out
+}
+
+// sandboxView shows one view: its mounts as a table, everything else as rows.
+func sandboxView(raw json.RawMessage) ([]kv, *table) {
 	var view map[string]json.RawMessage
-	if json.Unmarshal(s["view"], &view) != nil {
-		return flatten(s["view"], "view"), nil
+	if json.Unmarshal(raw, &view) != nil {
+		return flatten(raw, ""), nil
 	}
 	var mounts *table
 	var rows []kv
@@ -178,7 +198,7 @@ func sandboxView(sandbox json.RawMessage) ([]kv, *table) {
 	for _, k := range keys {
 		var objs []map[string]any
 		if k == "mounts" && json.Unmarshal(view[k], &objs) == nil {
-			mounts = newTable(objs, []string{"path", "source", "mode", "ro", "rw", "tmpfs", "kind"})
+			mounts = newTable(objs, []string{"path", "kind", "mode", "source"})
 			continue
 		}
 		rows = append(rows, flatten(view[k], k)...)
