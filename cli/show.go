@@ -43,7 +43,8 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 		return usagef("%s/report.json is not valid JSON: %v; 'cto-harness validate %s' says more", dir, err, dir)
 	}
 	var extra struct {
-		Signed bool `json:"signed"`
+		Signed bool   `json:"signed"`
+		KeyID  string `json:"signing_key_id"`
 		Agent  *struct {
 			Name  string `json:"name"`
 			Model string `json:"model"`
@@ -65,7 +66,7 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 	}
 	signed := "not signed"
 	if extra.Signed {
-		signed = "signed"
+		signed = "signed (key " + extra.KeyID + "; verify with 'cto-harness validate --pubkey')"
 	}
 	fmt.Fprintf(w, "  harness %s, sandbox %s, %s\n", rep.Freshness.HarnessVersion, sandbox, signed)
 	if len(rep.Blockers) == 0 {

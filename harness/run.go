@@ -42,6 +42,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	prev        *gates.Record // the previous stage's record the gate accepted
 }
 
 // Run performs one run and returns its report. The error is non-nil only when

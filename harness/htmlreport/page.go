@@ -204,10 +204,10 @@ func signed(extra map[string]json.RawMessage) string {
 	if json.Unmarshal(raw, &v) != nil || !v {
 		return "not signed"
 	}
-	if id := strings.Trim(string(extra["key_id"]), `"`); id != "" && id != "null" {
-		return "signed (key " + id + ")"
+	if id := strings.Trim(string(extra["signing_key_id"]), `"`); id != "" && id != "null" {
+		return "signed (key " + id + "; attestation.dsse.json)"
 	}
-	return "signed"
+	return "signed (attestation.dsse.json)"
 }
 
 func sandboxStrength(s ctoharness.SandboxRecord) string {

@@ -146,7 +146,7 @@ func TestRenderOptionalSections(t *testing.T) {
 	rep := baseReport(ctoharness.StatusPass, nil, nil)
 	rep["agent"] = map[string]any{"name": "qwen-code", "model": "m1", "usage": map[string]any{"input_tokens": 7}}
 	rep["signed"] = true
-	rep["key_id"] = "k-123"
+	rep["signing_key_id"] = "k-123"
 	rep["network"] = map[string]any{"allowed": 1, "denied": 1}
 	rep["sandbox"].(map[string]any)["view"] = map[string]any{"digest": "abc", "mounts": []any{
 		map[string]any{"path": "/usr", "kind": "bind", "mode": "ro"}, map[string]any{"path": "/work/fixture", "kind": "bind", "mode": "rw"}}}
@@ -161,7 +161,7 @@ func TestRenderOptionalSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(page)
-	for _, want := range []string{"agent qwen-code", "usage.input_tokens", "signed (key k-123)", `id="network"`,
+	for _, want := range []string{"agent qwen-code", "usage.input_tokens", "signed (key k-123; attestation.dsse.json)", `id="network"`,
 		"evil.example", `class="denied"`, "not in the allowlist", "/work/fixture", "/verify/only", "verification command&#39;s filesystem view", "No blockers", "Nothing changed"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)
