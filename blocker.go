@@ -74,6 +74,17 @@ const (
 	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
+// Source status blockers: a repository whose status the harness would
+// have to run a program for, or whose format it does not read.
+const (
+	BlockSourceFilterConfigured    BlockerCode = "SOURCE_FILTER_CONFIGURED"
+	BlockSourceFsmonitorConfigured BlockerCode = "SOURCE_FSMONITOR_CONFIGURED"
+	BlockSourceCoreWorktree        BlockerCode = "SOURCE_CORE_WORKTREE"
+	BlockSourceObjectFormat        BlockerCode = "SOURCE_OBJECT_FORMAT_UNSUPPORTED"
+	BlockSourceRefStorage          BlockerCode = "SOURCE_REF_STORAGE_UNSUPPORTED"
+	BlockSourceGitFeature          BlockerCode = "SOURCE_GIT_FEATURE_UNSUPPORTED"
+)
+
 // BlockPrevStageUnproven: a previous stage's record is intact, but what it
 // claims is not true of the run it names (missing, not passing, another
 // stage, another runs directory, relocated).
@@ -105,6 +116,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
+		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
+		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 	}
 }
 
