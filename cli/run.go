@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -20,9 +22,9 @@ type RunCmd struct {
 	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
 	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
 	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
+	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
+	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile, one of: ${enum} (default ${default}). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
 	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
@@ -87,6 +89,9 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
+	}
+	if !c.JSON && progress.IsTerminal(env.Stderr) {
+		opts.Progress = progress.New(env.Stderr, time.Now, 250*time.Millisecond)
 	}
 	rep, err := harness.Run(env.Ctx, opts)
 	if errors.Is(err, harness.ErrUsage) {
@@ -178,7 +183,15 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		return err
 	}
 	if c.JSON {
-		_ = printJSON(env.Stdout, plan)
+		// The plan is checked against its schema like every JSON the harness writes.
+		data, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		if err := opts.Schemas.Validate(schemas.DryRun, data); err != nil {
+			return fmt.Errorf("the dry-run plan does not match its schema (a bug; please report it): %w", err)
+		}
+		fmt.Fprintln(env.Stdout, string(data))
 	} else {
 		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
 		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", plan.Source, plan.SourceClean, plan.CopyTarget)

@@ -47,7 +47,7 @@ type DryRun struct {
 	CopyTarget     string               `json:"copy_target"`
 	TaskContract   *task.Contract       `json:"task_contract"`
 	Commands       []PlannedCommand     `json:"commands"`
-	Profile        profile.Policy       `json:"profile"`
+	Profile        profile.Record       `json:"profile"`
 	Verification   verify.Plan          `json:"verification"`
 	Unsandboxed    bool                 `json:"unsandboxed"`
 	AllowDangerous bool                 `json:"allow_dangerous"`
@@ -74,7 +74,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		return nil, err
 	}
 	runID := o.NewRunID(o.Stage, o.Clock())
-	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof,
+	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",

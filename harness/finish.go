@@ -18,6 +18,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
 	r.freeSpace()
+	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}
@@ -57,14 +58,16 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
-	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+	page := r.page() // first: a page that cannot be rendered changes the status
+	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
 	if noSpace(err) && !r.freed {
 		// Nothing failed for space until the report itself: free it and retry.
 		r.noteNoSpace(err, ctoharness.StepReport)
 		r.freeSpace()
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
-		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep))
+		page = r.page()
+		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
 	}
 	if err != nil {
 		errs = append(errs, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -59,6 +60,9 @@ type Options struct {
 	// run never qualifies as stage evidence.
 	Unsandboxed bool
 
+	// Progress draws a status line during the long steps (copy, baseline
+	// commit, Case, verification); nil draws nothing.
+	Progress *progress.Line
 	// VerifyRun validates the run a previous stage's record names (the
 	// validators' run check, injected: the validators depend on this
 	// package). Without it the gate of stage 2 and up blocks.

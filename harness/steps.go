@@ -180,7 +180,8 @@ func describeStatus(st []ctoharness.StatusEntry) string {
 func (r *run) copyFixture(ctx context.Context) bool {
 	r.step(ctoharness.StepCopy)
 	dst := r.dir.Path(evidence.FixtureDir)
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr})
+	r.o.Progress.Step("copy")
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr, Progress: r.o.Progress})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
@@ -276,6 +277,7 @@ func (r *run) change(ctx context.Context) {
 }
 
 func (r *run) runCase(ctx context.Context) {
+	r.o.Progress.Step("Case")
 	argv := r.caseCommand()
 	if r.o.Lane == ctoharness.LaneFake {
 		argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
@@ -495,6 +497,7 @@ func (r *run) verify(ctx context.Context) {
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
+	r.o.Progress.Step("verification")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	r.rep.Tests = rec

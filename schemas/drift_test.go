@@ -530,7 +530,7 @@ func TestDrift(t *testing.T) {
 func TestEveryKindHasATypeOrSpec(t *testing.T) {
 	gt := goTypes()
 	for _, k := range schemas.Kinds() {
-		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.CaseEvent {
+		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.DryRun && k != schemas.CaseEvent {
 			t.Errorf("kind %s has no Go type bound in goTypes()", k)
 		}
 	}
@@ -800,6 +800,11 @@ func instances() []struct {
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
 			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "", "signed": false,
 		}},
+		{"dry run", schemas.DryRun, map[string]any{
+			"status": "dry_run", "stage": 3, "blockers": []any{}, "steps": []string{"gate check"}, "source": "/src", "source_clean": true,
+			"copy_target": "/runs/x/fixture", "task_contract": map[string]any{}, "commands": []any{}, "verification": map[string]any{},
+			"profile": profile.All()[0].Record(), "unsandboxed": false, "allow_dangerous": false,
+		}},
 		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
 		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},
 		{"case command", schemas.CaseEvent, map[string]any{"type": "case.command", "command": "go test ./..."}},
@@ -859,7 +864,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 15 {
+	if len(schemas.Kinds()) != 16 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

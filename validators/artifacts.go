@@ -70,7 +70,7 @@ var artifactFor = []struct {
 func (v *runView) has(t ctoharness.EventType) bool { return v.log.types[t] }
 
 func checkArtifactsPresent(v *runView, c collector) {
-	always := []string{evidence.ReportJSON, evidence.ReportSum, evidence.ReportMD, evidence.EventsFile, evidence.TraceFile,
+	always := []string{evidence.ReportJSON, evidence.ReportSum, evidence.ReportMD, evidence.ReportHTML, evidence.EventsFile, evidence.TraceFile,
 		evidence.PatchFile, evidence.TestLog}
 	for _, a := range always {
 		if !v.files[a] {

@@ -55,6 +55,7 @@ func runChecks() []runCheck {
 		{"tests", checkTests},
 		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
+		{"report_page", checkReportPage},
 	}
 }
 

@@ -270,6 +270,17 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			})
 			reseal(t, dir)
 		}},
+		{"report_page", func(t *testing.T, dir string) {
+			// The page claims a different outcome than the evidence; digests re-sealed.
+			p := filepath.Join(dir, evidence.ReportHTML)
+			data, _ := os.ReadFile(p)
+			edited := strings.Replace(string(data), `id="status">pass<`, `id="status">blocked<`, 1)
+			if edited == string(data) {
+				t.Fatal("the page does not carry the status where the test expects it")
+			}
+			os.WriteFile(p, []byte(edited), 0o644)
+			reseal(t, dir)
+		}},
 		{"event_chain", func(t *testing.T, dir string) {
 			p := filepath.Join(dir, evidence.EventsFile)
 			data, _ := os.ReadFile(p)

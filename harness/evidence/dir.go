@@ -27,6 +27,7 @@ const (
 	ReportJSON      = "report.json"
 	ReportSum       = "report.sha256"
 	ReportMD        = "report.md"
+	ReportHTML      = "report.html"
 	EventsFile      = "events.normalized.jsonl"
 	TraceFile       = "trace.jsonl"
 	TaskFile        = "task.json"
@@ -236,12 +237,15 @@ func ListArtifacts(root string) ([]string, error) {
 	return names, err
 }
 
-// WriteReport writes report.md, computes digests, then report.json and its
-// checksum. The caller fills everything but ArtifactDigests, and has already
-// traced these three writes: the trace is flushed before them because its own
-// digest goes into report.json.
-func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown []byte) error {
+// WriteReport writes report.md and report.html, computes digests, then
+// report.json and its checksum. The caller fills everything but
+// ArtifactDigests, and has already traced these writes: the trace is flushed
+// before them because its own digest goes into report.json.
+func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, page []byte) error {
 	if err := d.put(ReportMD, markdown); err != nil {
+		return err
+	}
+	if err := d.put(ReportHTML, page); err != nil {
 		return err
 	}
 	dig, err := Digests(d.root)
@@ -265,4 +269,4 @@ func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown []
 }
 
 // FinalArtifacts are written by WriteReport, after the trace is flushed.
-func FinalArtifacts() []string { return []string{ReportMD, ReportJSON, ReportSum} }
+func FinalArtifacts() []string { return []string{ReportMD, ReportHTML, ReportJSON, ReportSum} }
