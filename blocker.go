@@ -90,6 +90,12 @@ const (
 // stage, another runs directory, relocated).
 const BlockPrevStageUnproven BlockerCode = "PREVIOUS_STAGE_EVIDENCE_UNPROVEN"
 
+// Faults of the run itself: an interrupt, or Case exceeding its event limits.
+const (
+	BlockInterrupted    BlockerCode = "INTERRUPTED"
+	BlockCaseEventLimit BlockerCode = "CASE_EVENT_LIMIT"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -118,6 +124,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
+		BlockInterrupted, BlockCaseEventLimit,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 )
 
 // probeSandbox checks, at the gate, that the sandbox can be established, and
@@ -19,8 +20,15 @@ func (r *run) probeSandbox() {
 	rec.ProcessGroupKill = true
 	if r.o.Unsandboxed {
 		rec.Unsandboxed = true
-		rec.Mechanisms = []string{"process_group", "explicit_environment", "timeout"}
+		// Even unconfined, every process Case starts dies with the harness:
+		// Case runs under a supervisor (see harness/supervise).
+		mode, why := supervise.Probe(r.o.SelfExe)
+		r.superMode = mode
+		rec.Mechanisms = []string{"process_group", mode.Mechanism(), "explicit_environment", "timeout"}
 		rec.NotEnforcedReason = "--unsandboxed: filesystem, network and process isolation were switched off by the user; source mutation is only detected, not prevented, and this run never qualifies as stage evidence"
+		if why != "" {
+			rec.NotEnforcedReason += "; " + why
+		}
 		return
 	}
 	r.facts = sandbox.ProbeWith(r.o.SelfExe)
@@ -44,28 +52,31 @@ func (r *run) policy() sandbox.Policy {
 			Processes: l.Processes, AddressSpaceBytes: l.AddressSpaceBytes}}
 }
 
-// confine wraps Case's argv in the sandbox launcher, and records what it
+// confine wraps argv in the sandbox launcher with its command's filesystem
+// view (Case's, or the verification command's when verification is set)
+// and, when nw is set, its network egress layout, and records what it
 // enforces.
-func (r *run) confine(argv []string) ([]string, *syscall.SysProcAttr, error) {
-	return r.confineAs(false, argv)
-}
-
-// confineVerification is confine for the verification command, with its own
-// filesystem view.
-func (r *run) confineVerification(argv []string) ([]string, *syscall.SysProcAttr, error) {
-	return r.confineAs(true, argv)
-}
-
-func (r *run) confineAs(verification bool, argv []string) ([]string, *syscall.SysProcAttr, error) {
+func (r *run) confine(verification bool, argv []string, nw *sandbox.Network) ([]string, *syscall.SysProcAttr, error) {
 	if r.o.Unsandboxed {
-		return argv, nil, nil
+		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot prepare the supervisor for %s: %w", argv[0], err)
+		}
+		return launch, attr, nil
 	}
 	pol := r.policy()
-	view, err := r.view(context.Background(), verification, argv)
+	var files []sandbox.Bind
+	if nw != nil {
+		// The command's /etc/hosts names the allowed hosts' in-namespace
+		// addresses; it is part of the view that is tried and recorded.
+		files = append(files, sandbox.Bind{Path: "/etc/hosts", Source: nw.HostsFile})
+	}
+	view, err := r.view(context.Background(), verification, argv, files...)
 	if err != nil {
 		return nil, nil, err
 	}
 	pol.View = view
+	pol.Network = nw
 	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

@@ -29,7 +29,7 @@ var toolchainCommands = []string{"go", "node", "npm", "python3", "git"}
 // puts into the view (a generated /etc/hosts); they replace what the host has
 // at their paths.
 func (r *run) view(ctx context.Context, verification bool, argv []string, files ...sandbox.Bind) (*sandbox.View, error) {
-	if v, ok := r.views[verification]; ok {
+	if v, ok := r.views[verification]; ok && slices.Equal(r.viewFiles[verification], files) {
 		return v, nil
 	}
 	v, rec, err := r.planView(verification, argv)
@@ -55,6 +55,10 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 		r.views = map[bool]*sandbox.View{}
 	}
 	r.views[verification] = v
+	if r.viewFiles == nil {
+		r.viewFiles = map[bool][]sandbox.Bind{}
+	}
+	r.viewFiles[verification] = files
 	return v, nil
 }
 

@@ -23,6 +23,7 @@ type attack struct {
 	accepted   atomic.Int32
 	secretName string
 	setSecret  bool
+	net        *netServers // the egress rows' endpoints
 	view       *viewAttack // planted secrets and the source's metadata (attackview.go)
 }
 
@@ -30,7 +31,7 @@ type attack struct {
 const secretVar = "CTO_HARNESS_MATRIX_SECRET"
 
 func newAttack(row fixtures.Row) (*attack, error) {
-	a := &attack{}
+	a := &attack{net: newNetServers(row)}
 	if strings.Contains(row.Setup.Scenario, "{listener}") {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -68,6 +69,7 @@ func (a *attack) listenAddr() string {
 }
 
 func (a *attack) close() {
+	a.net.close()
 	if a.ln != nil {
 		a.ln.Close()
 	}

@@ -29,7 +29,9 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
-	Signing           Signing  `json:"signing,omitzero"`
+	// Network grants egress to every run (and bounds what a task may ask).
+	Network *NetworkAllow `json:"network,omitempty"`
+	Signing Signing       `json:"signing,omitzero"`
 	// Sandbox adds host paths to, or hides them from, the sandbox's
 	// filesystem view (see docs/sandbox.md).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -62,6 +64,12 @@ func (c Config) Lists(verification bool) ViewPaths {
 		return *c.Sandbox.Verification
 	}
 	return c.Sandbox.ViewPaths
+}
+
+// NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).
+type NetworkAllow struct {
+	CaseAllow   []string `json:"case_allow,omitempty"`
+	VerifyAllow []string `json:"verify_allow,omitempty"`
 }
 
 // Signing names the evidence signing key and the public keys trusted when

@@ -151,7 +151,7 @@ func absent(t *testing.T, path string) {
 func TestLookupAdversarial(t *testing.T) {
 	for _, name := range []string{"dotdot-escape", "overwrite-evidence", "fork-bomb", "flood-stdout",
 		"write-source-abs=/x", "symlink-escape=/x", "connect=127.0.0.1:1", "daemon=/x", "read-secret=X",
-		"chmod-source=/x", "touch-source=/x", "setxattr-source=/x", "chown-source=/x", "read-leak=/x", "list-dir=/x"} {
+		"chmod-source=/x", "touch-source=/x", "setxattr-source=/x", "chown-source=/x", "read-leak=/x", "list-dir=/x", "net-probes=get http://x/"} {
 		if _, ok := fakecase.LookupAdversarial(name); !ok {
 			t.Errorf("%s not found", name)
 		}
@@ -161,8 +161,8 @@ func TestLookupAdversarial(t *testing.T) {
 			t.Errorf("%s found", name)
 		}
 	}
-	if n := len(fakecase.AdversarialScenarios()); n != 15 {
-		t.Errorf("%d adversarial scenarios, want 15", n)
+	if n := len(fakecase.AdversarialScenarios()); n != 16 {
+		t.Errorf("%d adversarial scenarios, want 16", n)
 	}
 }
 

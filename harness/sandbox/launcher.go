@@ -47,8 +47,9 @@ type enforced struct {
 	Writable    []string `json:"writable"`
 	Mechanisms  []string `json:"mechanisms"`
 	// View is the filesystem view that was built, and how long it took.
-	View        []Mount `json:"view,omitempty"`
-	ViewBuildNs int64   `json:"view_build_ns,omitempty"`
+	View        []Mount   `json:"view,omitempty"`
+	ViewBuildNs int64     `json:"view_build_ns,omitempty"`
+	control     io.Closer // the egress control socket, held until exit
 }
 
 // Main is the launcher, the hidden subcommand Subcommand. args are what
@@ -87,6 +88,7 @@ func Main(args []string, stderr io.Writer) int {
 	if err != nil {
 		return report(stderr, ExitSetupFailed, "cannot establish the sandbox, the command was not run: %v", err)
 	}
+	defer closeControl(got.control)
 	if probe {
 		b, _ := json.Marshal(got)
 		fmt.Fprintln(os.Stdout, string(b))
@@ -111,10 +113,14 @@ func establish(l launch) (enforced, error) {
 	if err := checkNamespaces(l); err != nil {
 		return got, err
 	}
-	if err := privateProc(); err != nil {
+	err := privateProc()
+	if err != nil {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "pidns", "mountns", "ipcns")
+	if got.control, err = setupNetwork(p); err != nil {
+		return got, err
+	}
 	if p.DenyNetwork {
 		got.Mechanisms = append(got.Mechanisms, "netns")
 	}
@@ -417,6 +423,9 @@ func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	}
 	rw := cfg.HandledAccessFS &^ landlock.AccessFSSet(ll.AccessFSMakeChar|ll.AccessFSMakeBlock|ll.AccessFSIoctlDev)
 	rules := []landlock.Rule{landlock.RODirs(ro...), landlock.RWFiles(devFiles...).IgnoreIfMissing()}
+	if p.Network != nil && cfg.HandledAccessNet != 0 {
+		rules = append(rules, netRules(p)...)
+	}
 	if len(writable) > 0 {
 		rules = append(rules, landlock.PathAccess(rw, writable...))
 	}

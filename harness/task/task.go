@@ -34,6 +34,9 @@ type Spec struct {
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
+	// Network lists the endpoints the task needs; the config or the run's
+	// flags must cover each one.
+	Network *NetworkAllow `json:"network,omitempty"`
 	// Sandbox narrows the filesystem view the config allows; it can never
 	// widen it (see docs/sandbox.md).
 	Sandbox *SpecSandbox `json:"sandbox,omitempty"`
@@ -63,6 +66,12 @@ func (s Spec) ViewLists(verification bool) ViewPaths {
 		return *s.Sandbox.Verification
 	}
 	return s.Sandbox.ViewPaths
+}
+
+// NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).
+type NetworkAllow struct {
+	CaseAllow   []string `json:"case_allow,omitempty"`
+	VerifyAllow []string `json:"verify_allow,omitempty"`
 }
 
 // SpecLimits are the rlimits a spec may set; each is optional.
