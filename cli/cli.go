@@ -74,6 +74,7 @@ type CLI struct {
 	Health        HealthCmd        `cmd:"" help:"Check that this machine can produce valid evidence."`
 	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
+	Agents        AgentsCmd        `cmd:"" help:"List and install the supported coding agents (qwen-code, codex, claude-code, gemini-cli)."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
 }
 
