@@ -72,6 +72,16 @@ const (
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
 )
 
+// Coding-agent blockers (--agent).
+const (
+	BlockAgentConfigInvalid BlockerCode = "AGENT_CONFIG_INVALID"
+	BlockAgentNotInstalled  BlockerCode = "AGENT_NOT_INSTALLED"
+	BlockAgentModelError    BlockerCode = "AGENT_MODEL_ERROR"
+	BlockAgentNoChange      BlockerCode = "AGENT_NO_CHANGE"
+	BlockAgentNoEgress      BlockerCode = "AGENT_EGRESS_UNAVAILABLE"
+	BlockSecretInEvidence   BlockerCode = "SECRET_IN_EVIDENCE"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -97,6 +107,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
+		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange, BlockAgentNoEgress,
+		BlockSecretInEvidence,
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/config"
 )
 
 // AgentsCmd is `cto-harness agents`.
@@ -112,4 +114,33 @@ func (c *AgentsInstallCmd) Run(env *Env) error {
 		return exitError{ExitFailed}
 	}
 	return nil
+}
+
+// agentOptions merges the run flags over the config's agent section.
+func (c *RunCmd) agentOptions(env *Env, cfg config.Config) (harness.AgentOptions, error) {
+	var o harness.AgentOptions
+	if a := cfg.Agent; a != nil {
+		o = harness.AgentOptions{Name: a.Name, Model: a.Model, BaseURL: a.BaseURL, APIKeyEnv: a.APIKeyEnv, Command: a.Command}
+	}
+	if c.Agent != "" {
+		if c.Agent != o.Name {
+			o.Command = nil // the config's command belongs to the config's agent
+		}
+		o.Name = c.Agent
+	}
+	o.Model = firstNonEmpty(c.Model, o.Model)
+	o.BaseURL = firstNonEmpty(c.BaseURL, o.BaseURL)
+	o.APIKeyEnv = firstNonEmpty(c.APIKeyEnv, o.APIKeyEnv)
+	if o.Name == "" {
+		if c.Model != "" || c.BaseURL != "" || c.APIKeyEnv != "" {
+			return o, usagef("--model, --base-url and --api-key-env go with --agent NAME (%s)", strings.Join(agent.Names(), ", "))
+		}
+		return o, nil
+	}
+	dir, err := c.dir(env)
+	if err != nil {
+		return o, err
+	}
+	o.Dir = dir
+	return o, nil
 }

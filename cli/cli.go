@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
@@ -101,6 +102,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		kong.Exit(func(code int) { exited = code }),
 		kong.UsageOnError(),
 		kong.Bind(env),
+		kong.Vars{"agents": "," + strings.Join(agent.Names(), ","), "agents_help": strings.Join(agent.Names(), ", ")},
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "cto-harness: %v\n", err)

@@ -25,6 +25,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	}
 	r.ensureFile(ctx, evidence.PatchFile, nil)
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
+	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
 		r.o.AllowedCheck == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
@@ -53,6 +54,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
+	r.sweepSecrets(evidence.TraceFile)
+	r.redactReport()
 	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
 		errs = append(errs, err)
 	}

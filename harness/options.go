@@ -56,6 +56,9 @@ type Options struct {
 	// run never qualifies as stage evidence.
 	Unsandboxed bool
 
+	// Agent runs a supported coding agent as Case on the real lane.
+	Agent AgentOptions
+
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
 	AllowedCheck func(path string) (bool, string)
@@ -108,6 +111,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Lane == "" && o.Agent.Name != "" {
+		o.Lane = ctoharness.LaneReal
 	}
 	if o.Lane == "" {
 		o.Lane = ctoharness.LaneFake

@@ -19,6 +19,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/scan"
@@ -144,6 +145,8 @@ var plainEnums = map[string][]string{
 	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},
 	"report:/tests/scope_reason":         verify.ScopeReasons(),
+	"report:/agent/name":                 agent.Names(),
+	"config:/agent/name":                 agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 }
 

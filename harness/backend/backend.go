@@ -48,6 +48,16 @@ type Input struct {
 	OnEvent func(CaseEvent) // called in order for each well-formed event
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
+	// Translate, when set, reads stdout as a coding agent's native stream
+	// instead of case.* lines: every line goes to it, and the events it
+	// returns are Case's events. No line is malformed for it.
+	Translate func(line []byte) []CaseEvent
+	// AfterExit, when set, is called once the process has exited; the
+	// events it returns are Case's last events (an agent's translation
+	// finds the files its shell commands changed only then).
+	AfterExit func() []CaseEvent
+	// MaxLine bounds one stdout line (0: 64 KiB); a longer line is cut.
+	MaxLine int
 }
 
 // Outcome is how the Case run ended.
@@ -72,9 +82,24 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	var out Outcome
 	var mu sync.Mutex
 	var evErr error
-	lines := &lineSplitter{fn: func(line []byte) {
+	accept := func(ev CaseEvent) {
+		out.Events = append(out.Events, ev.Type)
+		if _, err := in.Events.Write(append(bytes.TrimSpace(ev.Raw), '\n')); err != nil && evErr == nil {
+			evErr = err
+		}
+		if in.OnEvent != nil {
+			in.OnEvent(ev)
+		}
+	}
+	lines := &lineSplitter{max: in.MaxLine, fn: func(line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
+		if in.Translate != nil {
+			for _, ev := range in.Translate(line) {
+				accept(ev)
+			}
+			return
+		}
 		ev, ok := parseEvent(line)
 		if !ok {
 			out.MalformedN++
@@ -83,17 +108,16 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			}
 			return
 		}
-		out.Events = append(out.Events, ev.Type)
-		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
-			evErr = err
-		}
-		if in.OnEvent != nil {
-			in.OnEvent(ev)
-		}
+		accept(ev)
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
 	lines.flush()
+	if in.AfterExit != nil {
+		for _, ev := range in.AfterExit() {
+			accept(ev)
+		}
+	}
 	out.Result = res
 	out.StdoutInline, out.Truncated = stdout.Inline()
 	var t2 bool
@@ -179,6 +203,7 @@ func (t teeWriter) Write(p []byte) (int, error) {
 // passed on (it will be malformed) rather than buffered without bound.
 type lineSplitter struct {
 	buf []byte
+	max int
 	fn  func([]byte)
 }
 
@@ -187,7 +212,7 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			l.buf = append(l.buf, p...)
-			if len(l.buf) > maxEventLine {
+			if len(l.buf) > l.limit() {
 				l.fn(l.buf)
 				l.buf = l.buf[:0]
 			}
@@ -199,6 +224,13 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return len(p), nil
+}
+
+func (l *lineSplitter) limit() int {
+	if l.max > 0 {
+		return l.max
+	}
+	return maxEventLine
 }
 
 func (l *lineSplitter) flush() {

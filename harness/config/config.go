@@ -29,6 +29,17 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	Agent             *Agent   `json:"agent,omitempty"`
+}
+
+// Agent is the coding agent run as Case when the command line names none,
+// and where its executable is when it is not the installed pinned release.
+type Agent struct {
+	Name      string   `json:"name"`
+	Model     string   `json:"model,omitempty"`
+	BaseURL   string   `json:"base_url,omitempty"`
+	APIKeyEnv string   `json:"api_key_env,omitempty"`
+	Command   []string `json:"command,omitempty"`
 }
 
 // MaxAge returns the configured stage-record max age, or the default.

@@ -1,0 +1,408 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/agent/claude"
+	"github.com/cto-harness/cto-harness/harness/agent/codex"
+	"github.com/cto-harness/cto-harness/harness/agent/gemini"
+	"github.com/cto-harness/cto-harness/harness/agent/qwen"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/proc"
+)
+
+// AgentOptions select a supported coding agent as Case (on the real lane).
+type AgentOptions struct {
+	Name      string   // qwen-code, codex, claude-code or gemini-cli; "" runs no agent
+	Model     string   // handed to the agent
+	BaseURL   string   // the model endpoint, handed unchanged to the agent's base-URL setting
+	APIKeyEnv string   // the harness variable that holds the API key
+	Command   []string // the agent executable instead of the installed pinned release
+	Dir       string   // the agents directory ("" resolves the default)
+}
+
+// AgentStream is the agent's native stream, kept verbatim (redacted, capped).
+const AgentStream = "backend/agent.stream.jsonl"
+
+// agentMaxLine bounds one native stream line; a longer line is cut, kept in
+// the stream file and counted as malformed (not fatal).
+const agentMaxLine = 4 << 20
+
+// adapterFor maps a supported agent to its adapter.
+func adapterFor(s agent.Spec) agent.Adapter {
+	switch s.Name {
+	case agent.QwenCode:
+		return qwen.Adapter{Spec: s}
+	case agent.Codex:
+		return codex.Adapter{Spec: s}
+	case agent.ClaudeCode:
+		return claude.Adapter{Spec: s}
+	case agent.GeminiCLI:
+		return gemini.Adapter{Spec: s}
+	}
+	return nil
+}
+
+// agentRun is one agent run's state, from the gate to the report.
+type agentRun struct {
+	spec     agent.Spec
+	adapter  agent.Adapter
+	exe      []string
+	key      string
+	endpoint string // host:port of the base URL
+	red      *agent.Redactor
+	tr       agent.Translator
+	before   agent.Snapshot
+	changed  []string // fixture paths changed while the agent ran (ignored files included)
+	reported map[string]bool
+	finished *backend.CaseEvent
+	stream   *proc.CappedFile
+	lines    int
+	notes    []string
+}
+
+// checkAgent runs at the gate: the agent must be known and installed, the
+// request complete, the key present; a sandboxed agent needs a network path
+// to its endpoint.
+func (r *run) checkAgent() {
+	o := r.o.Agent
+	bad := func(code ctoharness.BlockerCode, format string, args ...any) {
+		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: fmt.Sprintf(format, args...)})
+	}
+	spec, err := agent.Lookup(o.Name)
+	if err != nil {
+		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
+		return
+	}
+	a := &agentRun{spec: spec, adapter: adapterFor(spec), reported: map[string]bool{}}
+	r.rep.Agent = &ctoharness.AgentRecord{Name: string(spec.Name), Version: spec.Version, Model: o.Model, Endpoint: o.BaseURL,
+		EgressAllowed: []string{}, Executable: []string{}, StreamPath: AgentStream, AttemptedEscapes: []string{},
+		SecretEnv: []string{}, Notes: []string{}}
+	if r.rep.Backend != ctoharness.BackendCase {
+		bad(ctoharness.BlockAgentConfigInvalid, "an agent runs as Case, and stage %d has no Case process; use stage 2 or 3", r.o.Stage)
+		return
+	}
+	var missing []string
+	for _, f := range []struct{ flag, v string }{{"--model", o.Model}, {"--base-url", o.BaseURL}, {"--api-key-env", o.APIKeyEnv}} {
+		if f.v == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) > 0 {
+		bad(ctoharness.BlockAgentConfigInvalid, "agent %s needs %s", spec.Name, strings.Join(missing, ", "))
+		return
+	}
+	if r.rep.Agent.Model == "" {
+		r.rep.Agent.Model = o.Model
+	}
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad(ctoharness.BlockAgentConfigInvalid, "--base-url %q is not an http(s) URL; give the endpoint the agent talks to (%s)", o.BaseURL, spec.BaseURLShape)
+		return
+	}
+	a.endpoint = hostPort(u)
+	a.key = r.o.Getenv(o.APIKeyEnv)
+	if a.key == "" {
+		bad(ctoharness.BlockAgentConfigInvalid, "the variable %s named by --api-key-env is not set in the harness's environment; export it with the API key", o.APIKeyEnv)
+		return
+	}
+	red, err := agent.NewRedactor(agent.Secret{Var: o.APIKeyEnv, Value: a.key})
+	if err != nil {
+		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
+		return
+	}
+	a.red = red
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = agent.Dir("", r.o.Getenv); err != nil {
+			bad(ctoharness.BlockAgentNotInstalled, "%v", err)
+			return
+		}
+	}
+	if a.exe, err = spec.Resolve(dir, o.Command); err != nil {
+		bad(ctoharness.BlockAgentNotInstalled, "%v", err)
+		return
+	}
+	r.rep.Agent.Executable = a.exe
+	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
+	if !r.o.Unsandboxed {
+		bad(ctoharness.BlockAgentNoEgress, "the sandbox gives Case no network, so %s cannot reach %s; this build has no egress forwarder, so run it with --unsandboxed (such a run never qualifies as stage evidence)", spec.Name, a.endpoint)
+		return
+	}
+	r.rep.Agent.EgressAllowed = []string{a.endpoint}
+	r.agent = a
+}
+
+// hostPort is the URL's host:port, with the scheme's default port.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// command builds the agent's command line and environment, and makes its
+// state directories and settings files inside Case's scratch.
+func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error) {
+	state := filepath.Join(r.scratch, "home", ".cto-harness-agent")
+	l := agent.Launch{Exe: a.exe, Prompt: agent.Prompt(r.contract.Task, r.contract.AllowedPaths, r.contract.ForbiddenActions),
+		Model: r.o.Agent.Model, BaseURL: r.o.Agent.BaseURL, Key: a.key, Fixture: r.fixture, State: state,
+		BaseEnv: baseEnv, Root: os.Geteuid() == 0}
+	cmd, err := a.adapter.Command(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range append([]string{state}, cmd.Dirs...) {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	for _, f := range cmd.Files {
+		r.tr.Trace(ctoharness.TraceWrite, f.Path)
+		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	a.notes = cmd.Notes
+	r.rep.Agent.Notes = append([]string{}, cmd.Notes...)
+	sort.Strings(cmd.Env)
+	return cmd.Argv, cmd.Env, nil
+}
+
+// wire makes the backend read the agent's native stream: every line goes
+// verbatim to the stream file and through the translator; case.finished is
+// held back until the files changed by shell commands have been found.
+func (a *agentRun) wire(r *run, in *backend.Input) error {
+	f, err := r.dir.OpenAppend(AgentStream)
+	if err != nil {
+		return err
+	}
+	a.stream = proc.NewCappedFile(f, proc.DefaultLogCap)
+	a.tr = a.adapter.NewTranslator(r.fixture)
+	if a.before, err = agent.Take(r.fixture); err != nil {
+		return fmt.Errorf("snapshot the fixture before the agent: %w", err)
+	}
+	in.MaxLine = agentMaxLine
+	in.Translate = func(line []byte) []backend.CaseEvent {
+		a.lines++
+		a.stream.Write(append(append([]byte(nil), line...), '\n'))
+		var out []backend.CaseEvent
+		for _, ev := range a.tr.Line(line) {
+			if m, _ := ev.Data["model"].(string); ev.Type == ctoharness.EvCaseStarted && m == "" {
+				ev.Data["model"] = r.o.Agent.Model
+			}
+			ce := a.caseEvent(ev)
+			if ev.Type == ctoharness.EvCaseFinished {
+				a.finished = &ce
+				continue
+			}
+			if p, _ := ev.Data["path"].(string); ev.Type == ctoharness.EvCaseFileChanged {
+				a.reported[p] = true
+			}
+			out = append(out, ce)
+		}
+		return out
+	}
+	in.AfterExit = func() []backend.CaseEvent {
+		var out []backend.CaseEvent
+		after, err := agent.Take(r.fixture)
+		if err != nil {
+			out = append(out, a.caseEvent(agent.Event{Type: ctoharness.EvCaseLog,
+				Data: map[string]any{"message": "the fixture could not be rescanned after the agent: " + err.Error()}}))
+		}
+		a.changed = agent.Changed(a.before, after)
+		for _, p := range a.changed {
+			if !a.reported[p] {
+				out = append(out, a.caseEvent(agent.Event{Type: ctoharness.EvCaseFileChanged,
+					Data: map[string]any{"path": p, "source": "fixture_scan"}}))
+			}
+		}
+		if a.finished != nil {
+			out = append(out, *a.finished)
+		}
+		return out
+	}
+	return nil
+}
+
+// caseEvent encodes a translated event as a Case event line, redacted.
+func (a *agentRun) caseEvent(ev agent.Event) backend.CaseEvent {
+	d := map[string]any{}
+	for k, v := range ev.Data {
+		d[k] = v
+	}
+	d["type"] = string(ev.Type)
+	raw, _ := json.Marshal(d)
+	return backend.CaseEvent{Type: ev.Type, Raw: a.red.Bytes(raw)}
+}
+
+// record closes the stream file and copies what the stream said into the report.
+func (a *agentRun) record(rec *ctoharness.AgentRecord) error {
+	err := a.stream.Close()
+	res := a.tr.Result()
+	if res.Version != "" {
+		rec.Version = res.Version
+	}
+	if res.Model != "" {
+		rec.Model = res.Model
+	}
+	rec.NativeLines = a.lines
+	rec.UnknownLines = res.Unknown + res.Malformed
+	rec.Finished = res.Finished
+	rec.ResultError = a.red.String(res.ErrorMessage)
+	rec.Turns = res.Turns
+	rec.InputTokens, rec.OutputTokens, rec.CachedTokens = res.InputTokens, res.OutputTokens, res.CachedTokens
+	rec.APITimeMs = res.APIMs
+	rec.ReportedCostUSD = res.CostUSD
+	rec.Commands = res.Commands
+	rec.FileWrites = res.FileWrites
+	rec.AttemptedEscapes = append([]string{}, res.Escapes...)
+	return err
+}
+
+// modelError blocks a run whose stream reported a model or API error,
+// whatever the exit status (agents differ: some exit 0, one exits 144).
+func (a *agentRun) modelError(r *run) bool {
+	res := a.tr.Result()
+	if !res.IsError {
+		return false
+	}
+	r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentModelError, Step: ctoharness.StepCase,
+		Message: fmt.Sprintf("%s reported a model or API error: %s; see %s", a.spec.Name, a.red.String(res.ErrorMessage), AgentStream)})
+	return true
+}
+
+// afterCollect judges what the agent left: the key written into the
+// fixture, an attempted write outside it, or no change at all.
+func (r *run) agentAfterCollect() {
+	a := r.agent
+	if a == nil || a.tr == nil {
+		return
+	}
+	paths := map[string]bool{}
+	for _, p := range a.changed {
+		paths[p] = true
+	}
+	for _, c := range r.rep.ChangedFiles {
+		paths[c.Path] = true
+	}
+	list := make([]string, 0, len(paths))
+	for p := range paths {
+		list = append(list, p)
+	}
+	sort.Strings(list)
+	holding, err := a.red.Holding(r.fixture, list)
+	if err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+			Message: "the changed files could not be checked for the API key: " + err.Error()})
+	}
+	if len(holding) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture itself holds it: delete %s after reading the report",
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture)})
+	}
+	if esc := a.tr.Result().Escapes; len(esc) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
+			Message: "the agent tried to write outside the fixture: " + strings.Join(esc, ", ")})
+	}
+	if r.ok() && len(r.rep.ChangedFiles) == 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
+			Message: fmt.Sprintf("%s finished without changing anything in the fixture; see %s for what it did", a.spec.Name, AgentStream)})
+	}
+}
+
+// redactData redacts an event's data when an agent key is in play.
+func (r *run) redactData(data any) any {
+	if r.agent == nil || r.agent.red == nil {
+		return data
+	}
+	raw, err := json.Marshal(data)
+	if err != nil || !r.agent.red.Contains(raw) {
+		return data
+	}
+	return json.RawMessage(r.agent.red.Bytes(raw))
+}
+
+func (r *run) redactString(s string) string {
+	if r.agent == nil {
+		return s
+	}
+	return r.agent.red.String(s)
+}
+
+// sweepSecrets redacts the key from every evidence file written so far,
+// before any digest is computed. The hash-chained event log cannot be
+// rewritten (events are redacted as they are written); if it holds the key
+// anyway the run is blocked.
+func (r *run) sweepSecrets(names ...string) {
+	if r.agent == nil {
+		return
+	}
+	if len(names) == 0 {
+		all, err := evidence.ListArtifacts(r.dir.Root())
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+				Message: "the evidence could not be listed to redact the API key: " + err.Error()})
+			return
+		}
+		names = all
+	}
+	for _, n := range names {
+		p := r.dir.Path(n)
+		if n == evidence.EventsFile {
+			if data, err := os.ReadFile(p); err == nil && r.agent.red.Contains(data) {
+				r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+					Message: "the event log holds the value of " + r.o.Agent.APIKeyEnv + " and cannot be rewritten without breaking its hash chain"})
+			}
+			continue
+		}
+		if _, err := r.agent.red.File(p); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+				Message: fmt.Sprintf("%s could not be redacted: %v", n, err)})
+		}
+	}
+}
+
+// redactReport redacts the report itself (inline output, messages).
+func (r *run) redactReport() {
+	if r.agent == nil {
+		return
+	}
+	raw, err := json.Marshal(r.rep)
+	if err != nil || !r.agent.red.Contains(raw) {
+		return
+	}
+	var clean ctoharness.Report
+	if err := json.Unmarshal(r.agent.red.Bytes(raw), &clean); err == nil {
+		*r.rep = clean
+	}
+}
+
+// mergeKeys adds keys to a sorted-unique list.
+func mergeKeys(have, add []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range append(append([]string{}, have...), add...) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
