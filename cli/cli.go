@@ -77,6 +77,7 @@ type CLI struct {
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
 	Agents        AgentsCmd        `cmd:"" help:"List and install the supported coding agents (qwen-code, codex, claude-code, gemini-cli)."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
+	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`
 }
 
 // Main runs the command line and returns the exit code.

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
+)
+
+// ModelServerCmd is `cto-harness modelserver`: the scripted model server run
+// standalone, for demos and for trying an agent by hand.
+type ModelServerCmd struct {
+	Listen   string `name:"listen" default:"127.0.0.1:0" help:"Address to listen on (port 0 picks a free port)." placeholder:"HOST:PORT"`
+	Script   string `name:"script" required:"" type:"existingfile" help:"JSON script: {\"turns\":[{\"action\":\"write\",\"path\":\"hello.txt\",\"content\":\"hi\\n\"},{\"action\":\"text\",\"text\":\"done\"}]}." placeholder:"FILE"`
+	WorkDir  string `name:"workdir" type:"path" help:"Directory that resolves relative script paths when a request does not reveal the agent's working directory." placeholder:"DIR"`
+	Requests string `name:"requests" type:"path" help:"On exit, write every recorded request (secrets redacted) here as JSON lines." placeholder:"FILE"`
+}
+
+// Help explains the server.
+func (ModelServerCmd) Help() string {
+	return `Serves OpenAI Chat Completions (/v1/chat/completions), OpenAI Responses (/v1/responses),
+Anthropic Messages (/v1/messages) and Gemini (/v1beta/models/M:streamGenerateContent), streaming, with
+tool calls, following the script: turn N is played when the conversation holds N tool results.
+Actions: write (path, content), shell (command), leak_key (path: writes the API key the request
+carried), text (text), error (status, body). Prints its URL, then serves until interrupted.
+Give qwen-code and codex URL/v1, claude-code and gemini-cli the URL itself.`
+}
+
+// Run executes the command.
+func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
+	script, err := modelserver.LoadScript(c.Script)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	srv, err := modelserver.Start(modelserver.Options{Script: script, WorkDir: c.WorkDir}, c.Listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, srv.URL())
+	<-env.Ctx.Done()
+	_ = srv.Close()
+	if c.Requests == "" {
+		return nil
+	}
+	f, err := os.Create(c.Requests)
+	if err != nil {
+		return fmt.Errorf("modelserver: write requests: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	for _, r := range srv.Requests() {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return fmt.Errorf("modelserver: write requests to %s: %w", c.Requests, err)
+		}
+	}
+	return f.Close()
+}
