@@ -53,11 +53,11 @@ func (a Adapter) NewTranslator(fixture string) agent.Translator {
 }
 
 type translator struct {
-	fixture  string
-	res      agent.Result
-	inTurn   bool   // a model response is being streamed
-	text     string // assistant text deltas, flushed as one case.log
-	lastErr  string
+	fixture string
+	res     agent.Result
+	inTurn  bool   // a model response is being streamed
+	text    string // assistant text deltas, flushed as one case.log
+	lastErr string
 }
 
 func (t *translator) Result() agent.Result { return t.res }
