@@ -41,6 +41,11 @@ type e2eAgent struct {
 	urlSuffix               string // appended to the server URL for the agent's base URL
 	// command returns argv (after the binary) and extra environment.
 	command func(r agentRun) (argv, env []string)
+	// refusesOutside: the agent's write tool rejects paths outside its
+	// workspace (the tool call fails, the run goes on).
+	refusesOutside bool
+	// setup prepares the agent's state directory, when it needs files there.
+	setup func(r agentRun) error
 	// outcome reads the agent's native stream: whether it reported a final
 	// result, and whether that result is an error.
 	outcome func(lines []map[string]any, exitCode int) (finished, failed bool)
@@ -90,13 +95,70 @@ var e2eAgents = []e2eAgent{
 		},
 		outcome: resultOutcome,
 	},
+	{
+		name: "gemini-cli", version: "0.61.0", pkg: "@google/gemini-cli", bin: "gemini", refusesOutside: true,
+		setup: func(r agentRun) error {
+			dir := filepath.Join(r.state, ".gemini")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, "settings.json"), []byte(geminiSettings), 0o644)
+		},
+		command: func(r agentRun) ([]string, []string) {
+			return []string{"-p", r.prompt, "--output-format", "stream-json", "--yolo", "--skip-trust", "-m", testModel},
+				[]string{"GOOGLE_GEMINI_BASE_URL=" + r.url, "GEMINI_API_KEY=" + testKey, "GEMINI_CLI_HOME=" + r.state, "GEMINI_CLI_NO_RELAUNCH=true"}
+		},
+		outcome: func(lines []map[string]any, _ int) (finished, failed bool) {
+			for _, l := range lines {
+				if l["type"] == "result" {
+					finished = true
+					failed = l["status"] != "success"
+				}
+			}
+			return finished, failed
+		},
+	},
+	{
+		name: "codex", version: "0.169.0", pkg: "@openai/codex", bin: "codex", urlSuffix: "/v1",
+		command: func(r agentRun) ([]string, []string) {
+			provider := fmt.Sprintf(`model_providers.ms={name="ms",base_url=%q,env_key="MS_API_KEY",wire_api="responses"}`, r.url)
+			// A model codex has metadata for, so it offers apply_patch;
+			// with an unknown model it offers only exec_command.
+			return []string{"exec", "--json", "-m", codexModel, "-c", "model_provider=ms", "-c", provider,
+					"-c", "analytics.enabled=false", "--disable", "plugins", "-s", "danger-full-access", "--skip-git-repo-check", r.prompt},
+				[]string{"CODEX_HOME=" + r.state, "MS_API_KEY=" + testKey}
+		},
+		outcome: func(lines []map[string]any, _ int) (finished, failed bool) {
+			for _, l := range lines {
+				switch l["type"] {
+				case "turn.completed":
+					finished = true
+				case "turn.failed", "error":
+					finished, failed = true, true
+				}
+			}
+			return finished, failed
+		},
+	},
 }
+
+// codexModel is a model codex 0.169.0 knows.
+const codexModel = "gpt-5.5"
+
+// geminiSettings selects API-key auth and turns off usage statistics and
+// auto-update, so gemini-cli contacts nothing but the model endpoint.
+const geminiSettings = `{
+  "security": {"auth": {"selectedType": "gemini-api-key"}},
+  "privacy": {"usageStatisticsEnabled": false},
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true}
+}
+`
 
 // e2eScenario is one script and what it must leave behind.
 type e2eScenario struct {
 	name   string
 	script func(r agentRun) Script
-	check  func(t *testing.T, r agentRun, srv *Server)
+	check  func(t *testing.T, a e2eAgent, r agentRun, srv *Server)
 }
 
 func fileIs(t *testing.T, path, want string) {
@@ -144,7 +206,7 @@ var e2eScenarios = []e2eScenario{
 				{Action: ActionText, Text: "I created hello.txt."},
 			}}
 		},
-		check: func(t *testing.T, r agentRun, srv *Server) {
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
 			fileIs(t, filepath.Join(r.work, "hello.txt"), writeContent)
 			reachedTurn(t, srv, 1)
 		},
@@ -157,7 +219,7 @@ var e2eScenarios = []e2eScenario{
 				{Action: ActionText, Text: "The command ran."},
 			}}
 		},
-		check: func(t *testing.T, r agentRun, srv *Server) {
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
 			fileIs(t, filepath.Join(r.work, "ran.txt"), "shell-ran\n")
 			reachedTurn(t, srv, 1)
 		},
@@ -170,8 +232,15 @@ var e2eScenarios = []e2eScenario{
 				{Action: ActionText, Text: "Wrote outside."},
 			}}
 		},
-		check: func(t *testing.T, r agentRun, srv *Server) {
-			fileIs(t, filepath.Join(r.outside, "escape.txt"), "outside\n")
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
+			escape := filepath.Join(r.outside, "escape.txt")
+			if a.refusesOutside {
+				if _, err := os.Stat(escape); !os.IsNotExist(err) {
+					t.Errorf("%s was expected to refuse writing %s (stat: %v)", a.name, escape, err)
+				}
+			} else {
+				fileIs(t, escape, "outside\n")
+			}
 			reachedTurn(t, srv, 1)
 		},
 	},
@@ -183,8 +252,12 @@ var e2eScenarios = []e2eScenario{
 				{Action: ActionText, Text: "Saved."},
 			}}
 		},
-		check: func(t *testing.T, r agentRun, srv *Server) {
-			fileIs(t, filepath.Join(r.work, "leak.txt"), testKey)
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
+			// apply_patch (codex) ends every line with a newline.
+			leak := filepath.Join(r.work, "leak.txt")
+			if got, err := os.ReadFile(leak); err != nil || strings.TrimSuffix(string(got), "\n") != testKey {
+				t.Errorf("%s holds %q (%v), want the key", leak, got, err)
+			}
 			reachedTurn(t, srv, 1)
 			for _, q := range srv.Requests() {
 				if strings.Contains(fmt.Sprint(q), testKey) {
@@ -199,7 +272,7 @@ var e2eScenarios = []e2eScenario{
 			return Script{Turns: []Turn{{Action: ActionError, Status: 400,
 				Body: `{"error":{"message":"scripted model failure","type":"invalid_request_error","code":"scripted"}}`}}}
 		},
-		check: func(t *testing.T, r agentRun, srv *Server) {
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
 			for _, q := range srv.Requests() {
 				if q.Status == 400 {
 					return
@@ -249,6 +322,11 @@ func runScenario(t *testing.T, a e2eAgent, sc e2eScenario) {
 			t.Fatal(err)
 		}
 	}
+	if a.setup != nil {
+		if err := a.setup(r); err != nil {
+			t.Fatal(err)
+		}
+	}
 	srv, err := Start(Options{Script: sc.script(r)}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +366,7 @@ func runScenario(t *testing.T, a e2eAgent, sc e2eScenario) {
 		t.Errorf("%s stream: finished=%v failed=%v, want finished with failed=%v (exit %d)\nstream tail:\n%s\nstderr:\n%s",
 			a.name, finished, failed, wantFail, exitCode, tail(stdout.String()), tail(stderr.String()))
 	}
-	sc.check(t, r, srv)
+	sc.check(t, a, r, srv)
 	if os.Getenv(envUpdateStreams) != "" && !t.Failed() {
 		saveStream(t, a.name, sc.name, stdout.Bytes(), r, srv.URL())
 	}

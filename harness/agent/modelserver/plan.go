@@ -107,7 +107,8 @@ var cwdPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`<cwd>(/[^<]+)</cwd>`),                                  // codex environment_context
 	regexp.MustCompile(`Primary working directory: (/[^\s"\\]+)`),              // claude-code
 	regexp.MustCompile(`(?i)working directory: (/[^\s"\\]+)`),                  // claude-code, others
-	regexp.MustCompile(`currently working in the directory: (/[^\s"\\]+)`),     // gemini-cli, qwen-code
+	regexp.MustCompile(`currently working in the directory: (/[^\s"\\]+)`),     // qwen-code
+	regexp.MustCompile(`Workspace Directories:\*\*(?:\\n|\s)+- (/[^\s"\\]+)`),  // gemini-cli: its first workspace directory
 	regexp.MustCompile(`(?i)current working directory(?: is)?:? (/[^\s"\\]+)`), // generic
 }
 
@@ -166,7 +167,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 		}
 	}
 	if !ok {
-		return nil, fmt.Errorf("write: %w", errNoTool)
+		// No write tool (codex with a model it has no metadata for offers
+		// only exec_command): write through the shell instead.
+		call, err := shellCall(ts, shellWrite(path, content), "")
+		if err != nil {
+			return nil, fmt.Errorf("write: %w", errNoTool)
+		}
+		return call, nil
 	}
 	if t.name == "apply_patch" {
 		patch := addFilePatch(path, content)
@@ -182,6 +189,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 	}
 	return &toolCall{name: t.name, kind: kindFunction, args: map[string]any{pathArg: path, "content": content}}, nil
 }
+
+// shellWrite is a POSIX shell command that writes content to path exactly.
+func shellWrite(path, content string) string {
+	return "printf '%s' " + shellQuote(content) + " > " + shellQuote(path)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // addFilePatch is an apply_patch envelope that creates path with content.
 func addFilePatch(path, content string) string {

@@ -125,7 +125,11 @@ func (s *Server) Requests() []Request {
 
 // ServeHTTP records the request and answers it in its API's wire format.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	var body []byte
+	var err error
+	if r.Body != nil {
+		body, err = io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	}
 	if err != nil {
 		http.Error(w, "modelserver: read body: "+err.Error(), http.StatusBadRequest)
 		return

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -112,6 +114,7 @@ func TestFindCwd(t *testing.T) {
 		`{"x":"<env>\nWorking directory: /tmp/b\nIs directory a git repo"}`:         "/tmp/b",
 		`{"x":"Primary working directory: /tmp/c\n"}`:                               "/tmp/c",
 		`{"x":"<environment_context>\n  <cwd>/tmp/d e</cwd>"}`:                      "/tmp/d e",
+		`{"x":"- **Workspace Directories:**\n  - /tmp/g/work\n- **Directory"}`:      "/tmp/g/work",
 		`{"x":"nothing here"}`: "",
 	}
 	for body, want := range cases {
@@ -144,5 +147,19 @@ func TestRedaction(t *testing.T) {
 	}
 	if reqs[0].Header.Get("Authorization") != Redacted || !strings.Contains(reqs[0].Query, "REDACTED") {
 		t.Fatalf("secrets not replaced by %s: %+v", Redacted, reqs[0])
+	}
+}
+
+func TestShellWrite(t *testing.T) {
+	content := "it's \"quoted\" $HOME `x` \\n\nline2\n"
+	dir := t.TempDir()
+	path := dir + "/o'dd name.txt"
+	out, err := exec.Command("sh", "-c", shellWrite(path, content)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != content {
+		t.Fatalf("shell write left %q (%v), want %q", got, err, content)
 	}
 }
