@@ -123,7 +123,7 @@ func (r *run) checkAgent() {
 	}
 	a.red = red
 	dir := o.Dir
-	if dir == "" {
+	if dir == "" && len(o.Command) == 0 {
 		if dir, err = agent.Dir("", r.o.Getenv); err != nil {
 			bad(ctoharness.BlockAgentNotInstalled, "%v", err)
 			return

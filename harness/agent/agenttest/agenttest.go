@@ -130,3 +130,56 @@ func Scenarios(t *testing.T, a agent.Adapter, name agent.Name) {
 		})
 	}
 }
+
+// CommandFor builds an adapter's command for a fixed launch and checks what
+// every agent must respect: the executable first, the prompt somewhere in
+// argv, the base environment kept, the key present only under the agent's
+// variable, and every directory and file inside the state root.
+func CommandFor(t *testing.T, a agent.Adapter, s agent.Spec, root bool) agent.Command {
+	t.Helper()
+	l := agent.Launch{Exe: []string{"/opt/agent/bin"}, Prompt: "PROMPT-TEXT", Model: "m-1", BaseURL: "http://127.0.0.1:1234/v1",
+		Key: "sk-key-0123456789", Fixture: "/fx/work", State: "/scratch/home/.agent", BaseEnv: []string{"PATH=/usr/bin", "HOME=/scratch/home"}, Root: root}
+	c, err := a.Command(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Argv[0] != "/opt/agent/bin" || !contains(c.Argv, "PROMPT-TEXT") {
+		t.Fatalf("argv %q", c.Argv)
+	}
+	keyed := 0
+	for _, kv := range c.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.Contains(v, l.Key) {
+			keyed++
+			if k != s.KeyVar {
+				t.Errorf("the key is passed under %s, not %s", k, s.KeyVar)
+			}
+		}
+	}
+	if keyed != 1 || !contains(c.Env, "PATH=/usr/bin") || !contains(c.Env, "HOME=/scratch/home") {
+		t.Fatalf("env %q", c.Env)
+	}
+	for _, d := range c.Dirs {
+		if !strings.HasPrefix(d, l.State+"/") {
+			t.Errorf("directory %s outside the state root", d)
+		}
+	}
+	for _, f := range c.Files {
+		if !strings.HasPrefix(f.Path, l.State+"/") {
+			t.Errorf("file %s outside the state root", f.Path)
+		}
+	}
+	return c
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether list holds s.
+func Has(list []string, s string) bool { return contains(list, s) }

@@ -1,0 +1,197 @@
+package harness_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/agent/agenttest"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+)
+
+const (
+	agentKeyVar = "CTO_TEST_AGENT_KEY"
+	agentKey    = "sk-unit-0123456789abcdef"
+)
+
+// standInAgent writes an executable that behaves like qwen-code as far as
+// the harness can tell: it replays a recorded native stream of the real
+// agent (its working directory in place of the recording's), optionally
+// writes a file, prints the key it was given on stderr, and exits with code.
+func standInAgent(t *testing.T, recording, extra, write, content string, code int) []string {
+	t.Helper()
+	src := filepath.Join(agenttest.StreamsDir(), recording+".jsonl")
+	if _, err := os.Stat(src); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+sed -e "s#{{WORK}}#$PWD#g" -e "s#{{OUTSIDE}}#/outside-the-fixture#g" %q
+printf %q
+if [ -n %q ]; then mkdir -p "$(dirname %q)"; printf %q > %q; fi
+echo "stand-in agent: my key is $OPENAI_API_KEY" >&2
+exit %d
+`, src, extra, write, write, content, write, code)
+	p := filepath.Join(t.TempDir(), "qwen")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{p}
+}
+
+func agentOptions(o harness.Options, command []string) harness.Options {
+	get := o.Getenv
+	o.Getenv = func(k string) string {
+		if k == agentKeyVar {
+			return agentKey
+		}
+		return get(k)
+	}
+	o.Unsandboxed = true
+	o.Agent = harness.AgentOptions{Name: string(agent.QwenCode), Model: "scripted-model", BaseURL: "http://127.0.0.1:9/v1",
+		APIKeyEnv: agentKeyVar, Command: command}
+	return o
+}
+
+// noKeyInEvidence fails if any evidence file holds the key, and reports
+// whether the redaction marker appears somewhere.
+func noKeyInEvidence(t *testing.T, runDir string) bool {
+	t.Helper()
+	names, err := evidence.ListArtifacts(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := false
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(runDir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), agentKey) {
+			t.Errorf("%s holds the API key", n)
+		}
+		marked = marked || strings.Contains(string(data), agent.Marker(agentKeyVar))
+	}
+	return marked
+}
+
+// The agent lane end to end with a stand-in that replays real qwen-code
+// streams: translation, outcomes, redaction, all without Node.
+func TestAgentLaneWithStandIn(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	const note = "note added by the fake Case\n"
+	tests := []struct {
+		name                          string
+		recording, extra, write, body string
+		code                          int
+		want                          []ctoharness.BlockerCode
+		unknown                       int
+	}{
+		{name: "pass", recording: "qwen-code-write", write: "docs/CASE_NOTES.md", body: note,
+			extra: "{\"type\":\"brand_new_event\"}\nnot json at all\n", unknown: 2},
+		{name: "model error exits 1", recording: "qwen-code-error", code: 1, want: []ctoharness.BlockerCode{ctoharness.BlockAgentModelError}},
+		{name: "no change", recording: "qwen-code-write", want: []ctoharness.BlockerCode{ctoharness.BlockAgentNoChange}},
+		{name: "disallowed", recording: "qwen-code-write", write: "src/evil.sh", body: "echo evil\n", want: []ctoharness.BlockerCode{ctoharness.BlockDisallowedChange}},
+		{name: "key in the fixture", recording: "qwen-code-write", write: "docs/leak.md", body: agentKey, want: []ctoharness.BlockerCode{ctoharness.BlockSecretInEvidence}},
+		{name: "write outside", recording: "qwen-code-outside", write: "docs/CASE_NOTES.md", body: note, want: []ctoharness.BlockerCode{ctoharness.BlockDisallowedChange}},
+		{name: "no result", recording: "qwen-code-write", extra: "", write: "docs/CASE_NOTES.md", body: note, code: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.recording
+			if tc.name == "no result" {
+				// Only the first lines: init, no final result.
+				rec = truncatedRecording(t, tc.recording, 2)
+				tc.want = []ctoharness.BlockerCode{ctoharness.BlockMissingRequiredEvent}
+			}
+			o := agentOptions(base, standInAgent(t, rec, tc.extra, tc.write, tc.body, tc.code))
+			rep, err := harness.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(codeStrings(codes(rep)), ",") != strings.Join(codeStrings(tc.want), ",") {
+				t.Fatalf("blockers %v, want %v", rep.Blockers, tc.want)
+			}
+			mustValidate(t, set, rep, len(tc.want) == 0)
+			if !noKeyInEvidence(t, rep.RunArtifactDir) {
+				t.Error("the key the stand-in printed on stderr was not redacted anywhere")
+			}
+			a := rep.Agent
+			if a == nil || a.Name != "qwen-code" || a.Version != "0.24.4" || a.Model != "scripted-model" || a.Endpoint != "http://127.0.0.1:9/v1" ||
+				strings.Join(a.SecretEnv, ",") != "OPENAI_API_KEY" || strings.Join(a.EgressAllowed, ",") != "127.0.0.1:9" {
+				t.Fatalf("report.agent %+v", a)
+			}
+			if a.UnknownLines != tc.unknown {
+				t.Errorf("unknown native lines %d, want %d", a.UnknownLines, tc.unknown)
+			}
+			if len(tc.want) == 0 && (a.Turns != 2 || a.InputTokens != 200 || a.OutputTokens != 40 || a.CachedTokens != 80 || a.APITimeMs == 0 || !a.Finished) {
+				t.Errorf("usage not recorded: %+v", a)
+			}
+			if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, harness.AgentStream)); err != nil {
+				t.Errorf("native stream not kept: %v", err)
+			}
+			for _, k := range rep.Case.EnvKeys {
+				if k == agentKeyVar {
+					t.Errorf("the harness variable %s was passed to the agent", k)
+				}
+			}
+		})
+	}
+}
+
+func truncatedRecording(t *testing.T, name string, lines int) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(agenttest.StreamsDir(), name+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.SplitAfterN(string(data), "\n", lines+1)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cut.jsonl"), []byte(strings.Join(parts[:lines], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// standInAgent looks recordings up by name in the streams directory;
+	// a relative path from there reaches the cut copy.
+	rel, err := filepath.Rel(agenttest.StreamsDir(), filepath.Join(dir, "cut"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel
+}
+
+// Requests the gate refuses before any agent starts.
+func TestAgentGateRefusals(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	tests := []struct {
+		name string
+		mod  func(o *harness.Options)
+		want ctoharness.BlockerCode
+	}{
+		{"key variable unset", func(o *harness.Options) { o.Agent.APIKeyEnv = "CTO_TEST_UNSET_KEY" }, ctoharness.BlockAgentConfigInvalid},
+		{"no model", func(o *harness.Options) { o.Agent.Model = "" }, ctoharness.BlockAgentConfigInvalid},
+		{"base url not http", func(o *harness.Options) { o.Agent.BaseURL = "ftp://x/v1" }, ctoharness.BlockAgentConfigInvalid},
+		{"not installed", func(o *harness.Options) { o.Agent.Command = nil; o.Agent.Dir = t.TempDir() }, ctoharness.BlockAgentNotInstalled},
+		{"sandboxed without egress", func(o *harness.Options) { o.Unsandboxed = false }, ctoharness.BlockAgentNoEgress},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := agentOptions(base, []string{"/bin/false"})
+			tc.mod(&o)
+			rep, err := harness.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hasCode(rep, tc.want) || rep.CaseProcessStarted || rep.Blockers[0].Step != ctoharness.StepGate {
+				t.Fatalf("blockers %v, case started %v", rep.Blockers, rep.CaseProcessStarted)
+			}
+			mustValidate(t, set, rep, false)
+		})
+	}
+}
