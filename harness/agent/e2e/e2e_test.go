@@ -48,7 +48,7 @@ const (
 
 // requireAgent skips (or fails, with =require) when the tests are off or the
 // agent is not installed.
-func requireAgent(t *testing.T, name agent.Name) (agent.Spec, string) {
+func requireAgent(t testing.TB, name agent.Name) (agent.Spec, string) {
 	t.Helper()
 	gate := os.Getenv(EnvAgentTests)
 	if gate == "" {
@@ -74,7 +74,7 @@ func requireAgent(t *testing.T, name agent.Name) (agent.Spec, string) {
 
 // stage3 makes a runs directory with stage 2 validated and an owned copy of
 // the sample repository, and returns options for a stage 3 run on it.
-func stage3(t *testing.T, set *schemas.Set) harness.Options {
+func stage3(t testing.TB, set *schemas.Set) harness.Options {
 	t.Helper()
 	runs := t.TempDir()
 	exe, err := os.Executable()
@@ -284,3 +284,44 @@ func TestQwenCode(t *testing.T)   { runAgent(t, agent.QwenCode) }
 func TestClaudeCode(t *testing.T) { runAgent(t, agent.ClaudeCode) }
 func TestCodex(t *testing.T)      { runAgent(t, agent.Codex) }
 func TestGeminiCLI(t *testing.T)  { runAgent(t, agent.GeminiCLI) }
+
+// BenchmarkAgentOverhead measures what the harness adds to a real agent run
+// on the embedded sample: the whole run's wall time minus the agent
+// process's own duration (gate, source proofs, copy, baseline, collection,
+// verification, evidence). The target is at most 1 s.
+func BenchmarkAgentOverhead(b *testing.B) {
+	for _, name := range []agent.Name{agent.QwenCode, agent.ClaudeCode, agent.Codex, agent.GeminiCLI} {
+		b.Run(string(name), func(b *testing.B) {
+			_, dir := requireAgent(b, name)
+			set, err := schemas.Compile()
+			if err != nil {
+				b.Fatal(err)
+			}
+			base := stage3(b, set)
+			turns := scenarios()[0].turns
+			var overhead, own time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				srv, err := modelserver.Start(modelserver.Options{Script: modelserver.Script{Turns: turns}}, "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				o := base
+				o.Unsandboxed = true
+				o.Agent = harness.AgentOptions{Name: string(name), Model: "scripted-model", BaseURL: baseURL(name, srv), APIKeyEnv: keyVar, Dir: dir}
+				start := time.Now()
+				rep, err := harness.Run(context.Background(), o)
+				wall := time.Since(start)
+				srv.Close()
+				if err != nil || rep.Status != ctoharness.StatusPass {
+					b.Fatalf("run: %v %+v", err, rep.Blockers)
+				}
+				agentTime := time.Duration(rep.Case.DurationMs) * time.Millisecond
+				overhead += wall - agentTime
+				own += agentTime
+			}
+			b.ReportMetric(float64(overhead.Milliseconds())/float64(b.N), "harness-ms/op")
+			b.ReportMetric(float64(own.Milliseconds())/float64(b.N), "agent-ms/op")
+		})
+	}
+}
