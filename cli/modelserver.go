@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 
@@ -47,12 +46,9 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return fmt.Errorf("modelserver: write requests: %w", err)
 	}
-	enc := json.NewEncoder(f)
-	for _, r := range srv.Requests() {
-		if err := enc.Encode(r); err != nil {
-			f.Close()
-			return fmt.Errorf("modelserver: write requests to %s: %w", c.Requests, err)
-		}
+	if err := srv.WriteRequests(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", c.Requests, err)
 	}
 	return f.Close()
 }

@@ -49,15 +49,19 @@
 // File" patch; each line gets a trailing newline, so give content ending in
 // one); shell onto run_shell_command{command} (qwen-code, gemini-cli),
 // Bash{command} (claude-code) or exec_command{cmd} / shell{command:[…]}
-// (codex). Unknown agents are matched by argument names. When no tool fits,
-// the model answers with a text saying so, naming the tools offered.
+// (codex). Unknown agents are matched by argument names. When the agent
+// offers no write tool (codex with a model it has no metadata for) or the
+// file is empty (apply_patch cannot add one), the write goes through the
+// shell tool as printf '%s' CONTENT > PATH. When no tool fits at all, the
+// model answers with a text saying so, naming the tools offered. What each
+// pinned agent sends, and its quirks, is in docs/agents.md.
 //
 // # Paths
 //
 // A relative script path is resolved against the working directory the agent
-// states in its request (qwen-code and gemini-cli: "I'm currently working in
-// the directory: DIR"; claude-code: "Working directory: DIR"; codex:
-// <cwd>DIR</cwd>), else against Options.WorkDir; an absolute path is used as
+// states in its request (qwen-code: "I'm currently working in the directory:
+// DIR"; gemini-cli: the first of its "Workspace Directories"; claude-code:
+// "Primary working directory: DIR"; codex: <cwd>DIR</cwd>), else against Options.WorkDir; an absolute path is used as
 // given. Agents require absolute paths for their write tools.
 //
 // # Usage

@@ -106,10 +106,10 @@ func resolve(cwd, p string) string {
 var cwdPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`<cwd>(/[^<]+)</cwd>`),                                  // codex environment_context
 	regexp.MustCompile(`Primary working directory: (/[^\s"\\]+)`),              // claude-code
-	regexp.MustCompile(`(?i)working directory: (/[^\s"\\]+)`),                  // claude-code, others
 	regexp.MustCompile(`currently working in the directory: (/[^\s"\\]+)`),     // qwen-code
 	regexp.MustCompile(`Workspace Directories:\*\*(?:\\n|\s)+- (/[^\s"\\]+)`),  // gemini-cli: its first workspace directory
-	regexp.MustCompile(`(?i)current working directory(?: is)?:? (/[^\s"\\]+)`), // generic
+	regexp.MustCompile(`(?i)working directory: (/[^\s"\\]+)`),                  // others
+	regexp.MustCompile(`(?i)current working directory(?: is)?:? (/[^\s"\\]+)`), // others
 }
 
 // findCwd returns the working directory the request reports, or "".
@@ -176,6 +176,13 @@ func writeCall(ts []tool, path, content string) (*toolCall, error) {
 		return call, nil
 	}
 	if t.name == "apply_patch" {
+		if content == "" {
+			// An Add File hunk needs at least one line: an empty file
+			// is made through the shell.
+			if call, err := shellCall(ts, shellWrite(path, content), ""); err == nil {
+				return call, nil
+			}
+		}
 		patch := addFilePatch(path, content)
 		if t.kind == kindCustom {
 			return &toolCall{name: t.name, kind: kindCustom, input: patch}, nil

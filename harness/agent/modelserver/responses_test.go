@@ -55,6 +55,12 @@ func TestResponsesTurns(t *testing.T) {
 		{0, `[{"type":"function","name":"exec_command","parameters":{"type":"object","properties":{"cmd":{"type":"string"}}}}]`,
 			`function_call exec_command {"cmd":"printf '%s' 'x\ny\n' > '/tmp/x/work/a.txt'"}`},
 	}
+	srvEmpty := newServer(t, Turn{Action: ActionWrite, Path: "empty.txt"})
+	_, out := post(t, srvEmpty, "/v1/responses", nil, `{"model":"m","stream":true,"input":[`+codexEnv+`],"tools":`+codexTools+`}`)
+	items, _ := responsesStream(t, out)
+	if it := items[len(items)-1]; it["name"] != "exec_command" || it["arguments"] != `{"cmd":"printf '%s' '' > '/tmp/x/work/empty.txt'"}` {
+		t.Errorf("an empty file is not written through the shell: %v", it)
+	}
 	for _, c := range cases {
 		input := []string{codexEnv}
 		for i := 0; i < c.results; i++ {

@@ -369,3 +369,15 @@ func compactJSON(v any) string {
 	_ = enc.Encode(v)
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// WriteRequests writes every recorded request as one JSON line each.
+func (s *Server) WriteRequests(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, r := range s.Requests() {
+		if err := enc.Encode(r); err != nil {
+			return fmt.Errorf("modelserver: write requests: %w", err)
+		}
+	}
+	return nil
+}
