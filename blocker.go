@@ -56,6 +56,7 @@ const (
 	BlockCaseExitNonZero      BlockerCode = "CASE_EXIT_NONZERO"
 	BlockCaseTimeout          BlockerCode = "TIMEOUT"
 	BlockCaseEventMalformed   BlockerCode = "CASE_EVENT_MALFORMED"
+	BlockCaseEventOrder       BlockerCode = "CASE_EVENT_ORDER"
 	BlockMissingRequiredEvent BlockerCode = "MISSING_REQUIRED_EVENT"
 	BlockDisallowedChange     BlockerCode = "DISALLOWED_CHANGE"
 	BlockProtectedPathChange  BlockerCode = "PROTECTED_PATH_CHANGED"
@@ -82,6 +83,11 @@ const (
 	BlockSecretInEvidence   BlockerCode = "SECRET_IN_EVIDENCE"
 )
 
+// BlockPrevStageUnproven: a previous stage's record is intact, but what it
+// claims is not true of the run it names (missing, not passing, another
+// stage, another runs directory, relocated).
+const BlockPrevStageUnproven BlockerCode = "PREVIOUS_STAGE_EVIDENCE_UNPROVEN"
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -107,6 +113,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
+		BlockPrevStageUnproven, BlockCaseEventOrder,
 		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange, BlockAgentNoEgress,
 		BlockSecretInEvidence,
 	}

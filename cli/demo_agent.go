@@ -80,7 +80,7 @@ func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Confi
 	}
 	fmt.Fprintf(env.Stdout, "\nagent %s %s against the scripted model server at %s\n", s.Name, s.Version, base)
 	return harness.Run(ctx, harness.Options{Stage: 3, Source: src, Spec: &spec, Lane: ctoharness.LaneReal, RunsDir: runs, Config: cfg,
-		Getenv: getenv, SelfExe: env.Self, Schemas: set, Unsandboxed: true,
+		Getenv: getenv, SelfExe: env.Self, Schemas: set, Unsandboxed: true, VerifyRun: validators.StageRunVerifier(set),
 		Agent: harness.AgentOptions{Name: name, Model: "scripted-model", BaseURL: base, APIKeyEnv: demoKeyVar, Dir: agentsDir}})
 }
 

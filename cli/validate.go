@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -21,7 +22,7 @@ type ValidateCmd struct {
 
 // Help lists the checks.
 func (ValidateCmd) Help() string {
-	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid.", validators.CheckNames())
+	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid, 2 bad input (no such run directory).", validators.CheckNames())
 }
 
 // Run executes the command.
@@ -29,6 +30,9 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 	set, err := compileSchemas()
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(c.RunDir); err != nil || !st.IsDir() {
+		return usagef("%s is not a run directory (it does not exist or is not a directory); pass RUNS_DIR/<run_id>, see 'cto-harness runs' or the runs directory", c.RunDir)
 	}
 	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass})
 	if c.JSON {
@@ -78,7 +82,7 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
 		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot,
 		Health: func(ctx context.Context) (any, bool) {
-			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self})
+			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
 			return h, h.OK
 		}})
 	if c.JUnit != "" {
@@ -122,7 +126,7 @@ func (c *HealthCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	runs, _ := filepath.Abs(g.runsDir(env))
-	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self})
+	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
 	if c.JSON {
 		_ = printJSON(env.Stdout, h)
 	} else {

@@ -52,18 +52,32 @@ func newFixture(t *testing.T, stage int) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{dir: t.TempDir(), set: set, now: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)}
-	runDir := filepath.Join(f.dir, "run")
+	runDir := filepath.Join(f.dir, "20261101T110000Z-s1-abcdef01")
 	os.MkdirAll(runDir, 0o755)
 	f.report = filepath.Join(runDir, "report.json")
-	os.WriteFile(f.report, []byte(`{"status":"pass"}`), 0o644)
+	f.writeReport(t, stage, func(*ctoharness.Report) {})
 	f.write(t, stage, func(*gates.Record) {})
 	return f
+}
+
+// writeReport writes the named run's report: what the stand-in run verifier
+// below returns. The real verifier (full run validation) is exercised by the
+// validators' forgery tests.
+func (f *fixture) writeReport(t *testing.T, stage int, edit func(*ctoharness.Report)) {
+	t.Helper()
+	rep := ctoharness.Report{RunID: "20261101T110000Z-s1-abcdef01", Stage: stage, Status: ctoharness.StatusPass, Qualifies: true,
+		RunArtifactDir: filepath.Dir(f.report), Freshness: ctoharness.Freshness{FinishedAt: f.now.Add(-2 * time.Hour)}}
+	edit(&rep)
+	data, _ := json.Marshal(rep)
+	if err := os.WriteFile(f.report, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (f *fixture) write(t *testing.T, stage int, edit func(*gates.Record)) {
 	t.Helper()
 	r := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: stage, RunID: "20261101T110000Z-s1-abcdef01",
-		RunDir: filepath.Dir(f.report), ReportSHA256: "b0a4d9d8b4eb0c37ddbfc1a1d9b1d54fba4f37c9b19e0d25bfc8f7a0a3c28e6d",
+		RunDir: filepath.Dir(f.report), RunsDir: f.dir, ReportSHA256: "b0a4d9d8b4eb0c37ddbfc1a1d9b1d54fba4f37c9b19e0d25bfc8f7a0a3c28e6d",
 		ValidatedAt: f.now.Add(-time.Hour), HarnessVersion: ctoharness.Version, Checked: []string{"pass_route"}}
 	sum, _ := os.ReadFile(f.report)
 	r.ReportSHA256 = sha(sum)
@@ -78,7 +92,15 @@ func (f *fixture) write(t *testing.T, stage int, edit func(*gates.Record)) {
 }
 
 func (f *fixture) check() gates.RecordCheck {
-	return gates.RecordCheck{Dir: f.dir, MaxAge: 24 * time.Hour, Now: f.now, Validate: f.set.Validator(schemas.StageRecord)}
+	return gates.RecordCheck{Dir: f.dir, RunsDir: f.dir, MaxAge: 24 * time.Hour, Now: f.now, Validate: f.set.Validator(schemas.StageRecord),
+		VerifyRun: func(_ context.Context, dir string) (ctoharness.Report, error) {
+			var rep ctoharness.Report
+			data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+			if err != nil {
+				return rep, err
+			}
+			return rep, json.Unmarshal(data, &rep)
+		}}
 }
 
 func TestRecordVerify(t *testing.T) {
@@ -97,6 +119,32 @@ func TestRecordVerify(t *testing.T) {
 			f.write(t, 1, func(r *gates.Record) { r.Seal(); r.RunID = "20261101T110000Z-s1-ffffffff" })
 		}, ctoharness.BlockPrevStageTampered},
 		{"report changed", func(t *testing.T, f *fixture) { os.WriteFile(f.report, []byte(`{"status":"pasz"}`), 0o644) }, ctoharness.BlockPrevStageTampered},
+		{"names a blocked run", func(t *testing.T, f *fixture) {
+			f.writeReport(t, 1, func(r *ctoharness.Report) { r.Status = ctoharness.StatusBlocked })
+			f.write(t, 1, func(*gates.Record) {})
+		}, ctoharness.BlockPrevStageUnproven},
+		{"names a run of another stage", func(t *testing.T, f *fixture) {
+			f.writeReport(t, 1, func(r *ctoharness.Report) { r.Stage = 2 })
+			f.write(t, 1, func(*gates.Record) {})
+		}, ctoharness.BlockPrevStageUnproven},
+		{"names a run that does not qualify", func(t *testing.T, f *fixture) {
+			f.writeReport(t, 1, func(r *ctoharness.Report) { r.Qualifies = false })
+			f.write(t, 1, func(*gates.Record) {})
+		}, ctoharness.BlockPrevStageUnproven},
+		{"names an old run", func(t *testing.T, f *fixture) {
+			f.writeReport(t, 1, func(r *ctoharness.Report) { r.Freshness.FinishedAt = f.now.Add(-48 * time.Hour) })
+			f.write(t, 1, func(*gates.Record) {})
+		}, ctoharness.BlockPrevStageStale},
+		{"bound to another runs directory", func(t *testing.T, f *fixture) {
+			f.write(t, 1, func(r *gates.Record) { r.RunsDir = t.TempDir() })
+		}, ctoharness.BlockPrevStageUnproven},
+		{"run outside the runs directory", func(t *testing.T, f *fixture) {
+			other := filepath.Join(t.TempDir(), "20261101T110000Z-s1-abcdef01")
+			os.MkdirAll(other, 0o755)
+			data, _ := os.ReadFile(f.report)
+			os.WriteFile(filepath.Join(other, "report.json"), data, 0o644)
+			f.write(t, 1, func(r *gates.Record) { r.RunDir = other })
+		}, ctoharness.BlockPrevStageUnproven},
 		{"report gone", func(t *testing.T, f *fixture) { os.Remove(f.report) }, ctoharness.BlockPrevStageMissing},
 		{"other stage", func(t *testing.T, f *fixture) { f.write(t, 1, func(r *gates.Record) { r.Stage = 2 }) }, ctoharness.BlockPrevStageTampered},
 		{"schema version", func(t *testing.T, f *fixture) { f.write(t, 1, func(r *gates.Record) { r.SchemaVersion = "0.9.0" }) }, ctoharness.BlockPrevStageSchema},

@@ -22,6 +22,7 @@ type Record struct {
 	Stage          int       `json:"stage"`
 	RunID          string    `json:"run_id"`
 	RunDir         string    `json:"run_dir"`
+	RunsDir        string    `json:"runs_dir"`
 	ReportSHA256   string    `json:"report_sha256"`
 	ValidatedAt    time.Time `json:"validated_at"`
 	HarnessVersion string    `json:"harness_version"`
@@ -52,6 +53,13 @@ type RecordCheck struct {
 	MaxAge   time.Duration
 	Now      time.Time
 	Validate func([]byte) error
+	// RunsDir is the runs directory the record's run must live in (directly,
+	// under its run id).
+	RunsDir string
+	// VerifyRun validates the named run directory now and returns its report.
+	// It is injected because the validators depend on this package; a nil
+	// VerifyRun fails closed.
+	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
 }
 
 // Verify loads and checks stage n's record: schema-valid, digest intact, same
@@ -104,6 +112,9 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 		return r, ctoharness.Block(ctoharness.BlockPrevStageStale, ctoharness.StepGate, nil,
 			"stage %d validation record %s is %s old (max %s); re-run 'cto-harness validate-stage %d'",
 			n, p, age.Round(time.Second), rc.MaxAge, n)
+	}
+	if err := rc.verifyClaim(ctx, n, p, r); err != nil {
+		return r, err
 	}
 	return r, nil
 }

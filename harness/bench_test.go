@@ -72,7 +72,7 @@ func BenchmarkPassRouteGoTree(b *testing.B) {
 		Verification: task.Verification{Command: "test -f CASE_NOTES.md", TimeoutSeconds: 60}, CaseTimeoutSeconds: 60}
 	o := harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
 		Config: config.Config{OwnedSources: []string{repo}},
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get}
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set)}
 	var harnessT, gitT, cpT time.Duration
 	// Deleting many files makes file creation slow for a while on some
 	// filesystems; settle after set-up, and rotate the order of the three

@@ -77,8 +77,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
-	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: gates.RecordCheck{
-		Dir: RecordsDir(o.RunsDir), MaxAge: o.Config.MaxAge(), Now: o.Clock(), Validate: o.Schemas.Validator(schemas.StageRecord)}})
+	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck()})
 	plan.Blockers = append(plan.Blockers, d.Blockers...)
 	if len(plan.Blockers) > 0 {
 		return plan, nil

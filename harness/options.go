@@ -6,6 +6,7 @@
 package harness
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -59,6 +61,17 @@ type Options struct {
 	// Agent runs a supported coding agent as Case on the real lane.
 	Agent AgentOptions
 
+	// VerifyRun validates the run a previous stage's record names (the
+	// validators' run check, injected: the validators depend on this
+	// package). Without it the gate of stage 2 and up blocks.
+	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
+	// RecordsDir and RecordRunsDir override where the previous stage's record
+	// is read and which runs directory its run must live in (default:
+	// RunsDir/validation and RunsDir). The failure matrix uses them to test
+	// forged records without touching the real ones.
+	RecordsDir    string
+	RecordRunsDir string
+
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
 	AllowedCheck func(path string) (bool, string)
@@ -78,6 +91,19 @@ func (o *Options) checkFault() error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown fault %q; use %q or %qNAME", ErrUsage, o.Fault, FaultFixtureDirtyStart, FaultArtifactPrefix)
+}
+
+// recordCheck is how this run's gate checks the previous stage's record.
+func (o *Options) recordCheck() gates.RecordCheck {
+	dir, runs := o.RecordsDir, o.RecordRunsDir
+	if dir == "" {
+		dir = RecordsDir(o.RunsDir)
+	}
+	if runs == "" {
+		runs = o.RunsDir
+	}
+	return gates.RecordCheck{Dir: dir, RunsDir: runs, MaxAge: o.Config.MaxAge(), Now: o.Clock(),
+		Validate: o.Schemas.Validator(schemas.StageRecord), VerifyRun: o.VerifyRun}
 }
 
 // RecordsDir is where stage validation records live.

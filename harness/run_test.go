@@ -56,7 +56,8 @@ func options(t *testing.T, set *schemas.Set, runs string, stage int, e env) harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	return harness.Options{Stage: stage, RunsDir: runs, Schemas: set, SelfExe: exe, Getenv: e.get}
+	return harness.Options{Stage: stage, RunsDir: runs, Schemas: set, SelfExe: exe, Getenv: e.get,
+		VerifyRun: validators.StageRunVerifier(set)}
 }
 
 func materialize(t *testing.T, name, dir string) string {

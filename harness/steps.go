@@ -29,8 +29,7 @@ var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (r *run) gate(ctx context.Context) bool {
 	r.step(ctoharness.StepGate)
-	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: gates.RecordCheck{
-		Dir: RecordsDir(r.o.RunsDir), MaxAge: r.o.Config.MaxAge(), Now: r.o.Clock(), Validate: r.o.Schemas.Validator(schemas.StageRecord)}})
+	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck()})
 	r.stage = d.Stage
 	r.rep.StageName = d.Stage.Name
 	if r.rep.StageName == "" {
@@ -333,6 +332,7 @@ func (r *run) runCase(ctx context.Context) {
 	in := backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
+		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
 		OnEvent: func(e backend.CaseEvent) {
 			var data map[string]any
 			_ = json.Unmarshal(e.Raw, &data)
@@ -407,6 +407,10 @@ func (r *run) runCase(ctx context.Context) {
 	if out.MalformedN > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventMalformed, Step: ctoharness.StepCase,
 			Message: fmt.Sprintf("Case wrote %d stdout line(s) that are not events (first: %q); stdout is reserved for JSON events, use stderr for logs", out.MalformedN, out.Malformed[0])})
+	}
+	if len(out.OrderViolations) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventOrder, Step: ctoharness.StepCase,
+			Message: "Case's events break the required order: " + strings.Join(out.OrderViolations, "; ") + "; see docs/case-adapter.md"})
 	}
 	if miss := out.Missing(); len(miss) > 0 {
 		names := make([]string, len(miss))

@@ -45,6 +45,8 @@ type Options struct {
 	// SelfExe is the harness binary, started once as the sandbox launcher to
 	// prove the sandbox can be established ("" skips that trial).
 	SelfExe string
+	// VerifyRun validates the run a stage record names (see gates.RecordCheck).
+	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
 }
 
 // Run performs every check.
@@ -87,7 +89,8 @@ func Run(ctx context.Context, o Options) Report {
 	}
 	add("sandbox", sbErr, fmt.Sprintf("landlock ABI %d; network, PID and mount namespaces; no_new_privs", rep.Sandbox.LandlockABI))
 	if set != nil {
-		rc := gates.RecordCheck{Dir: o.RecordsDir, MaxAge: o.MaxAge, Now: o.Now, Validate: set.Validator(schemas.StageRecord)}
+		rc := gates.RecordCheck{Dir: o.RecordsDir, RunsDir: o.RunsDir, MaxAge: o.MaxAge, Now: o.Now,
+			Validate: set.Validator(schemas.StageRecord), VerifyRun: o.VerifyRun}
 		for _, st := range gates.Ladder() {
 			if !st.Approved {
 				continue

@@ -521,7 +521,7 @@ func TestDrift(t *testing.T) {
 func TestEveryKindHasATypeOrSpec(t *testing.T) {
 	gt := goTypes()
 	for _, k := range schemas.Kinds() {
-		if _, ok := gt[k]; !ok && k != schemas.StageResult {
+		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.CaseEvent {
 			t.Errorf("kind %s has no Go type bound in goTypes()", k)
 		}
 	}
@@ -699,7 +699,7 @@ func instances() []struct {
 		ForbiddenActions: []string{"delete tests"}, Verification: task.Verification{Command: "go test ./...", TimeoutSeconds: 300},
 		CaseTimeoutSeconds: 600,
 	}
-	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: runID, RunDir: "/var/tmp/cto-harness/runs/" + runID,
+	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: runID, RunDir: "/var/tmp/cto-harness/runs/" + runID, RunsDir: "/var/tmp/cto-harness/runs",
 		ReportSHA256: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version,
 		Checked: []string{"report schema", "event chain", "trace confinement", "source non-mutation"}}
 	rec.Seal()
@@ -760,6 +760,11 @@ func instances() []struct {
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
 			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "",
 		}},
+		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
+		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},
+		{"case command", schemas.CaseEvent, map[string]any{"type": "case.command", "command": "go test ./..."}},
+		{"case log", schemas.CaseEvent, map[string]any{"type": "case.log", "message": "hello", "extra": 1}},
+		{"case finished", schemas.CaseEvent, map[string]any{"type": "case.finished", "status": "ok"}},
 	}
 }
 
@@ -814,7 +819,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 11 {
+	if len(schemas.Kinds()) != 12 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -180,5 +181,26 @@ func checkStatus(v *runView, c collector) {
 		}
 		sort.Strings(codes)
 		c.fail(chk, evidence.ReportJSON, "status is %s (%s), --expect-pass requires pass", r.Status, strings.Join(codes, ", "))
+	}
+}
+
+// checkRunLocation refuses a run directory that is not where its report says
+// it was made: a copy elsewhere is not the run it claims to be (its fixture,
+// scratch and trace name the original).
+func checkRunLocation(v *runView, c collector) {
+	const chk = "run_location"
+	here, err := filepath.EvalSymlinks(v.dir)
+	if err != nil {
+		c.fail(chk, "", "cannot resolve the run directory %s: %v", v.dir, err)
+		return
+	}
+	here, _ = filepath.Abs(here)
+	made, err := filepath.EvalSymlinks(v.report.RunArtifactDir)
+	if err != nil || made != here {
+		c.fail(chk, evidence.ReportJSON, "the run was made in %s, but this directory is %s; a relocated or copied run directory is not accepted",
+			v.report.RunArtifactDir, here)
+	}
+	if filepath.Base(here) != v.report.RunID {
+		c.fail(chk, evidence.ReportJSON, "the directory %s is not named after the run id %s", here, v.report.RunID)
 	}
 }

@@ -237,6 +237,24 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 			rec.Seal() // stale, but intact
 		case "tampered":
 			rec.Checked = append(rec.Checked, "edited-after-sealing") // digest no longer matches
+		case "junk-run":
+			// Resealed consistently, naming a directory whose report is junk.
+			junk := filepath.Join(work, rec.RunID)
+			if err := forgeRecordRun(&rec, junk, []byte("{\"status\": \"pass\"}\n")); err != nil {
+				return harness.Options{}, "", err
+			}
+		case "other-runs-dir":
+			// The real run copied into the row's own runs directory and the
+			// record rebound to the copy: evidence moved, not made, here.
+			data, err := os.ReadFile(filepath.Join(rec.RunDir, evidence.ReportJSON))
+			if err != nil {
+				return harness.Options{}, "", err
+			}
+			if err := forgeRecordRun(&rec, filepath.Join(runs, rec.RunID), data); err != nil {
+				return harness.Options{}, "", err
+			}
+			rec.RunsDir = runs
+			rec.Seal()
 		case "":
 		default:
 			return harness.Options{}, "", fmt.Errorf("unknown stage2_record %q", st.Stage2Record)
@@ -315,9 +333,31 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
-		NewRunID: func(int, time.Time) string { return runID }}
+		NewRunID: func(int, time.Time) string { return runID },
+		// The row's stage 2 record is a copy (perhaps damaged) of the real
+		// one, which names the real stage 2 run in the main runs directory.
+		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas)}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}
 	return opts, srcDir, nil
+}
+
+// forgeRecordRun points rec at dir, holding report as its report.json, and
+// reseals it as a forger who can write the runs directory would.
+func forgeRecordRun(rec *gates.Record, dir string, report []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	p := filepath.Join(dir, evidence.ReportJSON)
+	if err := os.WriteFile(p, report, 0o644); err != nil {
+		return err
+	}
+	sum, err := evidence.FileSHA256(p)
+	if err != nil {
+		return err
+	}
+	rec.RunDir, rec.ReportSHA256 = dir, sum
+	rec.Seal()
+	return nil
 }

@@ -108,8 +108,8 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 }
 
 func (s *stageRun) recordCheck() gates.RecordCheck {
-	return gates.RecordCheck{Dir: harness.RecordsDir(s.o.RunsDir), MaxAge: s.o.Config.MaxAge(), Now: s.o.Clock(),
-		Validate: s.o.Schemas.Validator(schemas.StageRecord)}
+	return gates.RecordCheck{Dir: harness.RecordsDir(s.o.RunsDir), RunsDir: s.o.RunsDir, MaxAge: s.o.Config.MaxAge(), Now: s.o.Clock(),
+		Validate: s.o.Schemas.Validator(schemas.StageRecord), VerifyRun: StageRunVerifier(s.o.Schemas)}
 }
 
 // requirePrevious makes sure stage n has a valid record, validating it first
@@ -203,7 +203,8 @@ func materialize(ctx context.Context, name, dst string, when time.Time) error {
 
 func (s *stageRun) runOptions(n int, src string, cfg config.Config, spec *task.Spec, getenv func(string) string) harness.Options {
 	return harness.Options{Stage: n, Source: src, Spec: spec, Lane: ctoharness.LaneFake, RunsDir: s.o.RunsDir, Config: cfg,
-		Getenv: getenv, SelfExe: s.o.SelfExe, Schemas: s.o.Schemas, Clock: s.o.Clock, NewRunID: s.o.NewRunID}
+		Getenv: getenv, SelfExe: s.o.SelfExe, Schemas: s.o.Schemas, Clock: s.o.Clock, NewRunID: s.o.NewRunID,
+		VerifyRun: StageRunVerifier(s.o.Schemas)}
 }
 
 // gateRefusals proves that a missing or wrong gate blocks before any Case
@@ -374,7 +375,12 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		s.failf("record_written", err)
 		return
 	}
-	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: n, RunID: rep.RunID, RunDir: rep.RunArtifactDir,
+	runs, err := filepath.Abs(s.o.RunsDir)
+	if err != nil {
+		s.failf("record_written", err)
+		return
+	}
+	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: n, RunID: rep.RunID, RunDir: rep.RunArtifactDir, RunsDir: runs,
 		ReportSHA256: sum, ValidatedAt: s.o.Clock().UTC(), HarnessVersion: ctoharness.Version, Checked: append([]string{}, s.res.Checked...)}
 	rec.Seal()
 	data, err := json.MarshalIndent(rec, "", "  ")

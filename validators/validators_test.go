@@ -320,7 +320,8 @@ func TestStage3(t *testing.T) {
 		t.Fatalf("paths missing: %+v", res)
 	}
 	// Its record now opens stage 4? No: stage 4 is never approved, but the record itself verifies.
-	rc := gates.RecordCheck{Dir: harness.RecordsDir(runs), MaxAge: time.Hour, Now: time.Now(), Validate: set.Validator(schemas.StageRecord)}
+	rc := gates.RecordCheck{Dir: harness.RecordsDir(runs), RunsDir: runs, MaxAge: time.Hour, Now: time.Now(),
+		Validate: set.Validator(schemas.StageRecord), VerifyRun: validators.StageRunVerifier(set)}
 	if _, err := rc.Verify(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}

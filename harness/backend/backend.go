@@ -46,6 +46,9 @@ type Input struct {
 	Events  *os.File // backend/case.events.jsonl
 	LogCap  int64
 	OnEvent func(CaseEvent) // called in order for each well-formed event
+	// ValidateEvent checks one event line against the Case event schema
+	// (typed fields per event type); a line it refuses is malformed.
+	ValidateEvent func([]byte) error
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
 	// Translate, when set, reads stdout as a coding agent's native stream
@@ -69,6 +72,8 @@ type Outcome struct {
 	StdoutInline string
 	StderrInline string
 	Truncated    bool
+	// OrderViolations are breaches of the event grammar (see Grammar).
+	OrderViolations []string
 }
 
 // Run starts Case and waits for it. Errors are start failures or log write
@@ -82,8 +87,20 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	var out Outcome
 	var mu sync.Mutex
 	var evErr error
+	var grammar Grammar
+	malformed := func(line []byte) {
+		out.MalformedN++
+		if len(out.Malformed) < 3 {
+			out.Malformed = append(out.Malformed, truncate(string(line), 200))
+		}
+	}
 	accept := func(ev CaseEvent) {
+		if in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
+			malformed(ev.Raw)
+			return
+		}
 		out.Events = append(out.Events, ev.Type)
+		grammar.Next(ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(ev.Raw), '\n')); err != nil && evErr == nil {
 			evErr = err
 		}
@@ -102,10 +119,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 		ev, ok := parseEvent(line)
 		if !ok {
-			out.MalformedN++
-			if len(out.Malformed) < 3 {
-				out.Malformed = append(out.Malformed, truncate(string(line), 200))
-			}
+			malformed(line)
 			return
 		}
 		accept(ev)
@@ -118,6 +132,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			accept(ev)
 		}
 	}
+	out.OrderViolations = grammar.Violations()
 	out.Result = res
 	out.StdoutInline, out.Truncated = stdout.Inline()
 	var t2 bool

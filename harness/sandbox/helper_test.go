@@ -320,8 +320,21 @@ func launchWith(t *testing.T, p sandbox.Policy, dir string, o opts, argv ...stri
 	return out
 }
 
-// aliveInNamespace lists host pids still in the PID namespace ns.
+// aliveInNamespace lists host pids still in the PID namespace ns. Killing a
+// namespace is asynchronous (a loaded machine may take a moment to tear down
+// its processes), so it waits up to two seconds for the list to empty.
 func aliveInNamespace(ns string) []string {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		alive := inNamespace(ns)
+		if len(alive) == 0 || time.Now().After(deadline) {
+			return alive
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func inNamespace(ns string) []string {
 	if ns == "" {
 		return nil
 	}

@@ -104,7 +104,7 @@ func stage3(t testing.TB, set *schemas.Set) harness.Options {
 	spec.CaseTimeoutSeconds = 240
 	env := map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3", keyVar: key}
 	return harness.Options{Stage: 3, RunsDir: runs, Schemas: set, SelfExe: exe, Source: src, Spec: &spec,
-		Config: config.Config{OwnedSources: []string{src}},
+		Config: config.Config{OwnedSources: []string{src}}, VerifyRun: validators.StageRunVerifier(set),
 		Getenv: func(k string) string {
 			if v, ok := env[k]; ok {
 				return v

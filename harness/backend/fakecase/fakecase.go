@@ -116,7 +116,7 @@ func Lookup(name string) (Scenario, error) {
 			}}, nil
 	}
 	var names []string
-	for _, s := range Scenarios() {
+	for _, s := range append(Scenarios(), HostileEventScenarios()...) {
 		if s.Name == name {
 			return s, nil
 		}

@@ -1,0 +1,170 @@
+package validators
+
+import (
+	"bytes"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/task"
+)
+
+// checkPatchRederived re-derives the change instead of trusting the files
+// that describe it: the patch is recomputed from the baseline and result
+// commits held in the fixture and must equal patch.diff byte for byte; the
+// changed files must equal the report's; every path the patch touches, in
+// any header form git apply reads, must be a listed changed file.
+func checkPatchRederived(v *runView, c collector) {
+	const chk = "patch_rederived"
+	patch, err := os.ReadFile(v.path(evidence.PatchFile))
+	if err != nil {
+		return // artifacts_present names a missing patch
+	}
+	listed := map[string]bool{}
+	for _, f := range v.report.ChangedFiles {
+		listed[f.Path] = true
+	}
+	for _, p := range PatchPaths(patch) {
+		if !listed[p] {
+			c.fail(chk, evidence.PatchFile, "the patch touches %s, which changed_files does not list", p)
+		}
+	}
+	cm := v.report.Commits
+	if cm.ResultCommit == "" || cm.BaselineCommit == "" {
+		if v.report.Status == ctoharness.StatusPass {
+			c.fail(chk, evidence.ReportJSON, "a passing run needs a baseline and a result commit to re-derive its patch from")
+		}
+		if len(bytes.TrimSpace(patch)) > 0 && cm.ResultCommit == "" {
+			c.fail(chk, evidence.PatchFile, "the run has no result commit, yet its patch is not empty")
+		}
+		return
+	}
+	if _, err := os.Stat(v.report.FixturePath); err != nil {
+		if v.report.Status == ctoharness.StatusPass {
+			c.fail(chk, evidence.ReportJSON, "the fixture %s the patch must be re-derived from is missing: %v", v.report.FixturePath, err)
+		}
+		return
+	}
+	re, err := fixture.Rederive(v.report.FixturePath, cm.BaselineCommit, cm.ResultCommit, task.NewPathPolicy(v.report.AllowedPaths).Check)
+	if err != nil {
+		c.fail(chk, evidence.ReportJSON, "cannot re-derive the change from the fixture: %v", err)
+		return
+	}
+	if re.ResultTree != cm.ResultTree {
+		c.fail(chk, evidence.ReportJSON, "the result commit's tree is %s, the report says %s", re.ResultTree, cm.ResultTree)
+	}
+	if !bytes.Equal(re.Patch, patch) {
+		c.fail(chk, evidence.PatchFile, "patch.diff differs from the diff between the baseline %s and result %s commits in the fixture",
+			short(cm.BaselineCommit), short(cm.ResultCommit))
+	}
+	if !reflect.DeepEqual(sortedChanges(re.Changed), sortedChanges(v.report.ChangedFiles)) {
+		c.fail(chk, evidence.ReportJSON, "changed_files %v differ from the change held in the fixture %v",
+			sortedChanges(v.report.ChangedFiles), sortedChanges(re.Changed))
+	}
+}
+
+// checkReportMarkdown regenerates report.md from report.json: the page a
+// person reads must say what the checked report says.
+func checkReportMarkdown(v *runView, c collector) {
+	const chk = "report_markdown"
+	md, err := os.ReadFile(v.path(evidence.ReportMD))
+	if err != nil {
+		return
+	}
+	rep := *v.report
+	rep.ArtifactDigests = nil
+	if !bytes.Equal(harness.Markdown(&rep), md) {
+		c.fail(chk, evidence.ReportMD, "report.md is not the rendering of report.json")
+	}
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func sortedChanges(in []ctoharness.ChangedFile) []ctoharness.ChangedFile {
+	out := append([]ctoharness.ChangedFile{}, in...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// PatchPaths lists every path a patch names in a header git apply reads:
+// "diff --git a/X b/Y", "--- X" and "+++ Y" (with or without the a/ b/
+// prefixes), and the rename and copy headers. A hunk with a plain ---/+++
+// header and no diff --git line is still a change git apply makes.
+func PatchPaths(patch []byte) []string {
+	seen := map[string]bool{}
+	add := func(p string) {
+		p = unquotePath(strings.TrimRight(p, "\t\r"))
+		if i := strings.IndexByte(p, '\t'); i >= 0 {
+			p = p[:i]
+		}
+		if p == "" || p == "/dev/null" {
+			return
+		}
+		for _, pre := range []string{"a/", "b/"} {
+			if q, ok := strings.CutPrefix(p, pre); ok {
+				p = q
+				break
+			}
+		}
+		seen[p] = true
+	}
+	for _, line := range strings.Split(string(patch), "\n") {
+		switch {
+		case strings.HasPrefix(line, "diff --git "):
+			rest := strings.TrimPrefix(line, "diff --git ")
+			a, b := splitGitHeader(rest)
+			add(a)
+			add(b)
+		case strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "):
+			add(line[4:])
+		case strings.HasPrefix(line, "rename from "), strings.HasPrefix(line, "copy from "):
+			_, p, _ := strings.Cut(line, " from ")
+			add(p)
+		case strings.HasPrefix(line, "rename to "), strings.HasPrefix(line, "copy to "):
+			_, p, _ := strings.Cut(line, " to ")
+			add(p)
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// splitGitHeader splits "a/X b/Y" (either side possibly quoted).
+func splitGitHeader(s string) (string, string) {
+	if strings.HasPrefix(s, `"`) {
+		if q, err := strconv.QuotedPrefix(s); err == nil {
+			return q, strings.TrimSpace(s[len(q):])
+		}
+	}
+	if i := strings.Index(s, " b/"); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	if i := strings.Index(s, ` "b/`); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
+func unquotePath(p string) string {
+	if strings.HasPrefix(p, `"`) {
+		if u, err := strconv.Unquote(p); err == nil {
+			return u
+		}
+	}
+	return p
+}
