@@ -133,6 +133,9 @@ func TestAgentLaneWithStandIn(t *testing.T) {
 			if len(tc.want) == 0 && (a.Turns != 2 || a.InputTokens != 200 || a.OutputTokens != 40 || a.CachedTokens != 80 || a.APITimeMs == 0 || !a.Finished) {
 				t.Errorf("usage not recorded: %+v", a)
 			}
+			if data, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "task.json")); !strings.Contains(string(data), `"address_space_bytes": 1099511627776`) {
+				t.Errorf("an agent run's contract must raise the address-space limit (Node's WebAssembly): %s", data)
+			}
 			if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, harness.AgentStream)); err != nil {
 				t.Errorf("native stream not kept: %v", err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/proc"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 // AgentOptions select a supported coding agent as Case (on the real lane).
@@ -405,4 +406,26 @@ func mergeKeys(have, add []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// agentAddressSpace is the address-space limit of an agent run unless the
+// task sets one: Node reserves large stretches of virtual memory for
+// WebAssembly (gemini-cli's HTTP parser fails to start under the default 32
+// GiB), while what it actually uses stays small.
+const agentAddressSpace = 1 << 40
+
+// agentLimits raises the default address-space limit for an agent run; a
+// limit the task spec sets is kept as written.
+func (r *run) agentLimits() {
+	if r.agent == nil {
+		return
+	}
+	l := task.SpecLimits{}
+	if r.spec.Limits != nil {
+		l = *r.spec.Limits
+	}
+	if l.AddressSpaceBytes == 0 {
+		l.AddressSpaceBytes = agentAddressSpace
+		r.spec.Limits = &l
+	}
 }

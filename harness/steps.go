@@ -235,6 +235,7 @@ func (r *run) cleanStart(ctx context.Context) bool {
 
 func (r *run) writeContract(ctx context.Context) bool {
 	r.step(ctoharness.StepContract)
+	r.agentLimits()
 	c := task.NewContract(r.spec, r.runID, r.fixture)
 	data, _ := json.Marshal(c)
 	if leak := r.leaksSource(string(data)); leak != "" {
