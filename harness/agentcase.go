@@ -429,3 +429,27 @@ func (r *run) agentLimits() {
 		r.spec.Limits = &l
 	}
 }
+
+// agentMarkdown is report.md's section on the coding agent.
+func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", a.Name, a.Version, orNone(a.Model), orNone(a.Endpoint))
+	fmt.Fprintf(b, "- finished: %v, turns %d, tokens %d in / %d out / %d cached, API time %d ms, reported cost $%.4f\n",
+		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs, a.ReportedCostUSD)
+	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
+		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, a.StreamPath)
+	if a.ResultError != "" {
+		fmt.Fprintf(b, "- error: %s\n", a.ResultError)
+	}
+	if len(a.AttemptedEscapes) > 0 {
+		fmt.Fprintf(b, "- attempted writes outside the fixture: %s\n", strings.Join(a.AttemptedEscapes, ", "))
+	}
+	if len(a.SecretEnv) > 0 {
+		fmt.Fprintf(b, "- secrets passed (values redacted): %s\n", strings.Join(a.SecretEnv, ", "))
+	}
+	for _, n := range a.Notes {
+		fmt.Fprintf(b, "- %s\n", n)
+	}
+}

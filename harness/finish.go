@@ -112,6 +112,7 @@ func Markdown(rep *ctoharness.Report) []byte {
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
 		orNone(rep.Commits.SourceHead), orNone(rep.Commits.SourceTree), orNone(rep.Commits.BaselineCommit),
 		orNone(rep.Commits.BaselineTree), orNone(rep.Commits.ResultCommit), orNone(rep.Commits.ResultTree))
+	agentMarkdown(&b, rep.Agent)
 	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "),
 		strings.Join(rep.Sandbox.WritableRoots, ", "))
 	if rep.Sandbox.NotEnforcedReason != "" {
