@@ -7,12 +7,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/agent/agenttest"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
 )
 
 const (
@@ -24,7 +31,7 @@ const (
 // the harness can tell: it replays a recorded native stream of the real
 // agent (its working directory in place of the recording's), optionally
 // writes a file, prints the key it was given on stderr, and exits with code.
-func standInAgent(t *testing.T, recording, extra, write, content string, code int) []string {
+func standInAgent(t testing.TB, recording, extra, write, content string, code int) []string {
 	t.Helper()
 	src := filepath.Join(agenttest.StreamsDir(), recording+".jsonl")
 	if _, err := os.Stat(src); err != nil {
@@ -197,4 +204,44 @@ func TestAgentGateRefusals(t *testing.T) {
 			mustValidate(t, set, rep, false)
 		})
 	}
+}
+
+// BenchmarkAgentLaneOverhead measures what the harness adds to an agent run
+// on the embedded sample, with a stand-in agent replaying a recorded
+// qwen-code stream (so no Node is needed): wall time of the whole run minus
+// the agent process's own time. Target: at most 1 s. The same measurement
+// with the real agents is BenchmarkAgentOverhead in harness/agent/e2e.
+func BenchmarkAgentLaneOverhead(b *testing.B) {
+	set := compileB(b)
+	runs := b.TempDir()
+	exe, _ := os.Executable()
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	src := filepath.Join(b.TempDir(), "owned")
+	archive, _ := fixtures.Archive(fixtures.SampleOwned)
+	if _, err := fixtures.Materialize(context.Background(), archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		b.Fatal(err)
+	}
+	data, _ := fixtures.TaskSpec(fixtures.SampleOwned)
+	spec, err := task.Parse(data, "sample", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
+		Config: config.Config{OwnedSources: []string{src}}, VerifyRun: validators.StageRunVerifier(set),
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get}
+	o := agentOptions(base, standInAgent(b, "qwen-code-write", "", "docs/CASE_NOTES.md", "note added by the fake Case\n", 0))
+	var overhead time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		rep, err := harness.Run(context.Background(), o)
+		wall := time.Since(start)
+		if err != nil || rep.Status != ctoharness.StatusPass {
+			b.Fatalf("run: %v %v", err, rep.Blockers)
+		}
+		overhead += wall - time.Duration(rep.Case.DurationMs)*time.Millisecond
+	}
+	b.ReportMetric(float64(overhead.Milliseconds())/float64(b.N), "harness-ms/op")
 }
