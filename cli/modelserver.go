@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
 )
@@ -13,6 +14,7 @@ type ModelServerCmd struct {
 	Listen   string `name:"listen" default:"127.0.0.1:0" help:"Address to listen on (port 0 picks a free port)." placeholder:"HOST:PORT"`
 	Script   string `name:"script" required:"" type:"existingfile" help:"JSON script: {\"turns\":[{\"action\":\"write\",\"path\":\"hello.txt\",\"content\":\"hi\\n\"},{\"action\":\"text\",\"text\":\"done\"}]}." placeholder:"FILE"`
 	WorkDir  string `name:"workdir" type:"path" help:"Directory that resolves relative script paths when a request does not reveal the agent's working directory." placeholder:"DIR"`
+	Log      bool   `name:"log" help:"Print one line per request on stderr: method, path, API, script turn, status."`
 	Requests string `name:"requests" type:"path" help:"On exit, write every recorded request (secrets redacted) here as JSON lines." placeholder:"FILE"`
 }
 
@@ -32,9 +34,22 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	srv, err := modelserver.Start(modelserver.Options{Script: script, WorkDir: c.WorkDir}, c.Listen)
+	opts := modelserver.Options{Script: script, WorkDir: c.WorkDir}
+	if c.Log {
+		var mu sync.Mutex
+		opts.OnRequest = func(r modelserver.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			turn := "-"
+			if r.Turn >= 0 {
+				turn = fmt.Sprint(r.Turn + 1)
+			}
+			fmt.Fprintf(env.Stderr, "modelserver: %s %s (%s) turn %s -> %d\n", r.Method, r.Path, r.API, turn, r.Status)
+		}
+	}
+	srv, err := modelserver.Start(opts, c.Listen)
 	if err != nil {
-		return err
+		return usagef("%v (pick another --listen address)", err)
 	}
 	fmt.Fprintln(env.Stdout, srv.URL())
 	<-env.Ctx.Done()
@@ -42,13 +57,21 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	if c.Requests == "" {
 		return nil
 	}
-	f, err := os.Create(c.Requests)
+	if err := writeRequests(srv, c.Requests); err != nil {
+		fmt.Fprintf(env.Stderr, "cto-harness: %v\n", err)
+		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+func writeRequests(srv *modelserver.Server, path string) error {
+	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("modelserver: write requests: %w", err)
+		return fmt.Errorf("modelserver: cannot write the recorded requests: %w", err)
 	}
 	if err := srv.WriteRequests(f); err != nil {
 		f.Close()
-		return fmt.Errorf("%s: %w", c.Requests, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
 }

@@ -33,6 +33,7 @@ type agentRun struct {
 	root, home, work, state, tmp, outside string
 	url                                   string // what the agent's base-URL setting gets
 	prompt                                string
+	model                                 string
 }
 
 // e2eAgent is one pinned agent and how to start it headless.
@@ -41,6 +42,8 @@ type e2eAgent struct {
 	urlSuffix               string // appended to the server URL for the agent's base URL
 	// command returns argv (after the binary) and extra environment.
 	command func(r agentRun) (argv, env []string)
+	// model is the model name the agent is started with (default testModel).
+	model string
 	// refusesOutside: the agent's write tool rejects paths outside its
 	// workspace (the tool call fails, the run goes on).
 	refusesOutside bool
@@ -48,7 +51,7 @@ type e2eAgent struct {
 	setup func(r agentRun) error
 	// outcome reads the agent's native stream: whether it reported a final
 	// result, and whether that result is an error.
-	outcome func(lines []map[string]any, exitCode int) (finished, failed bool)
+	outcome func(lines []map[string]any) (finished, failed bool)
 }
 
 func agentCacheDir() string {
@@ -66,7 +69,7 @@ func (a e2eAgent) binary() string {
 
 // resultOutcome reads the claude-style final {"type":"result","is_error":…}
 // line qwen-code and claude-code both write.
-func resultOutcome(lines []map[string]any, _ int) (finished, failed bool) {
+func resultOutcome(lines []map[string]any) (finished, failed bool) {
 	for _, l := range lines {
 		if l["type"] == "result" {
 			finished = true
@@ -81,7 +84,7 @@ var e2eAgents = []e2eAgent{
 		name: "qwen-code", version: "0.24.4", pkg: "@qwen-code/qwen-code", bin: "qwen", urlSuffix: "/v1",
 		command: func(r agentRun) ([]string, []string) {
 			return []string{r.prompt, "--output-format", "stream-json", "--approval-mode", "yolo", "--auth-type", "openai"},
-				[]string{"OPENAI_BASE_URL=" + r.url, "OPENAI_API_KEY=" + testKey, "OPENAI_MODEL=" + testModel,
+				[]string{"OPENAI_BASE_URL=" + r.url, "OPENAI_API_KEY=" + testKey, "OPENAI_MODEL=" + r.model,
 					"QWEN_HOME=" + r.state, "QWEN_USAGE_STATISTICS_ENABLED=false", "QWEN_CODE_NO_RELAUNCH=true"}
 		},
 		outcome: resultOutcome,
@@ -89,7 +92,7 @@ var e2eAgents = []e2eAgent{
 	{
 		name: "claude-code", version: "2.1.328", pkg: "@anthropic-ai/claude-code", bin: "claude",
 		command: func(r agentRun) ([]string, []string) {
-			return []string{"-p", r.prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", testModel},
+			return []string{"-p", r.prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", r.model},
 				[]string{"ANTHROPIC_BASE_URL=" + r.url, "ANTHROPIC_API_KEY=" + testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 					"IS_SANDBOX=1", "CLAUDE_CONFIG_DIR=" + r.state, "CLAUDE_CODE_TMPDIR=" + r.tmp}
 		},
@@ -105,10 +108,10 @@ var e2eAgents = []e2eAgent{
 			return os.WriteFile(filepath.Join(dir, "settings.json"), []byte(geminiSettings), 0o644)
 		},
 		command: func(r agentRun) ([]string, []string) {
-			return []string{"-p", r.prompt, "--output-format", "stream-json", "--yolo", "--skip-trust", "-m", testModel},
+			return []string{"-p", r.prompt, "--output-format", "stream-json", "--yolo", "--skip-trust", "-m", r.model},
 				[]string{"GOOGLE_GEMINI_BASE_URL=" + r.url, "GEMINI_API_KEY=" + testKey, "GEMINI_CLI_HOME=" + r.state, "GEMINI_CLI_NO_RELAUNCH=true"}
 		},
-		outcome: func(lines []map[string]any, _ int) (finished, failed bool) {
+		outcome: func(lines []map[string]any) (finished, failed bool) {
 			for _, l := range lines {
 				if l["type"] == "result" {
 					finished = true
@@ -120,15 +123,16 @@ var e2eAgents = []e2eAgent{
 	},
 	{
 		name: "codex", version: "0.169.0", pkg: "@openai/codex", bin: "codex", urlSuffix: "/v1",
+		// A model codex has metadata for, so it offers apply_patch; with an
+		// unknown model it offers only exec_command.
+		model: "gpt-5.5",
 		command: func(r agentRun) ([]string, []string) {
 			provider := fmt.Sprintf(`model_providers.ms={name="ms",base_url=%q,env_key="MS_API_KEY",wire_api="responses"}`, r.url)
-			// A model codex has metadata for, so it offers apply_patch;
-			// with an unknown model it offers only exec_command.
-			return []string{"exec", "--json", "-m", codexModel, "-c", "model_provider=ms", "-c", provider,
+			return []string{"exec", "--json", "-m", r.model, "-c", "model_provider=ms", "-c", provider,
 					"-c", "analytics.enabled=false", "--disable", "plugins", "-s", "danger-full-access", "--skip-git-repo-check", r.prompt},
 				[]string{"CODEX_HOME=" + r.state, "MS_API_KEY=" + testKey}
 		},
-		outcome: func(lines []map[string]any, _ int) (finished, failed bool) {
+		outcome: func(lines []map[string]any) (finished, failed bool) {
 			for _, l := range lines {
 				switch l["type"] {
 				case "turn.completed":
@@ -142,9 +146,6 @@ var e2eAgents = []e2eAgent{
 	},
 }
 
-// codexModel is a model codex 0.169.0 knows.
-const codexModel = "gpt-5.5"
-
 // geminiSettings selects API-key auth and turns off usage statistics and
 // auto-update, so gemini-cli contacts nothing but the model endpoint.
 const geminiSettings = `{
@@ -156,9 +157,12 @@ const geminiSettings = `{
 
 // e2eScenario is one script and what it must leave behind.
 type e2eScenario struct {
-	name   string
-	script func(r agentRun) Script
-	check  func(t *testing.T, a e2eAgent, r agentRun, srv *Server)
+	name string
+	// only, when set, names the one agent the scenario is for; model then
+	// overrides the agent's model.
+	only, model string
+	script      func(r agentRun) Script
+	check       func(t *testing.T, a e2eAgent, r agentRun, srv *Server)
 }
 
 func fileIs(t *testing.T, path, want string) {
@@ -209,6 +213,24 @@ var e2eScenarios = []e2eScenario{
 		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
 			fileIs(t, filepath.Join(r.work, "hello.txt"), writeContent)
 			reachedTurn(t, srv, 1)
+		},
+	},
+	{
+		// codex with a model it has no metadata for: no apply_patch, so the
+		// write goes through exec_command.
+		name: "write-unknown-model", only: "codex", model: testModel,
+		script: func(agentRun) Script {
+			return Script{Turns: []Turn{
+				{Action: ActionWrite, Path: "hello.txt", Content: writeContent},
+				{Action: ActionText, Text: "I created hello.txt."},
+			}}
+		},
+		check: func(t *testing.T, a e2eAgent, r agentRun, srv *Server) {
+			fileIs(t, filepath.Join(r.work, "hello.txt"), writeContent)
+			reachedTurn(t, srv, 1)
+			if q := srv.Requests()[0]; strings.Contains(q.Body, `"apply_patch"`) {
+				t.Errorf("codex offered apply_patch for an unknown model; the scenario no longer tests the shell write")
+			}
 		},
 	},
 	{
@@ -302,6 +324,9 @@ func TestAgents(t *testing.T) {
 				t.Skip(msg)
 			}
 			for _, sc := range e2eScenarios {
+				if sc.only != "" && sc.only != a.name {
+					continue
+				}
 				t.Run(sc.name, func(t *testing.T) { runScenario(t, a, sc) })
 			}
 		})
@@ -316,7 +341,13 @@ func runScenario(t *testing.T, a e2eAgent, sc e2eScenario) {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	r := agentRun{root: root, home: filepath.Join(root, "home"), work: filepath.Join(root, "work"),
 		state: filepath.Join(root, "state"), tmp: filepath.Join(root, "tmp"), outside: filepath.Join(root, "outside"),
-		prompt: "Follow the task."}
+		prompt: "Follow the task.", model: testModel}
+	if a.model != "" {
+		r.model = a.model
+	}
+	if sc.model != "" {
+		r.model = sc.model
+	}
 	for _, d := range []string{r.home, r.work, r.state, r.tmp, r.outside} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -360,9 +391,10 @@ func runScenario(t *testing.T, a e2eAgent, sc e2eScenario) {
 	t.Logf("%s %s: exit %d in %v, %d requests", a.name, sc.name, exitCode, time.Since(start).Round(time.Millisecond), len(srv.Requests()))
 
 	lines := parseLines(t, stdout.Bytes())
-	finished, failed := a.outcome(lines, exitCode)
+	finished, failed := a.outcome(lines)
 	wantFail := sc.name == "error"
-	if !finished || failed != wantFail {
+	// Every pinned agent exits non-zero on a model error (gemini-cli: 144).
+	if !finished || failed != wantFail || (exitCode != 0) != wantFail {
 		t.Errorf("%s stream: finished=%v failed=%v, want finished with failed=%v (exit %d)\nstream tail:\n%s\nstderr:\n%s",
 			a.name, finished, failed, wantFail, exitCode, tail(stdout.String()), tail(stderr.String()))
 	}

@@ -10,6 +10,11 @@
 //	defer srv.Close()
 //	srv.URL()      // http://127.0.0.1:PORT
 //	srv.Requests() // every request so far, secrets redacted
+//	srv.WriteRequests(w) // the same as JSON lines
+//
+// Options.WorkDir resolves relative paths when the request does not reveal
+// the agent's working directory; Options.OnRequest sees each request once
+// answered.
 //
 // New returns the same server as an http.Handler without listening.
 // LoadScript reads a JSON script file. `cto-harness modelserver --script FILE`

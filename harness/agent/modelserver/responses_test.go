@@ -99,6 +99,14 @@ func TestResponsesErrorAndModels(t *testing.T) {
 	if res.StatusCode != 400 || out != `{"error":{"message":"nope"}}` {
 		t.Fatalf("scripted error answered %d %s", res.StatusCode, out)
 	}
+	// Non-streaming answer.
+	srv2 := newServer(t, Turn{Action: ActionShell, Command: "true"})
+	res, out = post(t, srv2, "/v1/responses", nil, `{"model":"m","input":"hi","tools":`+codexTools+`}`)
+	r := decode(t, out)
+	item := r["output"].([]any)[0].(map[string]any)
+	if res.StatusCode != 200 || r["status"] != "completed" || item["type"] != "function_call" || item["arguments"] != `{"cmd":"true"}` || r["usage"] == nil {
+		t.Fatalf("non-stream answer %d %s", res.StatusCode, out)
+	}
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/models", nil))
 	if m := decode(t, rec.Body.String()); rec.Code != 200 || m["object"] != "list" {

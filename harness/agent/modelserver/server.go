@@ -38,8 +38,9 @@ type Request struct {
 	Query  string      `json:"query,omitempty"`
 	Header http.Header `json:"header"`
 	Body   string      `json:"body,omitempty"`
-	// Turn is the script turn played (0-based), or -1 when the request was
-	// not a scripted turn (a side request, a models listing, a token count).
+	// Turn is the script turn played (0-based; len(Script.Turns) for the
+	// default final answer past the end), or -1 when the request was not a
+	// scripted turn (a side request, a models listing, a token count).
 	Turn   int `json:"turn"`
 	Status int `json:"status"`
 }
@@ -52,6 +53,9 @@ type Options struct {
 	WorkDir string
 	// Model is reported in model listings (default "scripted-model").
 	Model string
+	// OnRequest, when set, is called with each request once answered (for
+	// logging); calls may be concurrent.
+	OnRequest func(Request)
 }
 
 // Server is the scripted model server. It is an http.Handler; Start also
@@ -163,6 +167,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	s.mu.Unlock()
+	if s.opts.OnRequest != nil {
+		s.opts.OnRequest(rec)
+	}
 }
 
 func classify(r *http.Request) API {
