@@ -31,3 +31,23 @@ func TestCommand(t *testing.T) {
 		t.Errorf("env %q notes %q", c.Env, c.Notes)
 	}
 }
+
+// With a model it has no metadata for, codex offers no write tool: the write
+// arrives as a shell command (the fixture rescan reports the file), and the
+// stream's leading non-fatal error item does not make the run an error.
+func TestTranslateWriteWithUnknownModel(t *testing.T) {
+	s, _ := agent.Lookup(string(agent.Codex))
+	evs, res, ok := agenttest.Replay(t, Adapter{Spec: s}, agent.Codex, "write-unknown-model")
+	if !ok {
+		t.Skip("no codex-write-unknown-model recording")
+	}
+	files := 0
+	for _, e := range evs {
+		if e.Type == "case.file_changed" {
+			files++
+		}
+	}
+	if res.Commands != 1 || files != 0 || res.IsError || !res.Finished || res.Unknown != 0 {
+		t.Fatalf("result %+v, %d file events", res, files)
+	}
+}
