@@ -69,7 +69,6 @@ type agentRun struct {
 	finished *backend.CaseEvent
 	stream   *proc.CappedFile
 	lines    int
-	notes    []string
 }
 
 // checkAgent runs at the gate: the agent must be known and installed, the
@@ -179,7 +178,6 @@ func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error)
 			return nil, nil, fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
-	a.notes = cmd.Notes
 	r.rep.Agent.Notes = append([]string{}, cmd.Notes...)
 	sort.Strings(cmd.Env)
 	return cmd.Argv, cmd.Env, nil

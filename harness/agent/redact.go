@@ -60,18 +60,6 @@ func (r *Redactor) Bytes(b []byte) []byte {
 // String is Bytes for a string.
 func (r *Redactor) String(s string) string { return string(r.Bytes([]byte(s))) }
 
-// Vars lists the variable names (never the values).
-func (r *Redactor) Vars() []string {
-	if r == nil {
-		return nil
-	}
-	out := make([]string, len(r.secrets))
-	for i, s := range r.secrets {
-		out[i] = s.Var
-	}
-	return out
-}
-
 // File rewrites the file at p with every secret replaced, keeping its mode,
 // and reports whether it held one. The rewrite is atomic (temp file and
 // rename in the same directory).

@@ -22,9 +22,6 @@ func TestRedactor(t *testing.T) {
 	if r.Contains([]byte(r.String(in))) || !r.Contains([]byte(in)) {
 		t.Fatal("Contains disagrees with String")
 	}
-	if strings.Join(r.Vars(), ",") != "MY_KEY" {
-		t.Fatalf("vars %v", r.Vars())
-	}
 	dir := t.TempDir()
 	p := filepath.Join(dir, "log")
 	if err := os.WriteFile(p, []byte(in), 0o640); err != nil {
