@@ -451,3 +451,37 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 		fmt.Fprintf(b, "- %s\n", n)
 	}
 }
+
+// planAgent is the dry run's view of an agent: the command line and
+// environment keys it would get (the key itself stands as its redaction
+// marker), or the gate's refusal.
+func planAgent(o Options, c task.Contract, scratch string, env []string, plan *DryRun) ([]string, []string) {
+	refuse := func(code ctoharness.BlockerCode, err error) ([]string, []string) {
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: err.Error()})
+		return []string{}, env
+	}
+	spec, err := agent.Lookup(o.Agent.Name)
+	if err != nil {
+		return refuse(ctoharness.BlockAgentConfigInvalid, err)
+	}
+	dir := o.Agent.Dir
+	if dir == "" && len(o.Agent.Command) == 0 {
+		if dir, err = agent.Dir("", o.Getenv); err != nil {
+			return refuse(ctoharness.BlockAgentNotInstalled, err)
+		}
+	}
+	exe, err := spec.Resolve(dir, o.Agent.Command)
+	if err != nil {
+		return refuse(ctoharness.BlockAgentNotInstalled, err)
+	}
+	if o.Agent.APIKeyEnv == "" || o.Getenv(o.Agent.APIKeyEnv) == "" {
+		return refuse(ctoharness.BlockAgentConfigInvalid, fmt.Errorf("the variable named by --api-key-env (%q) is not set", o.Agent.APIKeyEnv))
+	}
+	cmd, err := adapterFor(spec).Command(agent.Launch{Exe: exe, Prompt: agent.Prompt(c.Task, c.AllowedPaths, c.ForbiddenActions),
+		Model: o.Agent.Model, BaseURL: o.Agent.BaseURL, Key: agent.Marker(o.Agent.APIKeyEnv), Fixture: c.FixturePath,
+		State: filepath.Join(scratch, "home", ".cto-harness-agent"), BaseEnv: env, Root: os.Geteuid() == 0})
+	if err != nil {
+		return refuse(ctoharness.BlockAgentConfigInvalid, err)
+	}
+	return cmd.Argv, cmd.Env
+}
