@@ -245,3 +245,40 @@ func BenchmarkAgentLaneOverhead(b *testing.B) {
 	}
 	b.ReportMetric(float64(overhead.Milliseconds())/float64(b.N), "harness-ms/op")
 }
+
+// An agent that does not finish in time is killed with its whole process
+// group, the children it started included.
+func TestAgentTimeoutKillsTheGroup(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	script := `#!/bin/sh
+head -n 1 ` + filepath.Join(agenttest.StreamsDir(), "qwen-code-write.jsonl") + `
+sleep 300 &
+echo $! > "$HOME/child.pid"
+sleep 300
+`
+	p := filepath.Join(t.TempDir(), "qwen")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := agentOptions(base, []string{p})
+	spec := *o.Spec
+	spec.CaseTimeoutSeconds = 1
+	o.Spec = &spec
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasCode(rep, ctoharness.BlockCaseTimeout) || !rep.Case.TimedOut {
+		t.Fatalf("blockers %v", rep.Blockers)
+	}
+	mustValidate(t, set, rep, false)
+	data, err := os.ReadFile(filepath.Join(rep.RuntimeWorkspaceRoot, "scratch", "home", "child.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(data)) + "/stat")
+	if err == nil && !strings.Contains(string(stat), ") Z ") {
+		t.Fatalf("the agent's child %s survived the timeout: %s", strings.TrimSpace(string(data)), stat)
+	}
+}
