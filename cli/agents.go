@@ -8,6 +8,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 // AgentsCmd is `cto-harness agents`.
@@ -116,11 +117,22 @@ func (c *AgentsInstallCmd) Run(env *Env) error {
 	return nil
 }
 
-// agentOptions merges the run flags over the config's agent section.
-func (c *RunCmd) agentOptions(env *Env, cfg config.Config) (harness.AgentOptions, error) {
+// agentOptions merges the run flags over the task spec's agent, and that
+// over the config's.
+func (c *RunCmd) agentOptions(env *Env, cfg config.Config, spec *task.Spec) (harness.AgentOptions, error) {
 	var o harness.AgentOptions
 	if a := cfg.Agent; a != nil {
 		o = harness.AgentOptions{Name: a.Name, Model: a.Model, BaseURL: a.BaseURL, APIKeyEnv: a.APIKeyEnv, Command: a.Command}
+	}
+	if spec != nil && spec.Agent != nil {
+		a := spec.Agent
+		if a.Name != o.Name {
+			o = harness.AgentOptions{} // the config's settings belong to the config's agent
+		}
+		o.Name = a.Name
+		o.Model = firstNonEmpty(a.Model, o.Model)
+		o.BaseURL = firstNonEmpty(a.BaseURL, o.BaseURL)
+		o.APIKeyEnv = firstNonEmpty(a.APIKeyEnv, o.APIKeyEnv)
 	}
 	if c.Agent != "" {
 		if c.Agent != o.Name {

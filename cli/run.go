@@ -67,7 +67,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ag, err := c.agentOptions(env, cfg)
+	ag, err := c.agentOptions(env, cfg, spec)
 	if err != nil {
 		return err
 	}

@@ -147,6 +147,7 @@ var plainEnums = map[string][]string{
 	"report:/tests/scope_reason":         verify.ScopeReasons(),
 	"report:/agent/name":                 agent.Names(),
 	"config:/agent/name":                 agent.Names(),
+	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 }
 

@@ -34,6 +34,17 @@ type Spec struct {
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
+	// Agent names the coding agent the task is meant for (run's flags win).
+	Agent *SpecAgent `json:"agent,omitempty"`
+}
+
+// SpecAgent is a task's coding agent: never an executable, only which
+// supported agent, model and endpoint, and where the key is.
+type SpecAgent struct {
+	Name      string `json:"name"`
+	Model     string `json:"model,omitempty"`
+	BaseURL   string `json:"base_url,omitempty"`
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // SpecLimits are the rlimits a spec may set; each is optional.
