@@ -71,6 +71,7 @@ const (
 	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
 	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
 	BlockInternal             BlockerCode = "INTERNAL_ERROR"
+	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
 // Coding-agent blockers (--agent).
@@ -113,7 +114,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
-		BlockPrevStageUnproven, BlockCaseEventOrder,
+		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange, BlockAgentNoEgress,
 		BlockSecretInEvidence,
 	}

@@ -6,12 +6,15 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
+	github.com/in-toto/attestation v1.2.0
 	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/otiai10/copy v1.14.1
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/santhosh-tekuri/jsonschema/v5 v5.3.1
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/sergi/go-diff v1.3.2-0.20230802210424-5b0b94c5c0d3
 	golang.org/x/sys v0.49.0
+	google.golang.org/protobuf v1.36.11
 	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77
 	mvdan.cc/sh/v3 v3.14.1
 )

@@ -50,7 +50,11 @@ type Report struct {
 	FaultInjection          string            `json:"fault_injection,omitempty"`
 	ArtifactDigests         map[string]string `json:"artifact_digests"`
 	Freshness               Freshness         `json:"freshness"`
-	Agent                   *AgentRecord      `json:"agent,omitempty"`
+	// Signed says attestation.dsse.json follows the report (a signing key was
+	// configured); false means the evidence is unsigned and only tamper-evident.
+	Signed       bool         `json:"signed"`
+	SigningKeyID string       `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
+	Agent        *AgentRecord `json:"agent,omitempty"`
 }
 
 // Policy is the classification policy the run was held to, recorded so a

@@ -61,8 +61,9 @@ type Env struct {
 
 // Globals are flags every command accepts.
 type Globals struct {
-	RunsDir string `name:"runs-dir" help:"Directory for run evidence and stage records (default: $CTO_HARNESS_RUNS_DIR or ./runs)." type:"path" placeholder:"DIR"`
-	Config  string `name:"config" help:"Harness config file: owned sources and Target Repository roots (default: $CTO_HARNESS_CONFIG)." type:"path" placeholder:"FILE"`
+	RunsDir string   `name:"runs-dir" help:"Directory for run evidence and stage records (default: $CTO_HARNESS_RUNS_DIR or ./runs)." type:"path" placeholder:"DIR"`
+	Config  string   `name:"config" help:"Harness config file: owned sources and Target Repository roots (default: $CTO_HARNESS_CONFIG)." type:"path" placeholder:"FILE"`
+	PubKeys []string `name:"pubkey" sep:"none" type:"path" placeholder:"FILE" help:"Trusted ed25519 public key (PEM) for verifying signed runs and stage records; repeatable; added to the config's signing.trusted_keys."`
 }
 
 // CLI is the command tree.
@@ -77,6 +78,7 @@ type CLI struct {
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
 	Agents        AgentsCmd        `cmd:"" help:"List and install the supported coding agents (qwen-code, codex, claude-code, gemini-cli)."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
+	Keygen        KeygenCmd        `cmd:"" help:"Create an ed25519 key pair for signing evidence."`
 	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`
 }
 

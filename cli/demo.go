@@ -28,19 +28,24 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(env.Stdout, "cto-harness demo: evidence under %s\n", runs)
 	last := 3
 	if c.Agent != "" {
 		last = 2
 	}
 	for n := 1; n <= last; n++ {
-		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg})
+		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys})
 		verdict := "validated"
 		if !res.OK {
 			verdict = "FAILED"
 		}
 		fmt.Fprintf(env.Stdout, "\nstage %d: %s (%d checks)\n", n, verdict, len(res.Checked))
 		fmt.Fprintf(env.Stdout, "  pass run evidence:     %s\n", res.PassArtifactPath)
+		fmt.Fprintf(env.Stdout, "  %s\n", verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
 		if res.SourceNonMutationProofPath != "" {
 			fmt.Fprintf(env.Stdout, "  source unchanged:      %s\n", res.SourceNonMutationProofPath)
 		}
@@ -71,7 +76,7 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 		if err != nil {
 			return err
 		}
-		rep, err := demoAgent(env.Ctx, env, set, cfg, runs, c.Agent, dir)
+		rep, err := demoAgent(env.Ctx, env, set, cfg, keys, runs, c.Agent, dir)
 		if rep == nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -27,7 +28,7 @@ const demoKeyVar = "CTO_HARNESS_DEMO_MODEL_KEY"
 // repository, against the scripted model server on loopback: the model runs
 // a shell command, writes the note the sample's verification looks for, and
 // finishes. Stages 1 and 2 must be validated first (the caller does that).
-func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Config, runs, name, agentsDir string) (*ctoharness.Report, error) {
+func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Config, keys attest.Keys, runs, name, agentsDir string) (*ctoharness.Report, error) {
 	s, err := agent.Lookup(name)
 	if err != nil {
 		return nil, usageError{err}
@@ -80,7 +81,7 @@ func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Confi
 	}
 	fmt.Fprintf(env.Stdout, "\nagent %s %s against the scripted model server at %s\n", s.Name, s.Version, base)
 	return harness.Run(ctx, harness.Options{Stage: 3, Source: src, Spec: &spec, Lane: ctoharness.LaneReal, RunsDir: runs, Config: cfg,
-		Getenv: getenv, SelfExe: env.Self, Schemas: set, Unsandboxed: true, VerifyRun: validators.StageRunVerifier(set),
+		Getenv: getenv, SelfExe: env.Self, Schemas: set, Unsandboxed: true, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		Agent: harness.AgentOptions{Name: name, Model: "scripted-model", BaseURL: base, APIKeyEnv: demoKeyVar, Dir: agentsDir}})
 }
 

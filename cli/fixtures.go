@@ -128,12 +128,16 @@ func (c *FixturesReplayCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	so := validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
+	so := validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys}
 	if err := validators.EnsureStage2(env.Ctx, so); err != nil {
 		return err
 	}
 	res := validators.Replay(env.Ctx, row, validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
-		HostEnv: env.Getenv, Keep: c.Keep})
+		HostEnv: env.Getenv, Keep: c.Keep, Signing: keys})
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {

@@ -42,6 +42,11 @@ plus the previous stage's validation record), classifies and proves the source, 
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
 
+With a signing key (the config's signing.key_file or CTO_HARNESS_SIGNING_KEY_FILE; make one with
+'cto-harness keygen') the run ends by writing attestation.dsse.json, a signed in-toto statement over
+every other evidence file; without one the report says "signed": false. With trusted keys
+(signing.trusted_keys, --pubkey) the previous stage's record must be signed by one of them.
+
 Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
 }
 
@@ -67,6 +72,10 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
 	ag, err := c.agentOptions(env, cfg, spec)
 	if err != nil {
 		return err
@@ -78,7 +87,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set),
+		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
@@ -115,16 +124,20 @@ type runLine struct {
 	CaseProcessStarted      bool                 `json:"case_process_started"`
 	SourceRepositoryMutated bool                 `json:"source_repository_mutated"`
 	Blockers                []ctoharness.Blocker `json:"blockers"`
+	Signed                  bool                 `json:"signed"`
+	KeyID                   string               `json:"key_id,omitempty"`
 }
 
 func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 	if c.JSON {
 		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Stage: rep.Stage,
-			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers})
+			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
+			Signed: rep.Signed, KeyID: rep.SigningKeyID})
 		return
 	}
 	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", rep.RunID, rep.Status, rep.Stage, rep.Backend, rep.CaseLane)
 	fmt.Fprintf(env.Stdout, "evidence: %s\n", rep.RunArtifactDir)
+	fmt.Fprintln(env.Stdout, signedLine(rep.Signed, rep.SigningKeyID))
 	for _, b := range rep.Blockers {
 		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/health"
 	"github.com/cto-harness/cto-harness/validators"
@@ -15,32 +16,46 @@ import (
 
 // ValidateCmd is `cto-harness validate RUN_DIR`.
 type ValidateCmd struct {
-	RunDir     string `arg:"" name:"RUN_DIR" help:"A run directory (RUNS_DIR/<run_id>)." type:"path"`
-	ExpectPass bool   `name:"expect-pass" help:"Also require that the run passed."`
-	JSON       bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors."`
+	RunDir           string `arg:"" name:"RUN_DIR" help:"A run directory (RUNS_DIR/<run_id>)." type:"path"`
+	ExpectPass       bool   `name:"expect-pass" help:"Also require that the run passed."`
+	RequireSignature bool   `name:"require-signature" help:"Fail an unsigned run, or one whose signature no trusted key (--pubkey, signing.trusted_keys) verifies (CI mode)."`
+	JSON             bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors, signed, key_id, signature_ok."`
 }
 
 // Help lists the checks.
 func (ValidateCmd) Help() string {
-	return fmt.Sprintf("Checks: %v.\nA well-formed blocked run is valid; add --expect-pass to require a pass.\nExit status: 0 valid, 1 invalid, 2 bad input (no such run directory).", validators.CheckNames())
+	return fmt.Sprintf(`Checks: %v.
+A signed run's attestation.dsse.json is checked first: the DSSE signature against the trusted keys
+(--pubkey FILE, repeatable, and the config's signing.trusted_keys), then every attested file's sha256,
+then that the signed predicate describes this run. Without trusted keys the signature is not verified
+(signature_ok false). An unsigned run is valid but reported as "signed": false unless
+--require-signature is given.
+A well-formed blocked run is valid; add --expect-pass to require a pass.
+Exit status: 0 valid, 1 invalid, 2 bad input (no such run directory, an unreadable key).`, validators.CheckNames())
 }
 
 // Run executes the command.
 func (c *ValidateCmd) Run(g *Globals, env *Env) error {
-	set, err := compileSchemas()
+	set, cfg, _, err := g.setup(env)
 	if err != nil {
 		return err
 	}
 	if st, err := os.Stat(c.RunDir); err != nil || !st.IsDir() {
 		return usagef("%s is not a run directory (it does not exist or is not a directory); pass RUNS_DIR/<run_id>, see 'cto-harness runs' or the runs directory", c.RunDir)
 	}
-	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass})
+	keys, err := g.keys(env, cfg, false)
+	if err != nil {
+		return err
+	}
+	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted,
+		RequireSignature: c.RequireSignature})
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {
 		if res.OK {
 			fmt.Fprintf(env.Stdout, "valid: %s (status %s, %d checks)\n", c.RunDir, res.Status, len(res.Checked))
 		}
+		fmt.Fprintln(env.Stdout, verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
 		for _, f := range res.Errors {
 			fmt.Fprintf(env.Stdout, "invalid: %s\n", f)
 		}
@@ -59,7 +74,9 @@ type ValidateStageCmd struct {
 	Stage       int    `arg:"" name:"N" help:"Stage to validate (1-3)."`
 	HarnessRoot string `name:"harness-root" default:"." type:"path" help:"Directory holding docs/prd and docs/issues, which stage 3 requires."`
 	JUnit       string `name:"junit" type:"path" placeholder:"FILE" help:"Also write a JUnit XML report, one testcase per check."`
-	JSON        bool   `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health."`
+	JSON        bool   `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health, signed, key_id, signature_ok."`
+
+	RequireSignature bool `name:"require-signature" help:"Fail unless the stage's runs and record are signed and verify against a trusted key (CI mode)."`
 }
 
 // Help explains the stage validation.
@@ -67,7 +84,11 @@ func (ValidateStageCmd) Help() string {
 	return `Runs the stage's pass route on the fake lane with embedded sample repositories, proves that missing
 or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
 writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
-records are missing are validated first. Exit status: 0 ok, 1 not ok.`
+records are missing are validated first.
+With a signing key (signing.key_file or ` + attest.EnvSigningKeyFile + `) every run and the record are signed
+(RUNS_DIR/validation/stage-N.dsse.json); with trusted keys (signing.trusted_keys, --pubkey) they are
+verified, and an unsigned or untrusted previous-stage record is refused.
+Exit status: 0 ok, 1 not ok, 2 bad input.`
 }
 
 // Run executes the command.
@@ -79,10 +100,16 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 	if c.Stage < 1 || c.Stage > 6 {
 		return usagef("stage %d is not on the ladder; stages are 1 to 6", c.Stage)
 	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
+	keyFile, trustedFiles := g.signingFiles(env, cfg)
 	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
-		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot,
+		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: c.RequireSignature,
 		Health: func(ctx context.Context) (any, bool) {
-			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
+			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
+				SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
 			return h, h.OK
 		}})
 	if c.JUnit != "" {
@@ -103,6 +130,7 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 		if res.RecordPath != "" {
 			fmt.Fprintf(env.Stdout, "record: %s\n", res.RecordPath)
 		}
+		fmt.Fprintln(env.Stdout, verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
 		for _, e := range res.Errors {
 			fmt.Fprintf(env.Stdout, "error: %s\n", e)
 		}
@@ -126,7 +154,9 @@ func (c *HealthCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	runs, _ := filepath.Abs(g.runsDir(env))
-	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set)})
+	keyFile, trustedFiles := g.signingFiles(env, cfg)
+	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
+		SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
 	if c.JSON {
 		_ = printJSON(env.Stdout, h)
 	} else {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 )
 
 // Environment variables that open the case backend.
@@ -18,6 +19,9 @@ type Request struct {
 	Stage   int
 	Getenv  func(string) string // injected so tests and validators never touch the process environment
 	Records RecordCheck
+	// Trusted are the public keys a previous stage's record must be signed
+	// by; none configured keeps records unsigned-but-digested.
+	Trusted []attest.PublicKey
 }
 
 // Decision is the gate's answer: the stage, the previous stage's record when
@@ -66,6 +70,9 @@ func Check(ctx context.Context, req Request) Decision {
 		} else {
 			d.Previous = &rec
 		}
+	}
+	if err := req.recordTrusted(ctx, d.Previous); err != nil {
+		add(err)
 	}
 	return d
 }

@@ -77,7 +77,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
-	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck()})
+	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Trusted: o.Signing.Trusted})
 	plan.Blockers = append(plan.Blockers, d.Blockers...)
 	if len(plan.Blockers) > 0 {
 		return plan, nil

@@ -46,6 +46,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	for _, name := range evidence.FinalArtifacts() {
 		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
 	}
+	r.prepareSigning()
 	if err := r.tr.Flush(r.dir); err != nil {
 		errs = append(errs, err)
 	}
@@ -57,6 +58,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.sweepSecrets(evidence.TraceFile)
 	r.redactReport()
 	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+		errs = append(errs, err)
+	} else if err := r.sign(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -120,6 +123,11 @@ func Markdown(rep *ctoharness.Report) []byte {
 	}
 	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
 		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
+	if rep.Signed {
+		fmt.Fprintf(&b, "\n## Signature\n\n- signed by key %s: attestation.dsse.json follows this report and covers every other file\n", rep.SigningKeyID)
+	} else {
+		b.WriteString("\n## Signature\n\n- unsigned (no signing key configured): the digests show the evidence is intact, not who made it\n")
+	}
 	return []byte(b.String())
 }
 

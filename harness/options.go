@@ -16,6 +16,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -75,6 +76,10 @@ type Options struct {
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
 	AllowedCheck func(path string) (bool, string)
+
+	// Signing holds the key that signs the run's attestation (nil: unsigned)
+	// and the keys the gate trusts for the previous stage's record.
+	Signing attest.Keys
 }
 
 // Fault points.

@@ -42,7 +42,8 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
-	agent       *agentRun // set at the gate when a coding agent runs as Case
+	agent       *agentRun     // set at the gate when a coding agent runs as Case
+	prev        *gates.Record // the previous stage's record the gate accepted
 }
 
 // Run performs one run and returns its report. The error is non-nil only when

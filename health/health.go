@@ -31,6 +31,7 @@ type Report struct {
 	Version string        `json:"harness_version"`
 	Checks  []Check       `json:"checks"`
 	Sandbox sandbox.Facts `json:"sandbox"`
+	Signing SigningFacts  `json:"signing"`
 }
 
 // Options say where to look.
@@ -47,6 +48,10 @@ type Options struct {
 	SelfExe string
 	// VerifyRun validates the run a stage record names (see gates.RecordCheck).
 	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
+	// SigningKeyFile and TrustedKeyFiles are the configured signing key
+	// ("" for none) and trusted public keys.
+	SigningKeyFile  string
+	TrustedKeyFiles []string
 }
 
 // Run performs every check.
@@ -88,6 +93,9 @@ func Run(ctx context.Context, o Options) Report {
 		sbErr = fmt.Errorf("the sandbox cannot be established: %s", rep.Sandbox.Reason)
 	}
 	add("sandbox", sbErr, fmt.Sprintf("landlock ABI %d; network, PID and mount namespaces; no_new_privs", rep.Sandbox.LandlockABI))
+	sf, sdetail, serr := signing(ctx, o)
+	rep.Signing = sf
+	add("signing_key", serr, sdetail)
 	if set != nil {
 		rc := gates.RecordCheck{Dir: o.RecordsDir, RunsDir: o.RunsDir, MaxAge: o.MaxAge, Now: o.Now,
 			Validate: set.Validator(schemas.StageRecord), VerifyRun: o.VerifyRun}
@@ -97,6 +105,9 @@ func Run(ctx context.Context, o Options) Report {
 			}
 			name := fmt.Sprintf("stage_%d_record", st.N)
 			rec, err := rc.Verify(ctx, st.N)
+			if err == nil {
+				err = gates.CheckRecordTrust(ctx, o.RecordsDir, &rec, trustedKeys(o))
+			}
 			switch {
 			case err == nil:
 				add(name, nil, fmt.Sprintf("valid, run %s, validated %s", rec.RunID, rec.ValidatedAt.Format(time.RFC3339)))

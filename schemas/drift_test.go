@@ -18,6 +18,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/config"
@@ -43,6 +44,9 @@ func goTypes() map[schemas.Kind]reflect.Type {
 		schemas.TaskContract: reflect.TypeFor[task.Contract](),
 		schemas.Config:       reflect.TypeFor[config.Config](),
 		schemas.StageRecord:  reflect.TypeFor[gates.Record](),
+
+		schemas.RunPredicate:         reflect.TypeFor[attest.RunPredicate](),
+		schemas.StageRecordPredicate: reflect.TypeFor[attest.StageRecordPredicate](),
 	}
 }
 
@@ -293,7 +297,7 @@ func jsonFields(t *testing.T, typ reflect.Type) []jsonField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty"), typ: f.Type})
+		out = append(out, jsonField{name: name, omitempty: slices.Contains(strings.Split(opts, ","), "omitempty") || slices.Contains(strings.Split(opts, ","), "omitzero"), typ: f.Type})
 	}
 	return out
 }
@@ -549,11 +553,11 @@ func TestStageResultFields(t *testing.T) {
 		names = append(names, k)
 	}
 	want := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths",
-		"source_non_mutation_proof_path", "health", "stage", "record_path"}
+		"source_non_mutation_proof_path", "health", "stage", "record_path", "signed", "key_id", "signature_ok"}
 	if d := setDiff(want, names); d != "" {
 		t.Errorf("stage-result properties: %s", d)
 	}
-	wantReq := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths", "source_non_mutation_proof_path"}
+	wantReq := []string{"ok", "checked", "errors", "pass_artifact_path", "failure_artifact_paths", "source_non_mutation_proof_path", "signed"}
 	if d := setDiff(wantReq, stringList(doc.root["required"])); d != "" {
 		t.Errorf("stage-result required: %s", d)
 	}
@@ -747,7 +751,8 @@ func instances() []struct {
 		{"full spec", schemas.TaskSpec, spec},
 		{"contract", schemas.TaskContract, task.NewContract(spec, runID, "/var/tmp/cto-harness/work/"+runID+"/fixture")},
 		{"full config", schemas.Config, config.Config{OwnedSources: []string{"/home/dev/src/owned-tool"}, TargetRoots: []string{"/srv/targets"},
-			ExternalRoots: []string{"/opt/vendor"}, StageRecordMaxAge: "36h30m", CaseCommand: []string{"/usr/local/bin/case", "run"}}},
+			ExternalRoots: []string{"/opt/vendor"}, StageRecordMaxAge: "36h30m", CaseCommand: []string{"/usr/local/bin/case", "run"},
+			Signing: config.Signing{KeyFile: "/etc/cto-harness/signing.key", TrustedKeys: []string{"/etc/cto-harness/signing.pub"}}}},
 		{"empty config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{}}},
 		{"record", schemas.StageRecord, rec},
 		{"stage3 ok", schemas.StageResult, map[string]any{
@@ -756,10 +761,20 @@ func instances() []struct {
 			"failure_artifact_paths":         map[string]string{"DISALLOWED_CHANGE": "/var/tmp/cto-harness/runs/run-b"},
 			"source_non_mutation_proof_path": "/var/tmp/cto-harness/runs/" + runID + "/proofs/source-non-mutation.json",
 			"health":                         map[string]any{"landlock_abi": 4}, "stage": 3, "record_path": "/var/tmp/cto-harness/records/stage-3.json",
+			"signed": true, "key_id": "0123456789abcdef", "signature_ok": true,
 		}},
+		{"run predicate", schemas.RunPredicate, attest.RunPredicate{RunID: runID, Stage: 3, Status: ctoharness.StatusPass, Blockers: []string{},
+			Nonce: "00112233445566778899aabbccddeeff", Commits: ctoharness.Commits{SourceHead: commitA, SourceTree: treeA, BaselineCommit: commitB,
+				BaselineTree: treeA, ResultCommit: commitB, ResultTree: treeB},
+			Gate:    attest.GateValues{AllowCase: "1", CaseStage: "3", PreviousRecord: &attest.PreviousStage{Stage: 2, RunID: runID, RecordDigest: hashA}},
+			Sandbox: attest.SandboxStrength{Enforced: true, Mechanisms: []string{"landlock"}, LandlockABI: 7}, Qualifies: true,
+			Harness:        attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion, BinaryBuildID: "MH_73Bq1zBxpQ7yiYkNC/6lq0R7DEEuQvqjV2_dEa/-wMRBDI4F6Tzh_bqzfXj/_egfXpFo7F1zlTqFqcx_"},
+			FinalEventHash: hashA, StartedAt: t0, FinishedAt: t1, SignedAt: t1}},
+		{"stage record predicate", schemas.StageRecordPredicate, attest.StageRecordPredicate{Stage: 2, RunID: runID, ReportSHA256: hashA,
+			RecordDigest: hashA, ValidatedAt: t1, HarnessVersion: ctoharness.Version}},
 		{"stage3 failed minimal", schemas.StageResult, map[string]any{
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
-			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "",
+			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "", "signed": false,
 		}},
 		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
 		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},
@@ -820,7 +835,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 12 {
+	if len(schemas.Kinds()) != 14 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

@@ -93,7 +93,7 @@ func checkArtifactsPresent(v *runView, c collector) {
 func checkDigests(v *runView, c collector) {
 	listed := v.report.ArtifactDigests
 	for name, want := range listed {
-		got, err := evidence.FileSHA256(v.path(name))
+		got, err := v.sha256(name)
 		if err != nil {
 			c.fail("artifact_digests", name, "listed in artifact_digests but unreadable: %v", err)
 			continue
@@ -103,7 +103,7 @@ func checkDigests(v *runView, c collector) {
 		}
 	}
 	for name := range v.files {
-		if name == evidence.ReportJSON || name == evidence.ReportSum {
+		if name == evidence.ReportJSON || name == evidence.ReportSum || name == evidence.Attestation {
 			continue
 		}
 		if _, ok := listed[name]; !ok {

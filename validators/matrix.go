@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -36,6 +37,9 @@ type ReplayOptions struct {
 	// Keep leaves the row's sources and workspace behind; by default only the
 	// run's evidence directory is kept.
 	Keep bool
+	// Signing signs the rows' runs and verifies them; the stage 2 record's
+	// signature is copied with the record.
+	Signing attest.Keys
 }
 
 // RowResult is the outcome of one replay: expected against actual.
@@ -153,7 +157,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 			res.fail("the source changed during the row")
 		}
 	}
-	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{})
+	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{Trusted: opts.Signing.Trusted})
 	res.EvidenceValid = v.OK
 	if !v.OK {
 		for _, f := range v.Errors {
@@ -237,6 +241,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 			rec.Seal() // stale, but intact
 		case "tampered":
 			rec.Checked = append(rec.Checked, "edited-after-sealing") // digest no longer matches
+		case "forged":
+			rec.Checked = append(rec.Checked, "forged-and-resealed")
+			rec.Seal() // consistent: only a signature can tell
 		case "junk-run":
 			// Resealed consistently, naming a directory whose report is junk.
 			junk := filepath.Join(work, rec.RunID)
@@ -337,6 +344,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		// The row's stage 2 record is a copy (perhaps damaged) of the real
 		// one, which names the real stage 2 run in the main runs directory.
 		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas)}
+	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
+		return harness.Options{}, "", err
+	}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}

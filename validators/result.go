@@ -26,6 +26,11 @@ type Result struct {
 	Status  string    `json:"status"`
 	Checked []string  `json:"checked"`
 	Errors  []Finding `json:"errors"`
+	// Signed: the run carries an attestation; KeyID: the key that signed it;
+	// SignatureOK: the signature verified against a trusted key.
+	Signed      bool   `json:"signed"`
+	KeyID       string `json:"key_id"`
+	SignatureOK bool   `json:"signature_ok"`
 }
 
 type collector struct {

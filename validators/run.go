@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -17,6 +18,10 @@ import (
 // RunOptions tune Run.
 type RunOptions struct {
 	ExpectPass bool // additionally require status pass
+	// Trusted are the public keys an attestation is verified against;
+	// RequireSignature makes an unsigned or unverifiable run invalid.
+	Trusted          []attest.PublicKey
+	RequireSignature bool
 }
 
 // runCheck is one named check over a loaded run directory.
@@ -28,6 +33,7 @@ type runCheck struct {
 // runChecks is every check, in the order they are reported.
 func runChecks() []runCheck {
 	return []runCheck{
+		{"attestation", checkAttestation},
 		{"report_checksum", checkReportChecksum},
 		{"report_schema", checkReportSchema},
 		{"run_location", checkRunLocation},
@@ -73,6 +79,7 @@ type runView struct {
 	eventsErr  string
 	trace      []ctoharness.TraceEntry
 	traceErr   string
+	sums       map[string]string // file digests, computed once for all checks
 }
 
 // Run validates one run directory. A well-formed blocked run is valid; with
@@ -97,7 +104,7 @@ func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Res
 	v.load()
 	for _, rc := range runChecks() {
 		c.check(rc.name)
-		if v.report == nil && rc.name != "report_checksum" && rc.name != "report_schema" && rc.name != "artifacts_present" {
+		if v.report == nil && rc.name != "attestation" && rc.name != "report_checksum" && rc.name != "report_schema" && rc.name != "artifacts_present" {
 			continue
 		}
 		rc.fn(v, c)
@@ -110,6 +117,21 @@ func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Res
 }
 
 func (v *runView) path(name string) string { return filepath.Join(v.dir, filepath.FromSlash(name)) }
+
+// sha256 returns a file's digest, hashing it once however many checks ask.
+func (v *runView) sha256(name string) (string, error) {
+	if s, ok := v.sums[name]; ok {
+		return s, nil
+	}
+	s, err := evidence.FileSHA256(v.path(name))
+	if err == nil {
+		if v.sums == nil {
+			v.sums = map[string]string{}
+		}
+		v.sums[name] = s
+	}
+	return s, err
+}
 
 func (v *runView) load() {
 	if raw, err := os.ReadFile(v.path(evidence.ReportJSON)); err == nil {

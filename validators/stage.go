@@ -12,6 +12,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -34,6 +35,10 @@ type StageOptions struct {
 	Health func(ctx context.Context) (any, bool)
 	// HarnessRoot holds docs/prd and docs/issues, which stage 3 requires ("." by default).
 	HarnessRoot string
+	// Signing signs the stage's runs and its record, and verifies them;
+	// RequireSignature fails a stage whose evidence is not signed and verified.
+	Signing          attest.Keys
+	RequireSignature bool
 }
 
 // StageResult is the one JSON line a stage validator prints.
@@ -47,6 +52,11 @@ type StageResult struct {
 	SourceNonMutationProofPath string            `json:"source_non_mutation_proof_path"`
 	RecordPath                 string            `json:"record_path,omitempty"`
 	Health                     any               `json:"health,omitempty"`
+	// Signed: the pass run and the record are signed; KeyID: by which key;
+	// SignatureOK: both verified against a trusted key.
+	Signed      bool   `json:"signed"`
+	KeyID       string `json:"key_id"`
+	SignatureOK bool   `json:"signature_ok"`
 }
 
 type stageRun struct {
@@ -117,7 +127,10 @@ func (s *stageRun) recordCheck() gates.RecordCheck {
 func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 	name := fmt.Sprintf("stage_%d_validated", n)
 	s.check(name)
-	_, err := s.recordCheck().Verify(ctx, n)
+	rec, err := s.recordCheck().Verify(ctx, n)
+	if err == nil {
+		err = gates.CheckRecordTrust(ctx, s.recordCheck().Dir, &rec, s.o.Signing.Trusted)
+	}
 	if err == nil {
 		return true
 	}
@@ -126,7 +139,8 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 		return false
 	}
 	prev := Stage(ctx, n, StageOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe, Clock: s.o.Clock,
-		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID, HarnessRoot: s.o.HarnessRoot})
+		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID, HarnessRoot: s.o.HarnessRoot, Signing: s.o.Signing,
+		RequireSignature: s.o.RequireSignature})
 	if !prev.OK {
 		for _, e := range prev.Errors {
 			s.fail("%s: %s", name, e)
@@ -204,7 +218,7 @@ func materialize(ctx context.Context, name, dst string, when time.Time) error {
 func (s *stageRun) runOptions(n int, src string, cfg config.Config, spec *task.Spec, getenv func(string) string) harness.Options {
 	return harness.Options{Stage: n, Source: src, Spec: spec, Lane: ctoharness.LaneFake, RunsDir: s.o.RunsDir, Config: cfg,
 		Getenv: getenv, SelfExe: s.o.SelfExe, Schemas: s.o.Schemas, Clock: s.o.Clock, NewRunID: s.o.NewRunID,
-		VerifyRun: StageRunVerifier(s.o.Schemas)}
+		VerifyRun: StageRunVerifier(s.o.Schemas), Signing: s.o.Signing}
 }
 
 // gateRefusals proves that a missing or wrong gate blocks before any Case
@@ -240,7 +254,7 @@ func (s *stageRun) gateRefusals(ctx context.Context, n int) {
 		if got := codesOf(rep.Blockers); !reflect.DeepEqual(got, sortedCodes(tc.codes)) {
 			s.fail("%s: blockers %v, want exactly %v", tc.name, got, sortedCodes(tc.codes))
 		}
-		if v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, RunOptions{}); !v.OK {
+		if v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, s.runValidation(false)); !v.OK {
 			s.fail("%s: the blocked run's evidence does not validate: %v", tc.name, v.Errors)
 		}
 	}
@@ -286,7 +300,8 @@ func (s *stageRun) passRoute(ctx context.Context, st gates.Stage) *ctoharness.Re
 		return nil
 	}
 	s.check("pass_route_evidence")
-	v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, RunOptions{ExpectPass: true})
+	v := Run(ctx, rep.RunArtifactDir, s.o.Schemas, s.runValidation(true))
+	s.res.Signed, s.res.KeyID, s.res.SignatureOK = v.Signed, v.KeyID, v.SignatureOK
 	for _, f := range v.Errors {
 		s.fail("pass_route_evidence: %s", f)
 	}
@@ -407,6 +422,7 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		return
 	}
 	s.res.RecordPath = p
+	s.signRecord(ctx, rec, p)
 }
 
 // failureMatrix replays every row of the failure matrix; each must fail
@@ -422,7 +438,7 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 		name := "fixture:" + row.Name
 		s.check(name)
 		r := Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
-			HostEnv: s.o.HostEnv, Clock: s.o.Clock})
+			HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing})
 		if r.RunDir != "" {
 			s.res.FailureArtifactPaths[row.Name] = r.RunDir
 		}

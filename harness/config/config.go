@@ -29,6 +29,7 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	Signing           Signing  `json:"signing,omitzero"`
 	Agent             *Agent   `json:"agent,omitempty"`
 }
 
@@ -40,6 +41,13 @@ type Agent struct {
 	BaseURL   string   `json:"base_url,omitempty"`
 	APIKeyEnv string   `json:"api_key_env,omitempty"`
 	Command   []string `json:"command,omitempty"`
+}
+
+// Signing names the evidence signing key and the public keys trusted when
+// verifying (several, so keys can be rotated). See docs/evidence.md.
+type Signing struct {
+	KeyFile     string   `json:"key_file,omitempty"`
+	TrustedKeys []string `json:"trusted_keys,omitempty"`
 }
 
 // MaxAge returns the configured stage-record max age, or the default.
@@ -72,7 +80,7 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 	if err := dec.Decode(&c); err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalid, origin, err)
 	}
-	for _, list := range [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, list := range [][]string{c.OwnedSources, c.TargetRoots, c.ExternalRoots, c.signingPaths()} {
 		for _, p := range list {
 			if !filepath.IsAbs(p) {
 				return Config{}, fmt.Errorf("%w: %s: path %q must be absolute", ErrInvalid, origin, p)
@@ -86,4 +94,12 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 		}
 	}
 	return c, nil
+}
+
+func (c Config) signingPaths() []string {
+	out := append([]string{}, c.Signing.TrustedKeys...)
+	if c.Signing.KeyFile != "" {
+		out = append(out, c.Signing.KeyFile)
+	}
+	return out
 }

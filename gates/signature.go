@@ -1,0 +1,148 @@
+package gates
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
+)
+
+// SignaturePath is where stage n's record attestation lives: a DSSE envelope
+// next to the record, whose statement names the record file and the report
+// of the run it validated.
+func SignaturePath(dir string, n int) string {
+	return filepath.Join(dir, fmt.Sprintf("stage-%d.dsse.json", n))
+}
+
+// RecordSubject is the subject name of stage n's record file in its
+// attestation, and ReportSubject that of the validated run's report; both
+// are relative to the runs directory.
+func RecordSubject(n int) string { return fmt.Sprintf("validation/stage-%d.json", n) }
+
+// ReportSubject names a run's report.json relative to the runs directory.
+func ReportSubject(runID string) string { return runID + "/report.json" }
+
+func (req Request) recordTrusted(ctx context.Context, rec *Record) error {
+	return CheckRecordTrust(ctx, req.Records.Dir, rec, req.Trusted)
+}
+
+// CheckRecordTrust checks, when trusted keys are configured, that an
+// accepted record in dir is signed by one of them: an unsigned, unknown-key
+// or forged record blocks with STAGE_RECORD_UNTRUSTED. A nil record or no
+// trusted key checks nothing.
+func CheckRecordTrust(ctx context.Context, dir string, rec *Record, trusted []attest.PublicKey) error {
+	if rec == nil || len(trusted) == 0 {
+		return nil
+	}
+	_, err := VerifyRecordSignature(ctx, dir, *rec, trusted)
+	if err != nil {
+		return ctoharness.Block(ctoharness.BlockStageRecordUntrusted, ctoharness.StepGate, err,
+			"the stage %d validation record is not signed by a trusted key; re-run 'cto-harness validate-stage %d' with the signing key configured", rec.Stage, rec.Stage)
+	}
+	return nil
+}
+
+// VerifyRecordSignature verifies stage rec.Stage's record attestation in dir
+// against the trusted keys: the envelope, then that its statement names this
+// record file's exact bytes and the report digest the record pins. It returns
+// the id of the key that signed.
+func VerifyRecordSignature(ctx context.Context, dir string, rec Record, trusted []attest.PublicKey) (string, error) {
+	n := rec.Stage
+	p := SignaturePath(dir, n)
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s is missing: the record is unsigned", p)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	keyID, err := env.Verify(ctx, trusted)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	if st.PredicateType != attest.StageRecordPredicateType {
+		return "", fmt.Errorf("%s: predicate type %q, want %q", p, st.PredicateType, attest.StageRecordPredicateType)
+	}
+	raw, err := os.ReadFile(RecordPath(dir, n))
+	if err != nil {
+		return "", fmt.Errorf("read the record: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	want := map[string]string{RecordSubject(n): hex.EncodeToString(sum[:]), ReportSubject(rec.RunID): rec.ReportSHA256}
+	var problems []string
+	for _, s := range st.Subjects {
+		if w, ok := want[s.Name]; !ok {
+			problems = append(problems, "unexpected subject "+s.Name)
+		} else if w != s.SHA256 {
+			problems = append(problems, fmt.Sprintf("subject %s has sha256 %s, the file has %s", s.Name, s.SHA256, w))
+		}
+		delete(want, s.Name)
+	}
+	for name := range want {
+		problems = append(problems, "subject "+name+" is not attested")
+	}
+	var pred attest.StageRecordPredicate
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil {
+		problems = append(problems, "predicate: "+err.Error())
+	} else if pred.Stage != n || pred.RunID != rec.RunID || pred.RecordDigest != rec.RecordDigest || pred.ReportSHA256 != rec.ReportSHA256 {
+		problems = append(problems, fmt.Sprintf("the signed predicate (stage %d, run %s, record digest %s) does not describe this record (stage %d, run %s, record digest %s)",
+			pred.Stage, pred.RunID, pred.RecordDigest, n, rec.RunID, rec.RecordDigest))
+	}
+	if len(problems) > 0 {
+		return keyID, fmt.Errorf("%s does not sign this record: %s", p, strings.Join(problems, "; "))
+	}
+	return keyID, nil
+}
+
+// SignRecord writes stage rec.Stage's record attestation into dir, signed by
+// s. raw is the record file's exact bytes; validate checks the predicate
+// against its schema before anything is signed.
+func SignRecord(ctx context.Context, dir string, rec Record, raw []byte, s *attest.Signer, validate func([]byte) error) (string, error) {
+	pred := attest.StageRecordPredicate{Stage: rec.Stage, RunID: rec.RunID, ReportSHA256: rec.ReportSHA256, RecordDigest: rec.RecordDigest,
+		ValidatedAt: rec.ValidatedAt, HarnessVersion: rec.HarnessVersion}
+	pb, err := json.Marshal(pred)
+	if err != nil {
+		return "", err
+	}
+	if err := validate(pb); err != nil {
+		return "", fmt.Errorf("the stage record predicate would not match its schema: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	payload, err := attest.NewStatement([]attest.Subject{
+		{Name: RecordSubject(rec.Stage), SHA256: hex.EncodeToString(sum[:])},
+		{Name: ReportSubject(rec.RunID), SHA256: rec.ReportSHA256},
+	}, attest.StageRecordPredicateType, pred)
+	if err != nil {
+		return "", err
+	}
+	env, err := attest.Sign(ctx, s, payload)
+	if err != nil {
+		return "", err
+	}
+	p := SignaturePath(dir, rec.Stage)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, env, 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return "", fmt.Errorf("write %s: %w", p, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,36 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+func TestSigningConfig(t *testing.T) {
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := set.Validator(schemas.Config)
+	c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[],
+		"signing":{"key_file":"/k/signing.key","trusted_keys":["/k/old.pub","/k/new.pub"]}}`), "cfg", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Signing.KeyFile != "/k/signing.key" || len(c.Signing.TrustedKeys) != 2 {
+		t.Errorf("signing = %+v", c.Signing)
+	}
+	for name, doc := range map[string]string{
+		"relative key file":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"key_file":"k/signing.key"}}`,
+		"relative trusted key": `{"owned_sources":[],"target_repository_roots":[],"signing":{"trusted_keys":["signing.pub"]}}`,
+		"unknown field":        `{"owned_sources":[],"target_repository_roots":[],"signing":{"key":"/k"}}`,
+	} {
+		if _, err := config.Parse([]byte(doc), "cfg", v); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[]}`), "cfg", v); err != nil || c.Signing.KeyFile != "" {
+		t.Errorf("no signing section: %+v %v", c.Signing, err)
+	}
+}

@@ -1,0 +1,241 @@
+package validators
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// checkAttestation verifies attestation.dsse.json before anything else is
+// believed: the envelope and its signature against the trusted keys, then
+// that its subjects are exactly the run directory's other files with their
+// current sha256, then that the signed predicate describes this run (its id,
+// directory, verdict and event chain). The report's own "signed" claim must
+// agree with the file being there, so removing the attestation is caught.
+func checkAttestation(v *runView, c collector) {
+	const chk = "attestation"
+	present := v.files[evidence.Attestation]
+	if v.report != nil && v.report.Signed && !present {
+		c.fail(chk, evidence.Attestation, "missing although report.json says the run is signed (removed after the run, or signing failed)")
+	}
+	if v.report != nil && !v.report.Signed && present {
+		c.fail(chk, evidence.Attestation, "present although report.json says the run is unsigned")
+	}
+	if !present {
+		if v.opts.RequireSignature {
+			c.fail(chk, evidence.Attestation, "the run is unsigned; --require-signature needs a run signed by a trusted key")
+		}
+		return
+	}
+	c.res.Signed = true
+	if v.report != nil && !v.traced(filepath.Join(v.report.RunArtifactDir, evidence.Attestation)) {
+		c.fail(chk, evidence.TraceFile, "the write of %s is not traced", evidence.Attestation)
+	}
+	data, err := os.ReadFile(v.path(evidence.Attestation))
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v", err)
+		return
+	}
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v (truncated or edited?)", err)
+		return
+	}
+	if len(env.KeyIDs) > 0 {
+		c.res.KeyID = env.KeyIDs[0]
+	}
+	switch {
+	case len(v.opts.Trusted) > 0:
+		id, err := env.Verify(context.Background(), v.opts.Trusted)
+		if err != nil {
+			c.fail(chk, evidence.Attestation, "signature: %v", err)
+		} else {
+			c.res.KeyID, c.res.SignatureOK = id, true
+		}
+	case v.opts.RequireSignature:
+		c.fail(chk, evidence.Attestation, "no trusted public key to verify the signature against; pass --pubkey FILE or set signing.trusted_keys in the config")
+	}
+	if v.report != nil && v.report.SigningKeyID != c.res.KeyID {
+		c.fail(chk, evidence.ReportJSON, "signing_key_id %q differs from the envelope's key id %q", v.report.SigningKeyID, c.res.KeyID)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		c.fail(chk, evidence.Attestation, "%v", err)
+		return
+	}
+	if st.PredicateType != attest.RunPredicateType {
+		c.fail(chk, evidence.Attestation, "predicate type %q, want %q", st.PredicateType, attest.RunPredicateType)
+		return
+	}
+	checkSubjects(v, c, st.Subjects)
+	checkRunPredicate(v, c, st.Predicate)
+}
+
+// checkSubjects requires the attested files to be exactly the run
+// directory's files (the attestation and fixture/ aside), byte for byte.
+func checkSubjects(v *runView, c collector, subjects []attest.Subject) {
+	const chk = "attestation"
+	listed := map[string]bool{}
+	for _, s := range subjects {
+		listed[s.Name] = true
+		if !v.files[s.Name] {
+			c.fail(chk, s.Name, "attested but missing from the run directory (the envelope belongs to another run, or the file was removed)")
+			continue
+		}
+		got, err := v.sha256(s.Name)
+		if err != nil {
+			c.fail(chk, s.Name, "%v", err)
+			continue
+		}
+		if got != s.SHA256 {
+			c.fail(chk, s.Name, "sha256 %s does not match the signed %s (changed after signing, or the envelope belongs to another run)", got, s.SHA256)
+		}
+	}
+	var extra []string
+	for name := range v.files {
+		if name != evidence.Attestation && !listed[name] {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		c.fail(chk, name, "not covered by the attestation (added after signing)")
+	}
+}
+
+// checkRunPredicate ties the signed predicate to this directory and report,
+// so that a signed run replayed under another run id or directory is refused.
+func checkRunPredicate(v *runView, c collector, raw []byte) {
+	const chk = "attestation"
+	if err := v.set.Validate(schemas.RunPredicate, raw); err != nil {
+		c.fail(chk, evidence.Attestation, "predicate: %v", err)
+		return
+	}
+	var p attest.RunPredicate
+	if err := json.Unmarshal(raw, &p); err != nil {
+		c.fail(chk, evidence.Attestation, "predicate: %v", err)
+		return
+	}
+	if base := filepath.Base(filepath.Clean(v.dir)); p.RunID != base {
+		c.fail(chk, evidence.Attestation, "signed for run %s but found in directory %s (replayed under another run id?)", p.RunID, base)
+	}
+	r := v.report
+	if r == nil {
+		return
+	}
+	if p.RunID != r.RunID || p.Stage != r.Stage || p.Status != r.Status || p.Nonce != r.Freshness.Nonce ||
+		p.FinalEventHash != r.Freshness.FinalEventHash || p.Qualifies != r.Qualifies {
+		c.fail(chk, evidence.ReportJSON, "the signed predicate (run %s, stage %d, %s, nonce %s) does not match report.json (run %s, stage %d, %s, nonce %s)",
+			p.RunID, p.Stage, p.Status, p.Nonce, r.RunID, r.Stage, r.Status, r.Freshness.Nonce)
+	}
+}
+
+// runValidation is how a stage validation checks one of its runs.
+func (s *stageRun) runValidation(expectPass bool) RunOptions {
+	return RunOptions{ExpectPass: expectPass, Trusted: s.o.Signing.Trusted, RequireSignature: s.o.RequireSignature}
+}
+
+// signRecord signs the record just written at p, or, without a signing key,
+// removes a signature left by an earlier validation (it could only mislead).
+func (s *stageRun) signRecord(ctx context.Context, rec gates.Record, p string) {
+	sig := gates.SignaturePath(filepath.Dir(p), rec.Stage)
+	if s.o.Signing.Signer == nil {
+		if err := os.Remove(sig); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.failf("record_signed", err)
+		}
+		if s.o.RequireSignature {
+			s.fail("record_signed: no signing key is configured; --require-signature needs signed evidence (set signing.key_file or %s)", attest.EnvSigningKeyFile)
+		}
+		return
+	}
+	s.check("record_signed")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		s.failf("record_signed", err)
+		return
+	}
+	if _, err := gates.SignRecord(ctx, filepath.Dir(p), rec, raw, s.o.Signing.Signer, s.o.Schemas.Validator(schemas.StageRecordPredicate)); err != nil {
+		s.failf("record_signed", err)
+		return
+	}
+	if len(s.o.Signing.Trusted) > 0 {
+		if _, err := gates.VerifyRecordSignature(ctx, filepath.Dir(p), rec, s.o.Signing.Trusted); err != nil {
+			s.signatureFailed(err)
+		}
+	}
+}
+
+// signatureFailed records that the freshly signed record does not verify
+// against the trusted keys (the signing key is not among them).
+func (s *stageRun) signatureFailed(err error) {
+	s.res.SignatureOK = false
+	s.fail("record_signed: the record's signature does not verify against the trusted keys (is the signing key's public key listed?): %v", err)
+}
+
+// rowSigning gives a failure row its keys: the stage's own, with the stage 2
+// record's signature copied alongside the record, or, for a row that asks
+// for it, an ephemeral key pair that signs the genuine record and is the
+// only trusted key (so a forged record is refused whatever the user's
+// configuration).
+func rowSigning(ctx context.Context, st fixtures.Setup, o ReplayOptions, work, records string) (attest.Keys, error) {
+	orig := gates.RecordPath(harness.RecordsDir(o.RunsDir), 2)
+	switch st.Signing {
+	case "":
+		if st.Stage2Record == "missing" {
+			return o.Signing, nil
+		}
+		data, err := os.ReadFile(gates.SignaturePath(filepath.Dir(orig), 2))
+		if errors.Is(err, fs.ErrNotExist) {
+			return o.Signing, nil
+		}
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		return o.Signing, os.WriteFile(gates.SignaturePath(records, 2), data, 0o644)
+	case "ephemeral":
+		pub, err := attest.Generate(filepath.Join(work, "keys"))
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		signer, err := attest.LoadSigner(filepath.Join(work, "keys", attest.PrivateKeyFile))
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		raw, err := os.ReadFile(orig)
+		if err != nil {
+			return attest.Keys{}, err
+		}
+		var rec gates.Record
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return attest.Keys{}, err
+		}
+		if _, err := gates.SignRecord(ctx, records, rec, raw, signer, o.Schemas.Validator(schemas.StageRecordPredicate)); err != nil {
+			return attest.Keys{}, err
+		}
+		return attest.Keys{Signer: signer, Trusted: []attest.PublicKey{pub}}, nil
+	}
+	return attest.Keys{}, fmt.Errorf("unknown signing %q; use \"ephemeral\" or leave it out", st.Signing)
+}
+
+// traced reports whether the trace records a harness write of p.
+func (v *runView) traced(p string) bool {
+	for _, e := range v.trace {
+		if e.Op == ctoharness.TraceWrite && e.Path == p {
+			return true
+		}
+	}
+	return false
+}
