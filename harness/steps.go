@@ -45,11 +45,12 @@ func (r *run) gate(ctx context.Context) bool {
 	for _, b := range d.Blockers {
 		r.block(b)
 	}
+	if r.ok() && r.o.Agent.Name != "" {
+		// Before the probe: the agent adds to what the sandbox must allow.
+		r.checkAgent()
+	}
 	if r.ok() {
 		r.probeSandbox()
-	}
-	if r.ok() && r.o.Agent.Name != "" {
-		r.checkAgent()
 	}
 	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
