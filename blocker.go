@@ -84,6 +84,17 @@ const (
 	BlockSecretInEvidence   BlockerCode = "SECRET_IN_EVIDENCE"
 )
 
+// Source status blockers: a repository whose status the harness would
+// have to run a program for, or whose format it does not read.
+const (
+	BlockSourceFilterConfigured    BlockerCode = "SOURCE_FILTER_CONFIGURED"
+	BlockSourceFsmonitorConfigured BlockerCode = "SOURCE_FSMONITOR_CONFIGURED"
+	BlockSourceCoreWorktree        BlockerCode = "SOURCE_CORE_WORKTREE"
+	BlockSourceObjectFormat        BlockerCode = "SOURCE_OBJECT_FORMAT_UNSUPPORTED"
+	BlockSourceRefStorage          BlockerCode = "SOURCE_REF_STORAGE_UNSUPPORTED"
+	BlockSourceGitFeature          BlockerCode = "SOURCE_GIT_FEATURE_UNSUPPORTED"
+)
+
 // BlockPrevStageUnproven: a previous stage's record is intact, but what it
 // claims is not true of the run it names (missing, not passing, another
 // stage, another runs directory, relocated).
@@ -117,6 +128,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange, BlockAgentNoEgress,
 		BlockSecretInEvidence,
+		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
+		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 	}
 }
 

@@ -27,6 +27,11 @@ type ManifestEntry struct {
 	Inode   uint64    `json:"inode"`
 	Target  string    `json:"target,omitempty"`
 	SHA256  string    `json:"sha256,omitempty"`
+	// Device and owner complete the stat data git caches in its index;
+	// the status route compares them, the evidence does not carry them.
+	Dev uint64 `json:"-"`
+	UID uint32 `json:"-"`
+	GID uint32 `json:"-"`
 }
 
 // HeadState is the repository HEAD.
@@ -43,18 +48,31 @@ type StatusEntry struct {
 	Worktree string `json:"worktree"`
 }
 
+// StatusRoute names how a source proof's status was computed.
+type StatusRoute string
+
+// Status routes.
+const (
+	// StatusRouteFast is the harness's own status: one lstat walk, the
+	// index and the object store, with git's comparison rules.
+	StatusRouteFast StatusRoute = "fast"
+)
+
 // SourceProof is proofs/source-before.json or proofs/source-after.json.
 type SourceProof struct {
-	SchemaVersion  string          `json:"schema_version"`
-	RunID          string          `json:"run_id"`
-	Kind           string          `json:"kind"`
-	Root           string          `json:"root"`
-	TakenAt        time.Time       `json:"taken_at"`
-	Head           HeadState       `json:"head"`
-	RefsDigest     string          `json:"refs_digest"`
-	RefCount       int             `json:"ref_count"`
-	StatusClean    bool            `json:"status_clean"`
-	Status         []StatusEntry   `json:"status"`
+	SchemaVersion string        `json:"schema_version"`
+	RunID         string        `json:"run_id"`
+	Kind          string        `json:"kind"`
+	Root          string        `json:"root"`
+	TakenAt       time.Time     `json:"taken_at"`
+	Head          HeadState     `json:"head"`
+	RefsDigest    string        `json:"refs_digest"`
+	RefCount      int           `json:"ref_count"`
+	StatusClean   bool          `json:"status_clean"`
+	Status        []StatusEntry `json:"status"`
+	// StatusRoute names the code that computed Status (see
+	// StatusRoute* constants).
+	StatusRoute    StatusRoute     `json:"status_route"`
 	Deep           bool            `json:"deep"`
 	ManifestDigest string          `json:"manifest_digest"`
 	Manifest       []ManifestEntry `json:"manifest"`

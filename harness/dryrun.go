@@ -121,7 +121,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		return plan, nil
 	}
 	plan.Source = repo.Root
-	proof, err := source.Prove(ctx, repo, source.ProofOptions{RunID: runID, Kind: source.KindBefore, Now: o.Clock()}, nop)
+	proof, err := source.Prove(ctx, repo, source.ProofOptions{RunID: runID, Kind: source.KindBefore, Now: o.Clock(), Getenv: o.Getenv}, nop)
 	if err != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepSourceProof))
 		return plan, nil

@@ -151,7 +151,7 @@ func (r *run) taskSpec(builtin string) (task.Spec, error) {
 
 func (r *run) proveBefore(ctx context.Context) bool {
 	r.step(ctoharness.StepSourceProof)
-	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock()}, r.tr)
+	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.tr)
 	if err != nil {
 		r.blockErr(err, ctoharness.StepSourceProof)
 		return false
@@ -567,7 +567,7 @@ func (r *run) cleanEnd(ctx context.Context) {
 
 func (r *run) proveAfter(ctx context.Context) {
 	r.step(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock()}, r.tr)
+	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.tr)
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		r.rep.SourceRepositoryMutated = true

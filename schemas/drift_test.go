@@ -115,11 +115,12 @@ func goEnums(t *testing.T) map[reflect.Type][]string {
 		reflect.TypeFor[ctoharness.TraceOp]():     strs(ctoharness.AllTraceOps()),
 		reflect.TypeFor[ctoharness.TestClass]():   strs(ctoharness.AllTestClasses()),
 		// No All* function exists for these; the declared constants are the list.
-		reflect.TypeFor[ctoharness.Status]():     consts["Status"],
-		reflect.TypeFor[ctoharness.Backend]():    consts["Backend"],
-		reflect.TypeFor[ctoharness.Lane]():       consts["Lane"],
-		reflect.TypeFor[ctoharness.ChangeKind](): consts["ChangeKind"],
-		reflect.TypeFor[ctoharness.EntryType]():  consts["EntryType"],
+		reflect.TypeFor[ctoharness.Status]():      consts["Status"],
+		reflect.TypeFor[ctoharness.Backend]():     consts["Backend"],
+		reflect.TypeFor[ctoharness.Lane]():        consts["Lane"],
+		reflect.TypeFor[ctoharness.ChangeKind]():  consts["ChangeKind"],
+		reflect.TypeFor[ctoharness.EntryType]():   consts["EntryType"],
+		reflect.TypeFor[ctoharness.StatusRoute](): consts["StatusRoute"],
 	}
 	return lists
 }
@@ -683,7 +684,7 @@ func sourceProof() ctoharness.SourceProof {
 	return ctoharness.SourceProof{
 		SchemaVersion: ctoharness.SchemaVersion, RunID: runID, Kind: "before", Root: "/home/dev/src/owned-tool",
 		TakenAt: t0, Head: ctoharness.HeadState{SymbolicRef: "refs/heads/main", Commit: commitA, Tree: treeA},
-		RefsDigest: hashA, RefCount: 4, StatusClean: true, Status: []ctoharness.StatusEntry{}, Deep: true,
+		RefsDigest: hashA, RefCount: 4, StatusClean: true, Status: []ctoharness.StatusEntry{}, StatusRoute: ctoharness.StatusRouteFast, Deep: true,
 		ManifestDigest: hashB,
 		Manifest: []ctoharness.ManifestEntry{
 			{Path: ".", Type: ctoharness.EntryDir, Mode: 0o40755, Size: 4096, MtimeNs: 1740823000000000000, CtimeNs: 1740823000000000000, Inode: 1311},

@@ -161,6 +161,13 @@ func TestChangesMatchesGitAddAll(t *testing.T) {
 			must(t, os.Chtimes(filepath.Join(root, "a.txt"), future, future))
 			write(t, root, "dir/b.txt", "bravo\n", 0o644)
 		}},
+		{name: "same-size rewrite with the mtime restored", want: 1, mutate: func(t *testing.T, root string) {
+			p := filepath.Join(root, "a.txt")
+			fi, err := os.Lstat(p)
+			must(t, err)
+			must(t, os.WriteFile(p, []byte("ALPHA\n"), 0o644))
+			must(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+		}},
 		{name: "staged then reverted", noIndex: true, mutate: func(t *testing.T, root string) {
 			write(t, root, "a.txt", "staged\n", 0o644)
 			gitCLI(t, root, "add", "a.txt")

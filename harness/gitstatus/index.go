@@ -17,6 +17,10 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 )
 
+// errIndexFeature marks an index that uses a format version or a required
+// extension the decoder does not know, as opposed to a damaged one.
+var errIndexFeature = errors.New("unknown index feature")
+
 // ErrFallback means the fast status does not model something in this
 // repository (submodules, conflicts, sparse or split index, ...); callers
 // then use go-git's Worktree.Status, which is slower but complete.
@@ -39,6 +43,11 @@ type Entry struct {
 	Ino     uint32
 	UID     uint32
 	GID     uint32
+	// Stage is 0, or 1-3 for the sides of an unmerged path.
+	Stage uint8
+	// AssumeValid (assume-unchanged), SkipWorktree and IntentToAdd are the
+	// entry's flags.
+	AssumeValid, SkipWorktree, IntentToAdd bool
 }
 
 // Index is a parsed .git/index and the index file's own mtime, which the
@@ -49,14 +58,16 @@ type Index struct {
 }
 
 // Fresh reports whether e's cached stat data still describes the worktree
-// file f, so that e.Hash may stand for f's content without reading it. It
-// is go-git's metadata-first rule (size, mtime and mode equal, and the file
-// older than the index: a file modified in the index's own clock tick is
-// "racy" and must be hashed).
+// file f, so that e.Hash may stand for f's content without reading it:
+// size, mtime and mode equal, and the file older than the index (a file
+// modified in the index's own clock tick is "racy" and must be hashed), as
+// go-git checks, and also ctime, inode, device and owner equal, as git
+// checks, so that a same-size rewrite with a restored mtime is hashed.
 func (idx *Index) Fresh(e *Entry, f *ctoharness.ManifestEntry) bool {
 	mode, err := filemode.NewFromOSFileMode(fs.FileMode(f.Mode))
 	return err == nil && e.MtimeNs != 0 && uint32(f.Size) == e.Size && f.MtimeNs == e.MtimeNs && mode == e.Mode &&
-		!idx.ModTime.IsZero() && f.MtimeNs < idx.ModTime.UnixNano()
+		!idx.ModTime.IsZero() && f.MtimeNs < idx.ModTime.UnixNano() &&
+		e.CtimeNs == f.CtimeNs && e.Ino == uint32(f.Inode) && e.Dev == uint32(f.Dev) && e.UID == f.UID && e.GID == f.GID
 }
 
 // ReadIndex reads and parses gitDir/index. It is a small parser of its own
@@ -112,6 +123,7 @@ func readFull(f *os.File, b []byte) (int, error) {
 // Index entry layout (git's Documentation/gitformat-index.txt).
 const (
 	entryHeader      = 62 // ctime, mtime, dev, ino, mode, uid, gid, size, sha1, flags
+	flagAssumeValid  = 0x8000
 	flagExtended     = 0x4000
 	flagStageMask    = 0x3000
 	flagNameMask     = 0x0fff
@@ -123,24 +135,77 @@ const (
 	indexTrailerSize = sha1.Size
 )
 
-// parseIndex decodes index versions 2, 3 and 4 with SHA-1 object names.
+// parseIndex decodes index versions 2, 3 and 4 with SHA-1 object names,
+// for the callers that model only plain stage-0 entries: anything else
+// (conflicts, gitlinks, sparse directories, skip-worktree or intent-to-add
+// entries, a split index, unknown required extensions) is ErrFallback.
 func parseIndex(data []byte) ([]Entry, error) {
+	f, err := decodeIndex(data)
+	if err != nil {
+		return nil, err
+	}
+	if f.link != nil {
+		return nil, fallback("index extension \"link\"")
+	}
+	if f.sparse {
+		return nil, fallback("index extension \"sdir\"")
+	}
+	for i := range f.entries {
+		e := &f.entries[i]
+		switch {
+		case e.Stage != 0:
+			return nil, fallback("index has unmerged entries")
+		case e.Mode&modeTypeMask == modeGitlink:
+			return nil, fallback("index has a submodule")
+		case e.Mode&modeTypeMask == modeDir:
+			return nil, fallback("index is sparse")
+		case e.SkipWorktree || e.IntentToAdd:
+			return nil, fallback("index has skip-worktree or intent-to-add entries")
+		}
+		if i > 0 && f.entries[i-1].Name >= e.Name {
+			return nil, fallback("index entries out of order")
+		}
+	}
+	return f.entries, nil
+}
+
+// indexFile is a decoded index file before a split index is merged.
+type indexFile struct {
+	entries []Entry
+	link    *splitLink // the "link" extension of a split index
+	sparse  bool       // the "sdir" extension: directory entries present
+}
+
+// splitLink is a split index's reference to its shared index and the
+// positions in it that the split index deletes or replaces.
+type splitLink struct {
+	shared           plumbing.Hash
+	delete, replaced []int
+}
+
+// decodeIndex decodes every entry (all stages and flags) and the
+// extensions that change what the entries mean. Names may be empty only
+// in a split index (replacement entries).
+func decodeIndex(data []byte) (*indexFile, error) {
 	if len(data) < 12+indexTrailerSize || string(data[:4]) != "DIRC" {
 		return nil, fallback("index has no DIRC header")
 	}
 	body := data[:len(data)-indexTrailerSize]
-	if sum := sha1.Sum(body); !bytes.Equal(sum[:], data[len(body):]) {
+	trailer := data[len(body):]
+	// index.skipHash writes a zero trailer.
+	if sum := sha1.Sum(body); !bytes.Equal(sum[:], trailer) && !bytes.Equal(trailer, make([]byte, indexTrailerSize)) {
 		return nil, fallback("index checksum mismatch")
 	}
 	version := binary.BigEndian.Uint32(data[4:8])
 	if version < 2 || version > 4 {
-		return nil, fallback("index version %d", version)
+		return nil, fmt.Errorf("%w: %w: index version %d", ErrFallback, errIndexFeature, version)
 	}
 	count := int(binary.BigEndian.Uint32(data[8:12]))
 	if count > len(body)/entryHeader {
 		return nil, fallback("index entry count %d does not fit", count)
 	}
-	entries := make([]Entry, count)
+	f := &indexFile{entries: make([]Entry, count)}
+	entries := f.entries
 	off := 12
 	var prev []byte
 	for i := range entries {
@@ -162,23 +227,16 @@ func parseIndex(data []byte) ([]Entry, error) {
 		copy(e.Hash[:], h[40:60])
 		flags := binary.BigEndian.Uint16(h[60:62])
 		off += entryHeader
-		switch {
-		case flags&flagStageMask != 0:
-			return nil, fallback("index has unmerged entries")
-		case mode&modeTypeMask == modeGitlink:
-			return nil, fallback("index has a submodule")
-		case mode&modeTypeMask == modeDir:
-			return nil, fallback("index is sparse")
-		}
+		e.Stage = uint8((flags & flagStageMask) >> 12)
+		e.AssumeValid = flags&flagAssumeValid != 0
 		if flags&flagExtended != 0 {
 			if version < 3 || off+2 > len(body) {
 				return nil, fallback("bad extended index flags")
 			}
 			ext := binary.BigEndian.Uint16(body[off : off+2])
 			off += 2
-			if ext&(extSkipWorktree|extIntentToAdd) != 0 {
-				return nil, fallback("index has skip-worktree or intent-to-add entries")
-			}
+			e.SkipWorktree = ext&extSkipWorktree != 0
+			e.IntentToAdd = ext&extIntentToAdd != 0
 		}
 		var name []byte
 		if version == 4 {
@@ -206,26 +264,113 @@ func parseIndex(data []byte) ([]Entry, error) {
 			off = start + (off-start+nameLen+8)&^7
 		}
 		e.Name = string(name)
-		if i > 0 && entries[i-1].Name >= e.Name {
-			return nil, fallback("index entries out of order")
-		}
 		prev = append(prev[:0], name...)
 	}
-	// Extensions: an uppercase signature is optional to understand; any
-	// other (link = split index, sdir = sparse) changes what the entries
-	// mean, so the fast path steps aside.
+	// Extensions: an uppercase signature is optional to understand; of the
+	// others, "link" (split index) and "sdir" (sparse index) are read here
+	// and any other changes what the entries mean.
 	for off+8 <= len(body) {
-		sig := body[off : off+4]
+		sig := string(body[off : off+4])
 		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
-		if sig[0] < 'A' || sig[0] > 'Z' {
-			return nil, fallback("index extension %q", sig)
+		if size < 0 || off+8+size > len(body) {
+			return nil, fallback("index extension overruns the file")
+		}
+		ext := body[off+8 : off+8+size]
+		switch {
+		case sig == "link":
+			l, err := decodeLink(ext)
+			if err != nil {
+				return nil, err
+			}
+			f.link = l
+		case sig == "sdir":
+			f.sparse = true
+		case sig[0] < 'A' || sig[0] > 'Z':
+			return nil, fmt.Errorf("%w: %w: index extension %q", ErrFallback, errIndexFeature, sig)
 		}
 		off += 8 + size
 	}
-	if off > len(body) {
+	if off != len(body) {
 		return nil, fallback("index extension overruns the file")
 	}
-	return entries, nil
+	for i := range entries {
+		if entries[i].Name == "" && f.link == nil {
+			return nil, fallback("index entry with an empty name")
+		}
+	}
+	return f, nil
+}
+
+// decodeLink reads a "link" extension: the shared index id and two EWAH
+// bitmaps, the positions to delete and those to replace.
+func decodeLink(b []byte) (*splitLink, error) {
+	if len(b) < sha1.Size {
+		return nil, fallback("short link extension")
+	}
+	l := &splitLink{}
+	copy(l.shared[:], b[:sha1.Size])
+	b = b[sha1.Size:]
+	if len(b) == 0 {
+		return l, nil
+	}
+	var err error
+	if l.delete, b, err = ewahBits(b); err != nil {
+		return nil, err
+	}
+	if l.replaced, _, err = ewahBits(b); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// ewahBits decodes one EWAH-compressed bitmap (git's ewah_io.c layout)
+// into the positions of its set bits, and returns the rest of b.
+func ewahBits(b []byte) ([]int, []byte, error) {
+	if len(b) < 8 {
+		return nil, nil, fallback("short EWAH bitmap")
+	}
+	words := int(binary.BigEndian.Uint32(b[4:8]))
+	b = b[8:]
+	if words < 0 || words > len(b)/8 || len(b) < words*8+4 {
+		return nil, nil, fallback("truncated EWAH bitmap")
+	}
+	buf := make([]uint64, words)
+	for i := range buf {
+		buf[i] = binary.BigEndian.Uint64(b[i*8:])
+	}
+	rest := b[words*8+4:]
+	var out []int
+	pos := 0
+	for p := 0; p < len(buf); {
+		w := buf[p]
+		run := int((w >> 1) & 0xffffffff)
+		lits := int(w >> 33)
+		if run > 1<<20 || lits > len(buf) {
+			return nil, nil, fallback("EWAH bitmap too large")
+		}
+		if w&1 != 0 {
+			for k := 0; k < run*64; k++ {
+				out = append(out, pos)
+				pos++
+			}
+		} else {
+			pos += run * 64
+		}
+		p++
+		for k := 0; k < lits; k++ {
+			if p >= len(buf) {
+				return nil, nil, fallback("truncated EWAH bitmap")
+			}
+			for c := 0; c < 64; c++ {
+				if buf[p]>>c&1 != 0 {
+					out = append(out, pos)
+				}
+				pos++
+			}
+			p++
+		}
+	}
+	return out, rest, nil
 }
 
 // varint decodes git's offset varint (index v4 name prefix length).

@@ -1,26 +1,22 @@
-// Package gitstatus computes a git worktree status the way go-git's
-// Worktree.Status does, from data a caller already has: one lstat listing
-// of the worktree (a manifest, sorted bytewise by path), the parsed index
-// and a tree. It also lists what `git add -A` would change relative to a
-// tree, reads and writes the index file, and hashes an index as trees.
+// Package gitstatus computes git worktree statuses from data a caller
+// already has: one lstat listing of the worktree (a manifest, sorted
+// bytewise by path), the index and the object store.
 //
-// go-git's own Status walks the worktree a second time, decodes the index
-// twice and reads every tree object, about 12x the cost of git status on a
-// 15k-file repository; this package reads tree objects only where the index
-// differs from the tree. The semantics are go-git's (metadata-first
-// comparison with its racy-git rule, every untracked file listed, nested
-// .git entries skipped, .gitignore patterns loaded the way
-// gitignore.ReadPatterns loads them); tests check it against go-git's
-// Status on the same repositories. Anything it does not model (submodules,
-// unmerged, skip-worktree or intent-to-add entries, split or sparse index,
-// index versions other than 2-4, a non-SHA-1 index) returns ErrFallback and
-// the caller uses GoGitStatus instead.
+// Compute is the status route of source proofs: git's own rules (its
+// config files, stat comparison, input conversions, ignore and attribute
+// semantics, submodules, split and sparse indexes), checked against the
+// git CLI by a differential test, refusing with an UnsupportedError what
+// it must not or cannot compute (filters, fsmonitor, core.worktree,
+// SHA-256, reftable).
 //
-// Known, deliberate differences from go-git v5.19: a symlinked .gitignore
-// is not followed (git itself stopped following them in 2.32), and paths
-// that go-git's worktree filesystem refuses to open (control characters,
-// NTFS-reserved names such as "aux") are read normally, where go-git would
-// fail the status or report the file modified.
+// Status is the older, go-git-compatible form the fixture uses for its
+// own repositories, which the harness creates and which never hold those
+// features: its semantics are go-git's Worktree.Status (metadata-first
+// comparison with its racy rule, nested .git entries skipped, .gitignore
+// patterns loaded as gitignore.ReadPatterns loads them), and anything it
+// does not model returns ErrFallback so the caller uses GoGitStatus. The
+// package also lists what `git add -A` would change relative to a tree,
+// reads and writes the index file, and hashes an index as trees.
 package gitstatus
 
 import (

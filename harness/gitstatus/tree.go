@@ -9,6 +9,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // Staged maps each path whose index entry differs from a tree (HEAD's, for
@@ -20,6 +21,7 @@ type Staged map[string]git.StatusCode
 type indexTree struct {
 	hash     plumbing.Hash
 	children []indexChild
+	sparse   bool // a sparse-index directory entry: only its hash is known
 }
 
 type indexChild struct {
@@ -48,7 +50,16 @@ func buildIndexTrees(entries []Entry) map[string]*indexTree {
 		var buf []byte
 		for i := lo; i < hi; {
 			rel := entries[i].Name[len(prefix):]
-			if slash := strings.IndexByte(rel, '/'); slash >= 0 {
+			if slash := strings.IndexByte(rel, '/'); slash == len(rel)-1 && entries[i].Mode == filemode.Dir {
+				// A sparse directory entry ("dir/"): the tree is known by hash.
+				name := rel[:slash]
+				e := &entries[i]
+				t.children = append(t.children, indexChild{name: name, dir: true, entry: -1, hash: e.Hash, mode: filemode.Dir})
+				buf = AppendTreeEntry(buf, filemode.Dir, name, e.Hash)
+				trees[prefix+name] = &indexTree{hash: e.Hash, sparse: true}
+				i++
+				continue
+			} else if slash >= 0 {
 				name := rel[:slash]
 				sub := prefix + name + "/"
 				j := i + 1
@@ -131,6 +142,9 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 		if it != nil && it.hash == h {
 			return nil
 		}
+		if it != nil && it.sparse {
+			return diffTrees(r, path+"/", h, it.hash, ch)
+		}
 		prefix := ""
 		if path != "" {
 			prefix = path + "/"
@@ -179,6 +193,9 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 					if err := dir(prefix+k.name, he.Hash); err != nil {
 						return err
 					}
+				} else if he.Mode&modeTypeMask != k.mode&modeTypeMask {
+					// A type change (file, symlink, gitlink): git's "T".
+					ch[prefix+k.name] = 'T'
 				} else if he.Hash != k.hash || he.Mode != k.mode {
 					ch[prefix+k.name] = git.Modified
 				}
@@ -223,4 +240,68 @@ func treeNameByte(s string, i int, dir bool) int {
 		return '/'
 	}
 	return 0
+}
+
+// diffTrees records how tree b differs from tree a (both in the object
+// store) under prefix: the expansion of a sparse-index directory whose
+// hash differs from HEAD's.
+func diffTrees(r *git.Repository, prefix string, a, b plumbing.Hash, ch Staged) error {
+	list := func(h plumbing.Hash) (map[string]object.TreeEntry, error) {
+		out := map[string]object.TreeEntry{}
+		if h == plumbing.ZeroHash {
+			return out, nil
+		}
+		t, err := r.TreeObject(h)
+		if err != nil {
+			return nil, fmt.Errorf("read tree %s: %w", h, err)
+		}
+		for _, e := range t.Entries {
+			out[e.Name] = e
+		}
+		return out, nil
+	}
+	ea, err := list(a)
+	if err != nil {
+		return err
+	}
+	eb, err := list(b)
+	if err != nil {
+		return err
+	}
+	for name, x := range ea {
+		y, ok := eb[name]
+		switch {
+		case x.Mode == filemode.Dir && ok && y.Mode == filemode.Dir:
+			if x.Hash != y.Hash {
+				if err := diffTrees(r, prefix+name+"/", x.Hash, y.Hash, ch); err != nil {
+					return err
+				}
+			}
+		case x.Mode == filemode.Dir:
+			if err := diffTrees(r, prefix+name+"/", x.Hash, plumbing.ZeroHash, ch); err != nil {
+				return err
+			}
+			if ok {
+				ch[prefix+name] = git.Added
+			}
+		case !ok:
+			ch[prefix+name] = git.Deleted
+		case y.Mode == filemode.Dir:
+			ch[prefix+name] = git.Deleted
+		case x.Hash != y.Hash || x.Mode != y.Mode:
+			ch[prefix+name] = git.Modified
+		}
+	}
+	for name, y := range eb {
+		x, ok := ea[name]
+		switch {
+		case y.Mode == filemode.Dir && (!ok || x.Mode != filemode.Dir):
+			if err := diffTrees(r, prefix+name+"/", plumbing.ZeroHash, y.Hash, ch); err != nil {
+				return err
+			}
+		case !ok:
+			ch[prefix+name] = git.Added
+		}
+	}
+	return nil
 }

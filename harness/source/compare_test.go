@@ -147,7 +147,7 @@ func TestCompareDetectsMutations(t *testing.T) {
 					{path: "a.txt", field: "type", before: "file", after: "symlink"},
 					{path: "a.txt", field: "target", before: "", after: "sub/b.txt"},
 					{path: "a.txt", field: "sha256", before: sha("alpha\n"), after: ""},
-					{path: "a.txt", field: "status", after: " M"},
+					{path: "a.txt", field: "status", after: " T"},
 				}
 			},
 			head: true, refs: true, status: false, manifest: false, mutated: true,

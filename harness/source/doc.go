@@ -10,7 +10,8 @@
 //
 // The package only reads: it never writes to the source, not even
 // .git/index, and it never runs the git CLI (git status may refresh the
-// index, which would itself be a mutation). Every path it inspects during
+// index, which would itself be a mutation) or anything the source
+// configures (filters, fsmonitor hooks). Every path it inspects during
 // classification is reported to the Tracer first, and paths at or under a
 // target or external root are refused before they are touched.
 package source

@@ -333,6 +333,9 @@ func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
 		MtimeNs: mt,
 		CtimeNs: ct,
 		Inode:   uint64(st.Ino),
+		Dev:     uint64(st.Dev),
+		UID:     st.Uid,
+		GID:     st.Gid,
 	}
 	switch st.Mode & syscall.S_IFMT {
 	case syscall.S_IFREG:

@@ -35,7 +35,7 @@ func referenceManifest(t *testing.T, root string) []ctoharness.ManifestEntry {
 		if err != nil {
 			return err
 		}
-		e := ctoharness.ManifestEntry{Path: filepath.ToSlash(rel), Mode: uint32(fi.Mode()), Size: fi.Size(), MtimeNs: mt, CtimeNs: ct, Inode: st.Ino}
+		e := ctoharness.ManifestEntry{Path: filepath.ToSlash(rel), Mode: uint32(fi.Mode()), Size: fi.Size(), MtimeNs: mt, CtimeNs: ct, Inode: st.Ino, Dev: uint64(st.Dev), UID: st.Uid, GID: st.Gid}
 		switch {
 		case fi.Mode().IsRegular():
 			e.Type = ctoharness.EntryFile

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -36,6 +37,10 @@ type ProofOptions struct {
 	// ctoharness.StepSourceProof for KindBefore and
 	// ctoharness.StepSourceAfter for KindAfter.
 	Step ctoharness.Step
+	// Getenv reads the environment git's own configuration lookup uses
+	// (HOME, XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_NOSYSTEM, ...);
+	// nil means os.Getenv.
+	Getenv func(string) string
 }
 
 func (o ProofOptions) step() ctoharness.Step {
@@ -55,12 +60,13 @@ func (o ProofOptions) step() ctoharness.Step {
 // files included. Two proofs taken before and after a run and compared with
 // Compare show whether anything in the source changed.
 //
-// The status has go-git's Worktree.Status semantics; package gitstatus
-// computes it from the manifest without a second walk. The trace gets one
+// The status is git's (package gitstatus's status route, computed from
+// the manifest without a second walk); repositories whose status git would
+// compute by running something they configure, or whose format the route
+// does not read, are refused with a specific blocker. The trace gets one
 // git_read entry for repo.GitDir and one walk entry for repo.Root rather
-// than one per file. Prove never writes: it only opens, reads and lstats, and uses
-// go-git for Open, Reference, Head, References, object reads and (as a
-// fallback) Status.
+// than one per file. Prove never writes: it only opens, reads and lstats,
+// and uses go-git for Open, Reference, Head, References and object reads.
 func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Tracer) (ctoharness.SourceProof, error) {
 	step := opts.step()
 	if tr == nil {
@@ -83,26 +89,32 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 	tr.Trace(ctoharness.TraceGitRead, repo.GitDir)
 	tr.Trace(ctoharness.TraceWalk, repo.Root)
 
-	// HEAD, refs, the index and the HEAD-vs-index diff are read alongside
-	// the manifest walk; the worktree half of the status then reuses the
-	// walk's lstat data instead of walking again.
+	// HEAD, refs and the configuration are read alongside the manifest
+	// walk; the status then reuses the walk's lstat data instead of
+	// walking again.
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	var gs gitState
 	var gerr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		gs, gerr = readGit(repo)
+		gs, gerr = readGit(repo, getenv)
 	}()
 	entries, werr := walkManifest(ctx, repo.Root, opts.Deep)
 	<-done
 
-	if gerr != nil {
-		if errors.Is(gerr, errUnborn) {
-			return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, gerr,
-				"source %s has no commits; commit something first", repo.Root)
+	if gs.cfg != nil {
+		for _, f := range gs.cfg.Files {
+			if f != repo.GitDir+"/config" && f != repo.GitDir+"/config.worktree" {
+				tr.Trace(ctoharness.TraceRead, f)
+			}
 		}
-		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, gerr,
-			"cannot read git state of source %s; check that git can read it (git -C %s log -1)", repo.Root, repo.Root)
+	}
+	if gerr != nil {
+		return ctoharness.SourceProof{}, gitBlock(step, repo, gerr)
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
@@ -112,10 +124,9 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
-	status, err := proofStatus(repo.Root, gs, entries)
+	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
-		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
-			"cannot compute the status of source %s; check that every file in it is readable", repo.Root)
+		return ctoharness.SourceProof{}, statusBlock(step, repo, err)
 	}
 
 	return ctoharness.SourceProof{
@@ -129,37 +140,67 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		RefCount:       gs.refCount,
 		StatusClean:    len(status) == 0,
 		Status:         status,
+		StatusRoute:    RouteFast,
 		Deep:           opts.Deep,
 		ManifestDigest: ManifestDigest(entries),
 		Manifest:       entries,
 	}, nil
 }
 
+// gitBlock is the blocker for a failure to read the repository's git
+// state: a specific refusal when the route refuses the repository.
+func gitBlock(step ctoharness.Step, repo Repo, err error) error {
+	var ue *gitstatus.UnsupportedError
+	switch {
+	case errors.As(err, &ue):
+		return ctoharness.Block(ue.Code, step, err, "source %s: %s", repo.Root, ue.Reason)
+	case errors.Is(err, errUnborn):
+		return ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
+			"source %s has no commits; commit something first", repo.Root)
+	}
+	return ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
+		"cannot read git state of source %s; check that git can read it (git -C %s log -1)", repo.Root, repo.Root)
+}
+
+func statusBlock(step ctoharness.Step, repo Repo, err error) error {
+	var ue *gitstatus.UnsupportedError
+	if errors.As(err, &ue) {
+		return ctoharness.Block(ue.Code, step, err, "source %s: %s", repo.Root, ue.Reason)
+	}
+	return ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
+		"cannot compute the status of source %s; check that every file in it is readable", repo.Root)
+}
+
 // errUnborn means HEAD names a branch that has no commit yet.
 var errUnborn = errors.New("HEAD has no commit")
 
-// gitState is what Prove learns from go-git and the index before the
+// gitState is what Prove learns from the git directory before the
 // manifest walk finishes.
 type gitState struct {
 	repo       *git.Repository
+	cfg        *gitstatus.Config
 	head       ctoharness.HeadState
+	tree       plumbing.Hash
 	refsDigest string
 	refCount   int
-	// idx and staging feed the fast status; when fallback is set the fast
-	// status cannot model this repository and go-git's Status is used.
-	idx      *gitstatus.Index
-	staging  gitstatus.Staged
-	fallback error
 }
 
-// readGit opens the repository exactly at root (no parent discovery) and
-// reads HEAD, references, the index and how the index differs from HEAD.
-// None of these calls write.
-func readGit(repo Repo) (gitState, error) {
+// readGit reads the configuration git would use (refusing what the status
+// route refuses before anything else is opened), then opens the
+// repository exactly at root (no parent discovery) and reads HEAD and the
+// references. None of these calls write.
+func readGit(repo Repo, getenv func(string) string) (gitState, error) {
 	var gs gitState
-	r, err := git.PlainOpenWithOptions(repo.Root, &git.PlainOpenOptions{DetectDotGit: false})
+	var err error
+	if gs.cfg, err = gitstatus.LoadConfig(repo.GitDir, gitstatus.HeadBranch(repo.GitDir), getenv); err != nil {
+		return gs, err
+	}
+	if err := gitstatus.CheckConfig(gs.cfg, repo.GitDir, repo.Root); err != nil {
+		return gs, err
+	}
+	r, err := gitstatus.Open(repo.Root, repo.GitDir, gs.cfg)
 	if err != nil {
-		return gs, fmt.Errorf("open %s: %w", repo.Root, err)
+		return gs, err
 	}
 	gs.repo = r
 
@@ -183,38 +224,53 @@ func readGit(repo Repo) (gitState, error) {
 	}
 	gs.head.Commit = commit.Hash.String()
 	gs.head.Tree = commit.TreeHash.String()
+	gs.tree = commit.TreeHash
 
 	gs.refsDigest, gs.refCount, err = refsDigest(r)
-	if err != nil {
-		return gs, err
-	}
-
-	idx, err := gitstatus.ReadIndex(repo.GitDir)
-	if errors.Is(err, gitstatus.ErrFallback) {
-		gs.fallback = err
-		return gs, nil
-	}
-	if err != nil {
-		return gs, err
-	}
-	staging, err := gitstatus.DiffIndex(r, commit.TreeHash, idx)
-	if err != nil {
-		return gs, err
-	}
-	gs.idx, gs.staging = idx, staging
-	return gs, nil
+	return gs, err
 }
 
-// proofStatus is the worktree status for the proof: the fast status when
-// it models the repository, go-git's Status otherwise.
-func proofStatus(root string, gs gitState, manifest []ctoharness.ManifestEntry) ([]ctoharness.StatusEntry, error) {
-	if gs.fallback == nil {
-		st, err := gitstatus.Status(root, gs.idx, gs.staging, manifest)
-		if !errors.Is(err, gitstatus.ErrFallback) {
-			return st, err
-		}
+// proofStatus is the worktree status for the proof, from the status route.
+func proofStatus(repo Repo, gs gitState, manifest []ctoharness.ManifestEntry, getenv func(string) string, ignored bool, onRead func(string)) ([]ctoharness.StatusEntry, error) {
+	return gitstatus.Compute(&gitstatus.Input{
+		Root: repo.Root, GitDir: repo.GitDir, Manifest: manifest, Repo: gs.repo, HeadTree: gs.tree,
+		Config: gs.cfg, Env: getenv, Ignored: ignored, OnRead: onRead,
+	})
+}
+
+// RouteFast is the route the proof's status comes from.
+const RouteFast = ctoharness.StatusRouteFast
+
+// statusResult is a status and the route that computed it.
+type statusResult struct {
+	Entries []ctoharness.StatusEntry
+	Route   ctoharness.StatusRoute
+}
+
+// routeStatus computes the status exactly as Prove does, refusals
+// included; with ignored it also lists ignored paths (code "!"), which a
+// proof leaves out.
+func routeStatus(ctx context.Context, repo Repo, getenv func(string) string, ignored bool) (statusResult, error) {
+	var gs gitState
+	var gerr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gs, gerr = readGit(repo, getenv)
+	}()
+	entries, werr := walkManifest(ctx, repo.Root, false)
+	<-done
+	if gerr != nil {
+		return statusResult{}, gitBlock(ctoharness.StepSourceProof, repo, gerr)
 	}
-	return gitstatus.GoGitStatus(gs.repo)
+	if werr != nil {
+		return statusResult{}, werr
+	}
+	st, err := proofStatus(repo, gs, entries, getenv, ignored, nil)
+	if err != nil {
+		return statusResult{}, statusBlock(ctoharness.StepSourceProof, repo, err)
+	}
+	return statusResult{Entries: st, Route: RouteFast}, nil
 }
 
 // refsDigest hashes the sorted lines "name target\n" of every reference

@@ -79,7 +79,12 @@ func TestProveClean(t *testing.T) {
 	writeFile(t, filepath.Join(repo.Root, "debug.log"), "ignored\n") // ignored: in the manifest, not in status
 
 	rec := &recorder{}
-	p, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindBefore, Deep: true, Now: testNow}, rec)
+	home := realTempDir(t)
+	writeFile(t, filepath.Join(home, ".gitconfig"), "[core]\n\texcludesFile = ~/ignore\n")
+	writeFile(t, filepath.Join(home, "ignore"), "*.tmp\n")
+	env := map[string]string{"HOME": home, "GIT_CONFIG_NOSYSTEM": "1"}
+	p, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindBefore, Deep: true, Now: testNow,
+		Getenv: func(k string) string { return env[k] }}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +140,7 @@ func TestProveClean(t *testing.T) {
 	want := ctoharness.ManifestEntry{
 		Path: "a.txt", Type: ctoharness.EntryFile, Mode: uint32(fi.Mode()), Size: 6,
 		MtimeNs: fi.ModTime().UnixNano(), CtimeNs: ctime, Inode: st.Ino, SHA256: sha("alpha\n"),
+		Dev: uint64(st.Dev), UID: st.Uid, GID: st.Gid,
 	}
 	if a != want {
 		t.Errorf("a.txt = %+v, want %+v", a, want)
@@ -152,8 +158,11 @@ func TestProveClean(t *testing.T) {
 		t.Errorf("manifest digest %q does not match its entries", p.ManifestDigest)
 	}
 
-	// One trace entry for git, one for the walk — not one per file.
-	wantTrace := []traced{{ctoharness.TraceGitRead, repo.GitDir}, {ctoharness.TraceWalk, repo.Root}}
+	// One trace entry for git, one for the walk — not one per file — and
+	// one per file read outside the repository (the global configuration
+	// and the excludes file it names).
+	wantTrace := []traced{{ctoharness.TraceGitRead, repo.GitDir}, {ctoharness.TraceWalk, repo.Root},
+		{ctoharness.TraceRead, filepath.Join(home, ".gitconfig")}, {ctoharness.TraceRead, filepath.Join(home, "ignore")}}
 	if !slices.Equal(rec.entries, wantTrace) {
 		t.Errorf("trace = %v, want %v", rec.entries, wantTrace)
 	}
