@@ -80,7 +80,6 @@ const (
 	BlockAgentNotInstalled  BlockerCode = "AGENT_NOT_INSTALLED"
 	BlockAgentModelError    BlockerCode = "AGENT_MODEL_ERROR"
 	BlockAgentNoChange      BlockerCode = "AGENT_NO_CHANGE"
-	BlockAgentNoEgress      BlockerCode = "AGENT_EGRESS_UNAVAILABLE"
 	BlockSecretInEvidence   BlockerCode = "SECRET_IN_EVIDENCE"
 )
 
@@ -99,6 +98,12 @@ const (
 // claims is not true of the run it names (missing, not passing, another
 // stage, another runs directory, relocated).
 const BlockPrevStageUnproven BlockerCode = "PREVIOUS_STAGE_EVIDENCE_UNPROVEN"
+
+// Faults of the run itself: an interrupt, or Case exceeding its event limits.
+const (
+	BlockInterrupted    BlockerCode = "INTERRUPTED"
+	BlockCaseEventLimit BlockerCode = "CASE_EVENT_LIMIT"
+)
 
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
@@ -126,10 +131,11 @@ func AllBlockerCodes() []BlockerCode {
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
-		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange, BlockAgentNoEgress,
+		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange,
 		BlockSecretInEvidence,
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
+		BlockInterrupted, BlockCaseEventLimit,
 	}
 }
 

@@ -45,6 +45,7 @@ type Report struct {
 	Case                    CaseRecord        `json:"case"`
 	Tests                   TestsRecord       `json:"tests"`
 	Sandbox                 SandboxRecord     `json:"sandbox"`
+	Network                 *NetworkSummary   `json:"network,omitempty"`
 	Profile                 string            `json:"profile"`
 	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
 	FaultInjection          string            `json:"fault_injection,omitempty"`
@@ -101,16 +102,27 @@ type ChangedFile struct {
 
 // CaseRecord is what happened to the Case process (or the in-harness change for stage 1).
 type CaseRecord struct {
-	Argv           []string `json:"argv"`
-	EnvKeys        []string `json:"env_keys"`
-	ExitCode       *int     `json:"exit_code"`
-	DurationMs     int64    `json:"duration_ms"`
-	TimedOut       bool     `json:"timed_out"`
-	TimeoutSeconds int      `json:"timeout_seconds"`
-	Events         int      `json:"events"`
-	StdoutInline   string   `json:"stdout_inline"`
-	StderrInline   string   `json:"stderr_inline"`
-	OutputTrunc    bool     `json:"output_truncated"`
+	Argv           []string    `json:"argv"`
+	EnvKeys        []string    `json:"env_keys"`
+	ExitCode       *int        `json:"exit_code"`
+	DurationMs     int64       `json:"duration_ms"`
+	TimedOut       bool        `json:"timed_out"`
+	TimeoutSeconds int         `json:"timeout_seconds"`
+	Events         int         `json:"events"`
+	StdoutInline   string      `json:"stdout_inline"`
+	StderrInline   string      `json:"stderr_inline"`
+	OutputTrunc    bool        `json:"output_truncated"`
+	EventLimits    EventLimits `json:"event_limits"`
+}
+
+// EventLimits are the caps on Case's event stream for one run (from the
+// execution profile) and what the stream used. Past a cap Case is stopped
+// (CASE_EVENT_LIMIT), so the harness's memory and the event logs stay bounded.
+type EventLimits struct {
+	MaxEvents int   `json:"max_events"`
+	MaxBytes  int64 `json:"max_bytes"`
+	Bytes     int64 `json:"bytes"`   // bytes of the event lines accepted
+	Dropped   int   `json:"dropped"` // well-formed events refused after a cap was reached
 }
 
 // TestClass classifies the verification outcome.

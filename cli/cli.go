@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -77,6 +78,8 @@ type CLI struct {
 	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
 	Agents        AgentsCmd        `cmd:"" help:"List and install the supported coding agents (qwen-code, codex, claude-code, gemini-cli)."`
+	Show          ShowCmd          `cmd:"" help:"Summarize one run in the terminal; --open opens its report.html."`
+	Runs          RunsCmd          `cmd:"" help:"List the runs in the runs directory, newest first; 'runs prune' removes old ones."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
 	Keygen        KeygenCmd        `cmd:"" help:"Create an ed25519 key pair for signing evidence."`
 	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`
@@ -90,23 +93,30 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	if len(args) > 0 && args[0] == sandbox.Subcommand {
 		return sandbox.Main(args[1:], stderr)
 	}
+	if len(args) > 0 && args[0] == supervise.Subcommand {
+		return supervise.Main(args[1:], stderr)
+	}
+	return runCLI(ctx, args, stdout, stderr, getenv, &CLI{}, kong.Name("cto-harness"),
+		kong.Description("Lets a coding agent (Case) work on a copy of a local git repository and proves, with evidence, that the gates held, the source was not changed, and the writes stayed in bounds."))
+}
+
+// runCLI parses args against a grammar (each binary has its own, so that its
+// help names it) and runs the selected command.
+func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, grammar globalsHolder, opts ...kong.Option) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "cto-harness: cannot locate its own executable: %v\n", err)
 		return ExitUsage
 	}
 	env := &Env{Ctx: ctx, Stdout: stdout, Stderr: stderr, Getenv: getenv, Self: self}
-	var c CLI
 	exited := -1
-	parser, err := kong.New(&c,
-		kong.Name("cto-harness"),
-		kong.Description("Lets a coding agent (Case) work on a copy of a local git repository and proves, with evidence, that the gates held, the source was not changed, and the writes stayed in bounds."),
+	parser, err := kong.New(grammar, append([]kong.Option{
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exited = code }),
 		kong.UsageOnError(),
 		kong.Bind(env),
 		kong.Vars{"agents": "," + strings.Join(agent.Names(), ","), "agents_help": strings.Join(agent.Names(), ", ")},
-	)
+	}, opts...)...)
 	if err != nil {
 		fmt.Fprintf(stderr, "cto-harness: %v\n", err)
 		return ExitUsage
@@ -116,14 +126,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return exited // --help printed
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cto-harness: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", parser.Model.Name, err)
 		return ExitUsage
 	}
-	err = kctx.Run(&c.Globals)
-	return exitCode(stderr, err)
+	err = kctx.Run(grammar.globals())
+	return exitCode(stderr, parser.Model.Name, err)
 }
 
-func exitCode(stderr io.Writer, err error) int {
+// globalsHolder is a command tree that carries the global flags.
+type globalsHolder interface{ globals() *Globals }
+
+func (c *CLI) globals() *Globals { return &c.Globals }
+
+func exitCode(stderr io.Writer, name string, err error) int {
 	var ee exitError
 	var ue usageError
 	switch {
@@ -132,10 +147,10 @@ func exitCode(stderr io.Writer, err error) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
 		return ExitUsage
 	default:
-		fmt.Fprintf(stderr, "cto-harness: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
 		return ExitEvidence
 	}
 }
@@ -202,10 +217,23 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-// MainStage3 is the validate-case-stage3 binary: exactly `validate-stage 3`.
+// Stage3CLI is the validate-case-stage3 binary: `validate-stage 3` with a
+// grammar of its own, so that its help and errors carry its own name.
+type Stage3CLI struct {
+	Globals
+	StageFlags
+}
+
+func (c *Stage3CLI) globals() *Globals { return &c.Globals }
+
+// Run validates stage 3.
+func (c *Stage3CLI) Run(g *Globals, env *Env) error { return c.StageFlags.validate(g, env, 3) }
+
+// MainStage3 is the validate-case-stage3 binary: exactly `cto-harness validate-stage 3`.
 func MainStage3(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) > 0 && (args[0] == backend.FakeSubcommand || args[0] == sandbox.Subcommand) {
+	if len(args) > 0 && (args[0] == backend.FakeSubcommand || args[0] == sandbox.Subcommand || args[0] == supervise.Subcommand) {
 		return Main(ctx, args, stdout, stderr, getenv)
 	}
-	return Main(ctx, append([]string{"validate-stage", "3"}, args...), stdout, stderr, getenv)
+	return runCLI(ctx, args, stdout, stderr, getenv, &Stage3CLI{}, kong.Name("validate-case-stage3"),
+		kong.Description("Validates stage 3 of the proof route, exactly as 'cto-harness validate-stage 3' does, for CI.\n\n"+stageHelp))
 }

@@ -20,7 +20,10 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"cto-harness": func() {
-			os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+			ctx, stop := cli.SignalContext() // as cmd/cto-harness does
+			code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+			stop()
+			os.Exit(code)
 		},
 		"validate-case-stage3": func() {
 			os.Exit(cli.MainStage3(context.Background(), os.Args[1:], os.Stdout, os.Stderr, os.Getenv))

@@ -82,7 +82,7 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 		}
 		return printAgentRun(env, set, rep)
 	}
-	fmt.Fprintf(env.Stdout, "\nall three stages validated; inspect any run with: cto-harness validate <run dir>\n")
+	fmt.Fprintf(env.Stdout, "\nall three stages validated; list the runs with: cto-harness runs; look at one with: cto-harness show <run id> --open; check one with: cto-harness validate <run dir>\n")
 	return nil
 }
 

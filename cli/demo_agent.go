@@ -81,7 +81,7 @@ func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Confi
 	}
 	fmt.Fprintf(env.Stdout, "\nagent %s %s against the scripted model server at %s\n", s.Name, s.Version, base)
 	return harness.Run(ctx, harness.Options{Stage: 3, Source: src, Spec: &spec, Lane: ctoharness.LaneReal, RunsDir: runs, Config: cfg,
-		Getenv: getenv, SelfExe: env.Self, Schemas: set, Unsandboxed: true, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
+		Getenv: getenv, SelfExe: env.Self, Schemas: set, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		Agent: harness.AgentOptions{Name: name, Model: "scripted-model", BaseURL: base, APIKeyEnv: demoKeyVar, Dir: agentsDir}})
 }
 
@@ -106,6 +106,6 @@ func printAgentRun(env *Env, set *schemas.Set, rep *ctoharness.Report) error {
 		fmt.Fprintf(env.Stderr, "cto-harness: the agent demo did not pass\n")
 		return exitError{ExitFailed}
 	}
-	fmt.Fprintf(env.Stdout, "  evidence validated; note: this run was unsandboxed (the sandbox has no network path to the model server in this build)\n")
+	fmt.Fprintf(env.Stdout, "  evidence validated; the agent ran in the sandbox and reached only the model server, through the egress forwarder\n")
 	return nil
 }

@@ -31,6 +31,11 @@ func TestExitCodeRule(t *testing.T) {
 		{[]string{"validate-stage", "7"}, cli.ExitUsage},
 		{[]string{"fixtures", "replay", "no-such-row"}, cli.ExitUsage},
 		{[]string{"no-such-command"}, cli.ExitUsage},
+		{[]string{"show", filepath.Join(dir, "absent")}, cli.ExitUsage},
+		{[]string{"show", notRun}, cli.ExitUsage},
+		{[]string{"runs", "--status", "bogus"}, cli.ExitUsage},
+		{[]string{"runs", "prune"}, cli.ExitUsage},
+		{[]string{"runs", "--runs-dir", filepath.Join(dir, "absent")}, cli.ExitUsage},
 		{[]string{"validate", notRun}, cli.ExitFailed},
 		{[]string{"run", "--stage", "4"}, cli.ExitFailed},
 	} {

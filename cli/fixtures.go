@@ -94,6 +94,12 @@ func describeSetup(s fixtures.Setup) string {
 	if s.VerifyTimeout != 0 {
 		parts = append(parts, fmt.Sprintf("verification timeout %ds", s.VerifyTimeout))
 	}
+	for _, a := range s.AllowNet {
+		parts = append(parts, "`--allow-net "+a+"`")
+	}
+	for _, a := range s.VerifyAllowNet {
+		parts = append(parts, "`--verify-allow-net "+a+"`")
+	}
 	if s.Unsandboxed {
 		parts = append(parts, "`--unsandboxed`")
 	}

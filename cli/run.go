@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -16,17 +19,19 @@ import (
 
 // RunCmd is `cto-harness run`.
 type RunCmd struct {
-	Stage          int    `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
-	Source         string `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task           string `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
-	Lane           string `name:"lane" default:"fake" enum:"fake,real" help:"Case lane: the built-in fake Case (default) or the real Case command."`
-	CaseCmd        string `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile: Case command budget, test runs, flake reruns, installs (see docs/execution-profiles.md)."`
-	AllowDangerous bool   `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
-	DryRun         bool   `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
-	Unsandboxed    bool   `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
-	Deep           bool   `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
-	JSON           bool   `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
+	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
+	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
+	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
+	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile, one of: ${enum} (default ${default}). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
+	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
+	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
+	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
+	Deep           bool     `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
+	AllowNet       []string `name:"allow-net" sep:"none" placeholder:"HOST:PORT" help:"Let Case reach HOST:PORT (a name, *.suffix wildcard or IP) through the harness's egress forwarder; repeatable. Every connection is decided and logged in network.jsonl (see docs/sandbox.md)."`
+	VerifyAllowNet []string `name:"verify-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the verification command (for example a module proxy); repeatable."`
+	JSON           bool     `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
 
 	Agent     string `name:"agent" enum:"${agents}" default:"" help:"Run a coding agent as Case (real lane): ${agents_help} (default: the config's agent.name, else none). See docs/agents.md." placeholder:"NAME"`
 	Model     string `name:"model" help:"The model the agent asks for (default: the config's agent.model)." placeholder:"NAME"`
@@ -41,6 +46,7 @@ func (RunCmd) Help() string {
 plus the previous stage's validation record), classifies and proves the source, copies it into
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
+SIGTERM or SIGINT stops Case and still proves the source (blocked: INTERRUPTED); a second one ends at once.
 
 With a signing key (the config's signing.key_file or CTO_HARNESS_SIGNING_KEY_FILE; make one with
 'cto-harness keygen') the run ends by writing attestation.dsse.json, a signed in-toto statement over
@@ -88,9 +94,18 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
 		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
+		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,
+	}
+	for _, e := range append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...) {
+		if _, err := egress.ParseEndpoint(e); err != nil {
+			return usageError{err}
+		}
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
+	}
+	if !c.JSON && progress.IsTerminal(env.Stderr) {
+		opts.Progress = progress.New(env.Stderr, time.Now, 250*time.Millisecond)
 	}
 	rep, err := harness.Run(env.Ctx, opts)
 	if errors.Is(err, harness.ErrUsage) {
@@ -100,6 +115,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	c.print(env, rep)
+	warnWriteFailures(env, rep)
 	if err != nil {
 		return err
 	}
@@ -181,7 +197,15 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		return err
 	}
 	if c.JSON {
-		_ = printJSON(env.Stdout, plan)
+		// The plan is checked against its schema like every JSON the harness writes.
+		data, err := json.Marshal(plan)
+		if err != nil {
+			return err
+		}
+		if err := opts.Schemas.Validate(schemas.DryRun, data); err != nil {
+			return fmt.Errorf("the dry-run plan does not match its schema (a bug; please report it): %w", err)
+		}
+		fmt.Fprintln(env.Stdout, string(data))
 	} else {
 		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
 		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", plan.Source, plan.SourceClean, plan.CopyTarget)

@@ -71,8 +71,14 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 
 // ValidateStageCmd is `cto-harness validate-stage N`.
 type ValidateStageCmd struct {
-	Stage       int    `arg:"" name:"N" help:"Stage to validate (1-3)."`
-	HarnessRoot string `name:"harness-root" default:"." type:"path" help:"Directory holding docs/prd and docs/issues, which stage 3 requires."`
+	Stage int `arg:"" name:"N" help:"Stage to validate (1-3)."`
+	StageFlags
+}
+
+// StageFlags are the flags of a stage validation, shared by `validate-stage`
+// and the validate-case-stage3 binary.
+type StageFlags struct {
+	HarnessRoot string `name:"harness-root" type:"path" placeholder:"DIR" help:"Directory holding docs/prd and docs/issues, which stage 3 requires (default: the copies built into this binary)."`
 	JUnit       string `name:"junit" type:"path" placeholder:"FILE" help:"Also write a JUnit XML report, one testcase per check."`
 	JSON        bool   `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health, signed, key_id, signature_ok."`
 
@@ -80,8 +86,9 @@ type ValidateStageCmd struct {
 }
 
 // Help explains the stage validation.
-func (ValidateStageCmd) Help() string {
-	return `Runs the stage's pass route on the fake lane with embedded sample repositories, proves that missing
+func (ValidateStageCmd) Help() string { return stageHelp }
+
+const stageHelp = `Runs the stage's pass route on the fake lane with embedded sample repositories, proves that missing
 or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
 writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
 records are missing are validated first.
@@ -89,23 +96,26 @@ With a signing key (signing.key_file or ` + attest.EnvSigningKeyFile + `) every 
 (RUNS_DIR/validation/stage-N.dsse.json); with trusted keys (signing.trusted_keys, --pubkey) they are
 verified, and an unsigned or untrusted previous-stage record is refused.
 Exit status: 0 ok, 1 not ok, 2 bad input.`
-}
 
 // Run executes the command.
 func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
+	return c.StageFlags.validate(g, env, c.Stage)
+}
+
+func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
 	}
-	if c.Stage < 1 || c.Stage > 6 {
-		return usagef("stage %d is not on the ladder; stages are 1 to 6", c.Stage)
+	if stage < 1 || stage > 6 {
+		return usagef("stage %d is not on the ladder; stages are 1 to 6", stage)
 	}
 	keys, err := g.keys(env, cfg, true)
 	if err != nil {
 		return err
 	}
 	keyFile, trustedFiles := g.signingFiles(env, cfg)
-	res := validators.Stage(env.Ctx, c.Stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
+	res := validators.Stage(env.Ctx, stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
 		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: c.RequireSignature,
 		Health: func(ctx context.Context) (any, bool) {
 			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
@@ -120,7 +130,7 @@ func (c *ValidateStageCmd) Run(g *Globals, env *Env) error {
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {
-		fmt.Fprintf(env.Stdout, "stage %d: ok=%v, %d checks\n", c.Stage, res.OK, len(res.Checked))
+		fmt.Fprintf(env.Stdout, "stage %d: ok=%v, %d checks\n", stage, res.OK, len(res.Checked))
 		if res.PassArtifactPath != "" {
 			fmt.Fprintf(env.Stdout, "pass evidence: %s\n", res.PassArtifactPath)
 		}

@@ -188,7 +188,6 @@ func TestAgentGateRefusals(t *testing.T) {
 		{"no model", func(o *harness.Options) { o.Agent.Model = "" }, ctoharness.BlockAgentConfigInvalid},
 		{"base url not http", func(o *harness.Options) { o.Agent.BaseURL = "ftp://x/v1" }, ctoharness.BlockAgentConfigInvalid},
 		{"not installed", func(o *harness.Options) { o.Agent.Command = nil; o.Agent.Dir = t.TempDir() }, ctoharness.BlockAgentNotInstalled},
-		{"sandboxed without egress", func(o *harness.Options) { o.Unsandboxed = false }, ctoharness.BlockAgentNoEgress},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 )
 
 // probeSandbox checks, at the gate, that the sandbox can be established, and
@@ -18,8 +19,15 @@ func (r *run) probeSandbox() {
 	rec.ProcessGroupKill = true
 	if r.o.Unsandboxed {
 		rec.Unsandboxed = true
-		rec.Mechanisms = []string{"process_group", "explicit_environment", "timeout"}
+		// Even unconfined, every process Case starts dies with the harness:
+		// Case runs under a supervisor (see harness/supervise).
+		mode, why := supervise.Probe(r.o.SelfExe)
+		r.superMode = mode
+		rec.Mechanisms = []string{"process_group", mode.Mechanism(), "explicit_environment", "timeout"}
 		rec.NotEnforcedReason = "--unsandboxed: filesystem, network and process isolation were switched off by the user; source mutation is only detected, not prevented, and this run never qualifies as stage evidence"
+		if why != "" {
+			rec.NotEnforcedReason += "; " + why
+		}
 		return
 	}
 	r.facts = sandbox.ProbeWith(r.o.SelfExe)
@@ -44,11 +52,17 @@ func (r *run) policy() sandbox.Policy {
 }
 
 // confine wraps argv in the sandbox launcher, and records what it enforces.
-func (r *run) confine(argv []string) ([]string, *syscall.SysProcAttr, error) {
+// nw, when set, is the command's network egress layout.
+func (r *run) confine(argv []string, nw *sandbox.Network) ([]string, *syscall.SysProcAttr, error) {
 	if r.o.Unsandboxed {
-		return argv, nil, nil
+		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cannot prepare the supervisor for %s: %w", argv[0], err)
+		}
+		return launch, attr, nil
 	}
 	pol := r.policy()
+	pol.Network = nw
 	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

@@ -32,6 +32,8 @@ type PlannedCommand struct {
 	Sandboxed      bool            `json:"sandboxed"`
 	Rlimits        sandbox.Rlimits `json:"rlimits"`
 	EnvKeys        []string        `json:"env_keys"`
+	// NetworkAllow is the command's egress allowlist (empty: no network).
+	NetworkAllow []string `json:"network_allow"`
 }
 
 // DryRun is what `run --dry-run` prints.
@@ -45,7 +47,7 @@ type DryRun struct {
 	CopyTarget     string               `json:"copy_target"`
 	TaskContract   *task.Contract       `json:"task_contract"`
 	Commands       []PlannedCommand     `json:"commands"`
-	Profile        profile.Policy       `json:"profile"`
+	Profile        profile.Record       `json:"profile"`
 	Verification   verify.Plan          `json:"verification"`
 	Unsandboxed    bool                 `json:"unsandboxed"`
 	AllowDangerous bool                 `json:"allow_dangerous"`
@@ -72,7 +74,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		return nil, err
 	}
 	runID := o.NewRunID(o.Stage, o.Clock())
-	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof,
+	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
@@ -152,9 +154,17 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
 			TimeoutSeconds: spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(env)})
 	}
+	netPol, nerr := netPolicy(o, *spec)
+	if nerr != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(nerr, ctoharness.StepContract))
+	}
+	for i := range plan.Commands {
+		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
+	}
 	venv := backend.Env(scratch, "", o.Getenv("PATH"), repo.Root)
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
-		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv)})
+		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+		NetworkAllow: nonNil(netPol.Verify.Strings())})
 	// The scanner reads the source's scripts: the fixture would be their copy.
 	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: repo.Root,
 		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop},

@@ -16,6 +16,9 @@ import (
 // in whatever can be written; the returned error says the evidence is incomplete.
 func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
+	r.stopEgress()
+	r.freeSpace()
+	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}
@@ -48,6 +51,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	}
 	r.prepareSigning()
 	if err := r.tr.Flush(r.dir); err != nil {
+		r.noteNoSpace(err, ctoharness.StepReport)
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -57,7 +61,18 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	}
 	r.sweepSecrets(evidence.TraceFile)
 	r.redactReport()
-	if err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep)); err != nil {
+	page := r.page() // first: a page that cannot be rendered changes the status
+	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
+	if noSpace(err) && !r.freed {
+		// Nothing failed for space until the report itself: free it and retry.
+		r.noteNoSpace(err, ctoharness.StepReport)
+		r.freeSpace()
+		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Qualifies = false
+		page = r.page()
+		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
+	}
+	if err != nil {
 		errs = append(errs, err)
 	} else if err := r.sign(ctx); err != nil {
 		errs = append(errs, err)
@@ -121,6 +136,7 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if rep.Sandbox.NotEnforcedReason != "" {
 		fmt.Fprintf(&b, "- %s\n", rep.Sandbox.NotEnforcedReason)
 	}
+	networkMarkdown(&b, rep.Network)
 	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
 		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
 	if rep.Signed {

@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -62,6 +63,9 @@ type Options struct {
 	// Agent runs a supported coding agent as Case on the real lane.
 	Agent AgentOptions
 
+	// Progress draws a status line during the long steps (copy, baseline
+	// commit, Case, verification); nil draws nothing.
+	Progress *progress.Line
 	// VerifyRun validates the run a previous stage's record names (the
 	// validators' run check, injected: the validators depend on this
 	// package). Without it the gate of stage 2 and up blocks.
@@ -72,6 +76,16 @@ type Options struct {
 	// forged records without touching the real ones.
 	RecordsDir    string
 	RecordRunsDir string
+
+	// AllowNetCase and AllowNetVerify are HOST:PORT endpoints Case and the
+	// verification command may reach through the harness's egress forwarder
+	// (run --allow-net / --verify-allow-net), on top of the config's lists.
+	// Empty lists keep the command's network namespace empty. AllowNetOrigin
+	// names where an entry (as written) came from, for the record; entries
+	// without one are recorded as "flag".
+	AllowNetCase   []string
+	AllowNetVerify []string
+	AllowNetOrigin map[string]string
 
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a
 	// test can break the check on purpose and show the failure matrix notice.
@@ -86,13 +100,17 @@ type Options struct {
 const (
 	FaultArtifactPrefix    = "artifact:"
 	FaultFixtureDirtyStart = "fixture_dirty_start"
+	FaultDiskFullPrefix    = "disk_full:"            // that artifact's write fails with ENOSPC
+	FaultInterruptCase     = "interrupt_during_case" // the run is cancelled once Case has started
 )
 
 func (o *Options) checkFault() error {
 	switch {
-	case o.Fault == "", o.Fault == FaultFixtureDirtyStart:
+	case o.Fault == "", o.Fault == FaultFixtureDirtyStart, o.Fault == FaultInterruptCase:
 		return nil
 	case strings.HasPrefix(o.Fault, FaultArtifactPrefix) && len(o.Fault) > len(FaultArtifactPrefix):
+		return nil
+	case strings.HasPrefix(o.Fault, FaultDiskFullPrefix) && len(o.Fault) > len(FaultDiskFullPrefix):
 		return nil
 	}
 	return fmt.Errorf("%w: unknown fault %q; use %q or %qNAME", ErrUsage, o.Fault, FaultFixtureDirtyStart, FaultArtifactPrefix)

@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -42,8 +43,15 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
-	agent       *agentRun     // set at the gate when a coding agent runs as Case
-	prev        *gates.Record // the previous stage's record the gate accepted
+	agent       *agentRun      // set at the gate when a coding agent runs as Case
+	net         *netState      // network egress, when an allowlist is in force
+	prev        *gates.Record  // the previous stage's record the gate accepted
+	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
+	cur         ctoharness.Step
+	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
+	diskFull    bool         // a write failed for lack of space (diskfull.go)
+	freed       bool
+	interrupt   context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -64,6 +72,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	}
 	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
 		return nil, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
+	}
+	if err := o.checkNet(); err != nil {
+		return nil, err
 	}
 	prof, err := profile.Lookup(o.Profile)
 	if err != nil {
@@ -86,6 +97,10 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
 		dir.WithFault(a)
 	}
+	if a, ok := strings.CutPrefix(o.Fault, FaultDiskFullPrefix); ok {
+		dir.WithNoSpaceFault(a)
+	}
+	ctx = r.injectInterrupt(ctx)
 	r.rep = &ctoharness.Report{
 		SchemaVersion:        ctoharness.SchemaVersion,
 		RunID:                r.runID,
@@ -113,14 +128,16 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	r.emit(ctx, ctoharness.EvRunStarted, map[string]any{"stage": o.Stage, "nonce": r.nonce,
 		"harness_version": ctoharness.Version, "lane": string(o.Lane)})
 
+	r.stopped = stopCause(ctx)
 	r.steps(ctx)
-	return r.finish(ctx)
+	return r.finish(proofCtx(ctx))
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof
 // always runs; once the fixture exists, collection and the clean-end proof
 // always run; the change and verification run only while nothing is blocked.
 func (r *run) steps(ctx context.Context) {
+	defer r.interrupted()
 	if !r.gate(ctx) {
 		return
 	}
@@ -131,27 +148,27 @@ func (r *run) steps(ctx context.Context) {
 	if r.before == nil {
 		return
 	}
-	defer r.proveAfter(ctx)
+	defer r.proveAfter(proofCtx(ctx))
 	if !clean {
 		return
 	}
 	if !r.copyFixture(ctx) {
 		return
 	}
-	defer r.cleanEnd(ctx)
-	if !r.cleanStart(ctx) || !r.writeContract(ctx) {
+	defer r.cleanEnd(proofCtx(ctx))
+	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
 	r.change(ctx)
-	r.collect(ctx)
+	r.collect(proofCtx(ctx))
 	r.agentAfterCollect()
 	r.verify(ctx)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }
 
-func (r *run) step(s ctoharness.Step) { r.tr.SetStep(s) }
+func (r *run) step(s ctoharness.Step) { r.cur = s; r.tr.SetStep(s) }
 
 // emit appends an event; a failing event log is itself a blocker.
 func (r *run) emit(ctx context.Context, t ctoharness.EventType, data any) {
@@ -177,9 +194,17 @@ func (r *run) block(b ctoharness.Blocker) {
 	}
 }
 
-func (r *run) blockErr(err error, step ctoharness.Step) { r.block(ctoharness.AsBlocker(err, step)) }
+func (r *run) blockErr(err error, step ctoharness.Step) {
+	r.noteNoSpace(err, step)
+	if r.cancelled(err) {
+		r.interrupted()
+		return
+	}
+	r.block(ctoharness.AsBlocker(err, step))
+}
 
 func (r *run) blockWrite(err error, step ctoharness.Step) {
+	r.diskFull = r.diskFull || noSpace(err)
 	for _, b := range r.rep.Blockers {
 		if b.Code == ctoharness.BlockArtifactWriteFailed {
 			return

@@ -14,10 +14,12 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -185,7 +187,8 @@ func describeStatus(st []ctoharness.StatusEntry) string {
 func (r *run) copyFixture(ctx context.Context) bool {
 	r.step(ctoharness.StepCopy)
 	dst := r.dir.Path(evidence.FixtureDir)
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr})
+	r.o.Progress.Step("copy")
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr, Progress: r.o.Progress})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
@@ -266,6 +269,9 @@ func (r *run) leaksSource(s string) string {
 // by a Case process otherwise.
 func (r *run) change(ctx context.Context) {
 	r.step(ctoharness.StepCase)
+	if r.interrupted() {
+		return // stopped before Case could start
+	}
 	if r.rep.Backend == ctoharness.BackendFake {
 		path, err := fakecase.Apply(*r.contract, r.fixture)
 		r.tr.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
@@ -279,6 +285,7 @@ func (r *run) change(ctx context.Context) {
 }
 
 func (r *run) runCase(ctx context.Context) {
+	r.o.Progress.Step("Case")
 	argv := r.caseCommand()
 	if r.o.Lane == ctoharness.LaneFake {
 		argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
@@ -291,7 +298,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)
+	env := append(backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandCase)...)
 	if r.agent != nil {
 		var err error
 		if argv, env, err = r.agent.command(r, env); err != nil {
@@ -315,7 +322,7 @@ func (r *run) runCase(ctx context.Context) {
 		}
 		files[name] = f
 	}
-	launch, attr, err := r.confine(argv)
+	launch, attr, extra, err := r.wrapFor(egress.CommandCase)(argv)
 	if err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		for _, f := range files {
@@ -331,11 +338,15 @@ func (r *run) runCase(ctx context.Context) {
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	var budgetStop string
-	in := backend.Input{Argv: launch, SysProcAttr: attr, Fixture: r.fixture, Env: env,
+	in := backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
+		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
 		OnEvent: func(e backend.CaseEvent) {
+			if e.Type == ctoharness.EvCaseStarted {
+				r.caseStarted()
+			}
 			var data map[string]any
 			_ = json.Unmarshal(e.Raw, &data)
 			delete(data, "type")
@@ -365,16 +376,32 @@ func (r *run) runCase(ctx context.Context) {
 	r.rep.Case.ExitCode = out.ExitCode
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
 	r.rep.Case.TimedOut = out.TimedOut
-	r.rep.Case.Events = len(out.Events)
+	r.rep.Case.Events = out.Events
+	r.rep.Case.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
+		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
 	r.rep.Case.StdoutInline, r.rep.Case.StderrInline, r.rep.Case.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
 	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
-		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": len(out.Events)})
+		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": out.Events})
+	if r.interrupted() {
+		// Case was stopped by the interrupt: how it ended says nothing about
+		// Case, but a log that could not be written still counts.
+		if err != nil && (out.TimedOut || out.ExitCode != nil) {
+			r.blockWrite(err, ctoharness.StepCase)
+		}
+		return
+	}
 	switch {
 	case err != nil && !out.TimedOut && out.ExitCode == nil:
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "Case could not be run"), ctoharness.StepCase)
 		return
 	case err != nil:
 		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if out.Usage.Hit != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case was stopped: it wrote %s, the %s profile's limit (%d events, %d bytes); %d further event(s) were dropped",
+				out.Usage.Hit, r.profile.Name, r.profile.MaxCaseEvents, r.profile.MaxEventBytes, out.Usage.Dropped)})
+		return
 	}
 	if budgetStop != "" {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockBudgetExceeded, Step: ctoharness.StepCase,
@@ -390,6 +417,9 @@ func (r *run) runCase(ctx context.Context) {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
 			return
 		}
+	} else if msg, ok := supervise.IsSetupFailure(code, out.StderrInline); ok {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
+		return
 	}
 	if out.TimedOut {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,
@@ -478,6 +508,7 @@ func (r *run) skipVerify(reason string) {
 // the same sandbox as Case.
 func (r *run) verify(ctx context.Context) {
 	r.step(ctoharness.StepVerify)
+	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
 		r.skipVerify("not run: the run was already blocked (" + string(r.rep.Blockers[0].Code) + ")")
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
@@ -495,16 +526,20 @@ func (r *run) verify(ctx context.Context) {
 		r.skipVerify("the scratch directories could not be created")
 		return
 	}
-	env := backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)
+	env := append(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
-	if !r.o.Unsandboxed {
-		in.Wrap = r.confine
-	}
+	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
+	r.o.Progress.Step("verification")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	r.rep.Tests = rec
+	if r.interrupted() {
+		r.rep.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
+		return
+	}
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
@@ -571,8 +606,8 @@ func (r *run) proveAfter(ctx context.Context) {
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		r.rep.SourceRepositoryMutated = true
-		r.blockErr(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
-			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter)
+		r.block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
+			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
 		return
 	}
 	if r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter) {

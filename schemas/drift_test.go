@@ -22,6 +22,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -47,6 +48,7 @@ func goTypes() map[schemas.Kind]reflect.Type {
 
 		schemas.RunPredicate:         reflect.TypeFor[attest.RunPredicate](),
 		schemas.StageRecordPredicate: reflect.TypeFor[attest.StageRecordPredicate](),
+		schemas.NetworkRecord:        reflect.TypeFor[ctoharness.NetworkRecord](),
 	}
 }
 
@@ -154,6 +156,11 @@ var plainEnums = map[string][]string{
 	"config:/agent/name":                 agent.Names(),
 	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
+	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify)},
+	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy},
+	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
+	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
+	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes},
 }
 
 func setDiff(want, got []string) string {
@@ -527,7 +534,7 @@ func TestDrift(t *testing.T) {
 func TestEveryKindHasATypeOrSpec(t *testing.T) {
 	gt := goTypes()
 	for _, k := range schemas.Kinds() {
-		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.CaseEvent {
+		if _, ok := gt[k]; !ok && k != schemas.StageResult && k != schemas.DryRun && k != schemas.CaseEvent {
 			t.Errorf("kind %s has no Go type bound in goTypes()", k)
 		}
 	}
@@ -756,6 +763,26 @@ func instances() []struct {
 			Signing: config.Signing{KeyFile: "/etc/cto-harness/signing.key", TrustedKeys: []string{"/etc/cto-harness/signing.pub"}}}},
 		{"empty config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{}}},
 		{"record", schemas.StageRecord, rec},
+		{"allowed", schemas.NetworkRecord, ctoharness.NetworkRecord{Seq: 1, Time: t0, Command: "case", Via: "direct", Listener: "127.77.0.2:443",
+			Host: "api.example.com", Port: 443, Resolved: "93.184.216.34:443", Decision: "allowed", Rule: "api.example.com:443",
+			RuleSource: "flag", TLS: true, SNI: "api.example.com", BytesUp: 517, BytesDown: 4096, DurationMs: 120}},
+		{"denied", schemas.NetworkRecord, ctoharness.NetworkRecord{Seq: 2, Time: t1, Command: "verification", Via: "connect", Listener: "127.0.0.1:3128",
+			Host: "evil.example.com", Port: 443, Decision: "denied", Reason: "no allowlist entry for evil.example.com:443", Limit: "connections"}},
+		{"network config", schemas.Config, config.Config{OwnedSources: []string{}, TargetRoots: []string{},
+			Network: &config.NetworkAllow{CaseAllow: []string{"api.example.com:443", "*.example.org:443"}, VerifyAllow: []string{"127.0.0.1:3000"}}}},
+		{"network spec", schemas.TaskSpec, func() task.Spec {
+			s := spec
+			s.Network = &task.NetworkAllow{VerifyAllow: []string{"proxy.golang.org:443"}}
+			return s
+		}()},
+		{"network report", schemas.Report, func() ctoharness.Report {
+			r := passReport()
+			r.Network = &ctoharness.NetworkSummary{Policy: ctoharness.NetworkPolicy{Case: []ctoharness.NetworkRule{{Endpoint: "api.example.com:443", Source: "flag"}},
+				Verification: []ctoharness.NetworkRule{}}, LogPath: "network.jsonl", Attempts: 2, Allowed: 1, Denied: 1,
+				DeniedLog: []ctoharness.NetworkDenied{{Seq: 2, Command: "case", Host: "evil.example.com", Port: 443, Reason: "no allowlist entry"}},
+				Limits:    ctoharness.NetworkLimits{MaxConcurrent: 32, MaxBytes: 1 << 30, Exceeded: []string{}}, Errors: []string{}}
+			return r
+		}()},
 		{"stage3 ok", schemas.StageResult, map[string]any{
 			"ok": true, "checked": []string{"pass run", "failure matrix"}, "errors": []string{},
 			"pass_artifact_path":             "/var/tmp/cto-harness/runs/" + runID,
@@ -776,6 +803,11 @@ func instances() []struct {
 		{"stage3 failed minimal", schemas.StageResult, map[string]any{
 			"ok": false, "checked": []string{}, "errors": []string{"no pass run"}, "pass_artifact_path": "",
 			"failure_artifact_paths": map[string]string{}, "source_non_mutation_proof_path": "", "signed": false,
+		}},
+		{"dry run", schemas.DryRun, map[string]any{
+			"status": "dry_run", "stage": 3, "blockers": []any{}, "steps": []string{"gate check"}, "source": "/src", "source_clean": true,
+			"copy_target": "/runs/x/fixture", "task_contract": map[string]any{}, "commands": []any{}, "verification": map[string]any{},
+			"profile": profile.All()[0].Record(), "unsandboxed": false, "allow_dangerous": false,
 		}},
 		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
 		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},
@@ -836,7 +868,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 14 {
+	if len(schemas.Kinds()) != 16 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }

@@ -42,16 +42,19 @@ const (
 	Config       Kind = "config"        // the harness configuration (config.Config)
 	StageRecord  Kind = "stage-record"  // a stage validation record (gates.Record)
 	StageResult  Kind = "stage-result"  // the line printed by validate-case-stage3 --json
+	DryRun       Kind = "dry-run"       // the line printed by run --dry-run --json (harness.DryRun)
 	CaseEvent    Kind = "case-event"    // one event line Case writes on stdout
 
 	RunPredicate         Kind = "run-predicate"          // the predicate of attestation.dsse.json (attest.RunPredicate)
 	StageRecordPredicate Kind = "stage-record-predicate" // the predicate of validation/stage-N.dsse.json (attest.StageRecordPredicate)
+	// NetworkRecord is one line of network.jsonl (ctoharness.NetworkRecord).
+	NetworkRecord Kind = "network-record"
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, CaseEvent, RunPredicate, StageRecordPredicate}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".

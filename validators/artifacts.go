@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"sort"
@@ -66,17 +67,10 @@ var artifactFor = []struct {
 	{ctoharness.EvCaseProcessStarted, evidence.CaseEvents},
 }
 
-func (v *runView) has(t ctoharness.EventType) bool {
-	for _, e := range v.events {
-		if e.Type == t {
-			return true
-		}
-	}
-	return false
-}
+func (v *runView) has(t ctoharness.EventType) bool { return v.log.types[t] }
 
 func checkArtifactsPresent(v *runView, c collector) {
-	always := []string{evidence.ReportJSON, evidence.ReportSum, evidence.ReportMD, evidence.EventsFile, evidence.TraceFile,
+	always := []string{evidence.ReportJSON, evidence.ReportSum, evidence.ReportMD, evidence.ReportHTML, evidence.EventsFile, evidence.TraceFile,
 		evidence.PatchFile, evidence.TestLog}
 	for _, a := range always {
 		if !v.files[a] {
@@ -133,14 +127,18 @@ func checkArtifactSchemas(v *runView, c collector) {
 	if v.traceErr != "" {
 		c.fail("artifact_schemas", evidence.TraceFile, "%s", v.traceErr)
 	}
-	if lines, err := readLines(v.path(evidence.CaseEvents)); err == "" {
-		for i, l := range lines {
-			var m map[string]any
+	// Case's raw events can be long: streamed, stopping at the first bad line.
+	if v.files[evidence.CaseEvents] {
+		bad := errors.New("not a JSON object")
+		err := scanFile(v.ctx, v.path(evidence.CaseEvents), func(i int, l []byte) error {
+			var m map[string]json.RawMessage
 			if json.Unmarshal(l, &m) != nil {
 				c.fail("artifact_schemas", evidence.CaseEvents, "line %d is not a JSON object", i+1)
-				break
+				return bad
 			}
-		}
+			return nil
+		})
+		v.interrupted = v.interrupted || errors.Is(err, errInterrupted)
 	}
 }
 

@@ -23,13 +23,14 @@ type attack struct {
 	accepted   atomic.Int32
 	secretName string
 	setSecret  bool
+	net        *netServers // the egress rows' endpoints
 }
 
 // secretVar is put in the harness's own environment for the read-secret row.
 const secretVar = "CTO_HARNESS_MATRIX_SECRET"
 
 func newAttack(row fixtures.Row) (*attack, error) {
-	a := &attack{}
+	a := &attack{net: newNetServers(row)}
 	if strings.Contains(row.Setup.Scenario, "{listener}") {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -67,6 +68,7 @@ func (a *attack) listenAddr() string {
 }
 
 func (a *attack) close() {
+	a.net.close()
 	if a.ln != nil {
 		a.ln.Close()
 	}

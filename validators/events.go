@@ -29,13 +29,13 @@ func checkEventChain(v *runView, c collector) {
 			c.fail("event_chain", evidence.EventsFile, "line %d breaks the hash chain (prev %s, expected %s)", i+1, e.Prev, prev)
 			return
 		}
-		prev = evidence.LineHash(v.eventLines[i])
+		prev = evidence.LineHash(e.line)
 	}
 	if prev != v.report.Freshness.FinalEventHash {
 		c.fail("event_chain", evidence.EventsFile, "chain head %s does not match report freshness.final_event_hash %s", prev, v.report.Freshness.FinalEventHash)
 	}
-	if len(v.events) != v.report.Freshness.Events {
-		c.fail("event_chain", evidence.EventsFile, "%d events, report says %d", len(v.events), v.report.Freshness.Events)
+	if v.log.n != v.report.Freshness.Events {
+		c.fail("event_chain", evidence.EventsFile, "%d events, report says %d", v.log.n, v.report.Freshness.Events)
 	}
 }
 
@@ -63,15 +63,15 @@ func ExpectedEvents(stage int) []ctoharness.EventType {
 }
 
 func checkEventOrder(v *runView, c collector) {
-	if len(v.events) == 0 {
+	if v.log.n == 0 {
 		c.fail("event_order", evidence.EventsFile, "no events")
 		return
 	}
 	const chk = "event_order"
-	if v.events[0].Type != ctoharness.EvRunStarted {
-		c.fail(chk, evidence.EventsFile, "first event is %s, want run_started", v.events[0].Type)
+	if v.log.first.Type != ctoharness.EvRunStarted {
+		c.fail(chk, evidence.EventsFile, "first event is %s, want run_started", v.log.first.Type)
 	}
-	last := v.events[len(v.events)-1]
+	last := *v.log.last
 	if last.Type != ctoharness.EvRunFinished {
 		c.fail(chk, evidence.EventsFile, "last event is %s, want run_finished", last.Type)
 	} else {

@@ -3,10 +3,13 @@ package validators
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cto-harness/cto-harness/docs"
 )
 
 // GovernanceDocs are the documents stage 3 validation requires, relative to
@@ -26,7 +29,21 @@ func CheckGovernanceDoc(path string) error {
 		return fmt.Errorf("%s is required for stage 3: %w", path, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return checkFrontMatter(path, f)
+}
+
+// checkEmbeddedDoc checks the copy of a document built into the binary.
+func checkEmbeddedDoc(doc string) error {
+	f, err := docs.Governance.Open(strings.TrimPrefix(doc, "docs/"))
+	if err != nil {
+		return fmt.Errorf("%s (built in) is required for stage 3: %w", doc, err)
+	}
+	defer f.Close()
+	return checkFrontMatter(doc+" (built in)", f)
+}
+
+func checkFrontMatter(path string, r io.Reader) error {
+	sc := bufio.NewScanner(r)
 	if !sc.Scan() || sc.Text() != "---" {
 		return fmt.Errorf("%s must start with a front-matter block opened by a line '---'", path)
 	}
@@ -63,13 +80,16 @@ func CheckGovernanceDoc(path string) error {
 func (s *stageRun) governance() {
 	const name = "governance_documents"
 	s.check(name)
+	// Without a harness root the copies built into the binary are checked,
+	// so validation does not depend on the working directory.
 	root := s.o.HarnessRoot
-	if root == "" {
-		root = "."
-	}
 	for _, doc := range GovernanceDocs() {
-		if err := CheckGovernanceDoc(filepath.Join(root, doc)); err != nil {
-			s.failf(name, err)
+		check := checkEmbeddedDoc(doc)
+		if root != "" {
+			check = CheckGovernanceDoc(filepath.Join(root, doc))
+		}
+		if check != nil {
+			s.failf(name, check)
 		}
 	}
 }

@@ -139,7 +139,9 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if row.ExpectDenied {
 		att.checkDenied(rep.RunArtifactDir, &res)
 	}
+	att.net.check(rep.RunArtifactDir, row, &res)
 	att.checkAfter(rep, &res)
+	checkSpaceGivenBack(row, rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
 	}
@@ -315,7 +317,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
 	if st.Verification != "" {
-		spec.Verification.Command = st.Verification
+		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
 	}
 	if st.VerifyTimeout > 0 {
 		spec.Verification.TimeoutSeconds = st.VerifyTimeout
@@ -336,14 +338,15 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, ".work", runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
-		"{secret}", att.secretName).Replace(scenario)
+		"{secret}", att.secretName).Replace(att.net.replacer().Replace(scenario))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
 		NewRunID: func(int, time.Time) string { return runID },
 		// The row's stage 2 record is a copy (perhaps damaged) of the real
 		// one, which names the real stage 2 run in the main runs directory.
-		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas)}
+		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
+		AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet)}
 	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
 		return harness.Options{}, "", err
 	}

@@ -39,6 +39,24 @@ type collector struct {
 
 func (c collector) check(name string) { c.res.Checked = append(c.res.Checked, name) }
 
+// maxFindings bounds the findings kept per check: a forged event log can
+// break a check on every one of millions of lines, and validation must stay
+// in constant memory.
+const maxFindings = 50
+
 func (c collector) fail(check, artifact, format string, args ...any) {
+	n := 0
+	for _, f := range c.res.Errors {
+		if f.Check == check {
+			n++
+		}
+	}
+	switch {
+	case n > maxFindings:
+		return
+	case n == maxFindings:
+		c.res.Errors = append(c.res.Errors, Finding{Check: check, Message: fmt.Sprintf("more than %d findings; the rest are not listed", maxFindings)})
+		return
+	}
 	c.res.Errors = append(c.res.Errors, Finding{Check: check, Artifact: artifact, Message: fmt.Sprintf(format, args...)})
 }

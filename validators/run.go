@@ -53,7 +53,9 @@ func runChecks() []runCheck {
 		{"task_contract", checkContract},
 		{"trace_roots", checkTrace},
 		{"tests", checkTests},
+		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
+		{"report_page", checkReportPage},
 	}
 }
 
@@ -68,18 +70,20 @@ func CheckNames() []string {
 
 // runView is a run directory loaded once for all checks.
 type runView struct {
-	dir        string
-	set        *schemas.Set
-	opts       RunOptions
-	reportRaw  []byte
-	report     *ctoharness.Report
-	files      map[string]bool
-	events     []ctoharness.Event
-	eventLines [][]byte
-	eventsErr  string
-	trace      []ctoharness.TraceEntry
-	traceErr   string
-	sums       map[string]string // file digests, computed once for all checks
+	dir       string
+	set       *schemas.Set
+	opts      RunOptions
+	reportRaw []byte
+	report    *ctoharness.Report
+	files     map[string]bool
+	log       eventLog // the event log is streamed, never held (stream.go)
+	eventsErr string
+	ctx       context.Context
+	// interrupted is set when a pass stopped because ctx was cancelled.
+	interrupted bool
+	trace       []ctoharness.TraceEntry
+	traceErr    string
+	sums        map[string]string // file digests, computed once for all checks
 }
 
 // Run validates one run directory. A well-formed blocked run is valid; with
@@ -87,7 +91,7 @@ type runView struct {
 func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Result {
 	res := Result{RunDir: dir, Checked: []string{}, Errors: []Finding{}}
 	c := collector{&res}
-	v := &runView{dir: dir, set: set, opts: opts, files: map[string]bool{}}
+	v := &runView{dir: dir, set: set, opts: opts, files: map[string]bool{}, ctx: ctx}
 	st, err := os.Stat(dir)
 	if err != nil || !st.IsDir() {
 		c.check("artifacts_present")
@@ -104,6 +108,10 @@ func Run(ctx context.Context, dir string, set *schemas.Set, opts RunOptions) Res
 	v.load()
 	for _, rc := range runChecks() {
 		c.check(rc.name)
+		if v.interrupted || ctx.Err() != nil {
+			c.fail(rc.name, "", "%v before this check finished; the run directory was not fully checked", errInterrupted)
+			break
+		}
 		if v.report == nil && rc.name != "attestation" && rc.name != "report_checksum" && rc.name != "report_schema" && rc.name != "artifacts_present" {
 			continue
 		}
@@ -143,19 +151,7 @@ func (v *runView) load() {
 			}
 		}
 	}
-	v.eventLines, v.eventsErr = readLines(v.path(evidence.EventsFile))
-	for i, line := range v.eventLines {
-		var e ctoharness.Event
-		if err := v.set.Validate(schemas.Event, line); err != nil {
-			v.eventsErr = fmt.Sprintf("line %d: %v", i+1, err)
-			break
-		}
-		if err := json.Unmarshal(line, &e); err != nil {
-			v.eventsErr = fmt.Sprintf("line %d: malformed JSON: %v", i+1, err)
-			break
-		}
-		v.events = append(v.events, e)
-	}
+	v.loadEvents()
 	lines, terr := readLines(v.path(evidence.TraceFile))
 	v.traceErr = terr
 	for i, line := range lines {

@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/htmlreport"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -99,6 +100,16 @@ func rewriteReport(t *testing.T, dir string, edit func(*ctoharness.Report)) {
 		t.Fatal(err)
 	}
 	r.ArtifactDigests[evidence.ReportMD] = sha(t, md)
+	// A consistent forger renders the run page again too.
+	page, err := htmlreport.RenderReport(&r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := filepath.Join(dir, evidence.ReportHTML)
+	if err := os.WriteFile(html, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.ArtifactDigests[evidence.ReportHTML] = sha(t, html)
 	out, _ := json.MarshalIndent(r, "", "  ")
 	out = append(out, '\n')
 	if err := os.WriteFile(filepath.Join(dir, evidence.ReportJSON), out, 0o644); err != nil {

@@ -33,7 +33,7 @@ type StageOptions struct {
 	NewRunID func(stage int, now time.Time) string
 	// Health runs the broader health check once the focused checks pass.
 	Health func(ctx context.Context) (any, bool)
-	// HarnessRoot holds docs/prd and docs/issues, which stage 3 requires ("." by default).
+	// HarnessRoot holds docs/prd and docs/issues, which stage 3 requires; empty checks the copies built into the binary.
 	HarnessRoot string
 	// Signing signs the stage's runs and its record, and verifies them;
 	// RequireSignature fails a stage whose evidence is not signed and verified.

@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -26,6 +27,9 @@ func TestMain(m *testing.M) {
 	}
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Subcommand {
 		os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == supervise.Subcommand {
+		os.Exit(supervise.Main(os.Args[2:], os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -264,6 +268,17 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 				f["final_event_hash"] = prev
 				f["events"] = float64(seq)
 			})
+			reseal(t, dir)
+		}},
+		{"report_page", func(t *testing.T, dir string) {
+			// The page claims a different outcome than the evidence; digests re-sealed.
+			p := filepath.Join(dir, evidence.ReportHTML)
+			data, _ := os.ReadFile(p)
+			edited := strings.Replace(string(data), `id="status">pass<`, `id="status">blocked<`, 1)
+			if edited == string(data) {
+				t.Fatal("the page does not carry the status where the test expects it")
+			}
+			os.WriteFile(p, []byte(edited), 0o644)
 			reseal(t, dir)
 		}},
 		{"event_chain", func(t *testing.T, dir string) {

@@ -61,17 +61,23 @@ type Input struct {
 	AfterExit func() []CaseEvent
 	// MaxLine bounds one stdout line (0: 64 KiB); a longer line is cut.
 	MaxLine int
+	// ExtraFiles are passed to the launcher as fd 3, ... (closed once it started).
+	ExtraFiles []*os.File
+	// Limits cap the event stream (see limits.go); zero fields are unlimited.
+	Limits Limits
 }
 
 // Outcome is how the Case run ended.
 type Outcome struct {
 	proc.Result
-	Events       []ctoharness.EventType
-	Malformed    []string // first few malformed lines, for the blocker message
+	Events       int                           // well-formed events accepted
+	Types        map[ctoharness.EventType]bool // which types appeared (a set: the stream may be long)
+	Malformed    []string                      // first few malformed lines, for the blocker message
 	MalformedN   int
 	StdoutInline string
 	StderrInline string
 	Truncated    bool
+	Usage        Usage // what the event stream used, and which limit stopped Case
 	// OrderViolations are breaches of the event grammar (see Grammar).
 	OrderViolations []string
 }
@@ -86,6 +92,9 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	stderr := proc.NewCappedFile(in.Stderr, in.LogCap)
 	var out Outcome
 	var mu sync.Mutex
+	ctx, stopCase := context.WithCancel(ctx)
+	defer stopCase()
+	lim := &limiter{Limits: in.Limits, stop: stopCase}
 	var evErr error
 	var grammar Grammar
 	malformed := func(line []byte) {
@@ -99,7 +108,14 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			malformed(ev.Raw)
 			return
 		}
-		out.Events = append(out.Events, ev.Type)
+		if !lim.accept(len(ev.Raw) + 1) {
+			return // past a cap: Case is being stopped, the event is only counted
+		}
+		out.Events++
+		if out.Types == nil {
+			out.Types = map[ctoharness.EventType]bool{}
+		}
+		out.Types[ev.Type] = true
 		grammar.Next(ev.Type)
 		if _, err := in.Events.Write(append(bytes.TrimSpace(ev.Raw), '\n')); err != nil && evErr == nil {
 			evErr = err
@@ -125,7 +141,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		accept(ev)
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
-		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr})
+		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr, ExtraFiles: in.ExtraFiles})
 	lines.flush()
 	if in.AfterExit != nil {
 		for _, ev := range in.AfterExit() {
@@ -134,6 +150,7 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	}
 	out.OrderViolations = grammar.Violations()
 	out.Result = res
+	out.Usage = lim.Usage
 	out.StdoutInline, out.Truncated = stdout.Inline()
 	var t2 bool
 	out.StderrInline, t2 = stderr.Inline()
@@ -190,13 +207,9 @@ func truncate(s string, n int) string {
 
 // Missing returns the required Case events that never appeared.
 func (o Outcome) Missing() []ctoharness.EventType {
-	seen := map[ctoharness.EventType]bool{}
-	for _, t := range o.Events {
-		seen[t] = true
-	}
 	var miss []ctoharness.EventType
 	for _, t := range ctoharness.RequiredCaseEvents() {
-		if !seen[t] {
+		if !o.Types[t] {
 			miss = append(miss, t)
 		}
 	}

@@ -29,8 +29,10 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
-	Signing           Signing  `json:"signing,omitzero"`
-	Agent             *Agent   `json:"agent,omitempty"`
+	// Network grants egress to every run (and bounds what a task may ask).
+	Network *NetworkAllow `json:"network,omitempty"`
+	Signing Signing       `json:"signing,omitzero"`
+	Agent   *Agent        `json:"agent,omitempty"`
 }
 
 // Agent is the coding agent run as Case when the command line names none,
@@ -41,6 +43,12 @@ type Agent struct {
 	BaseURL   string   `json:"base_url,omitempty"`
 	APIKeyEnv string   `json:"api_key_env,omitempty"`
 	Command   []string `json:"command,omitempty"`
+}
+
+// NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).
+type NetworkAllow struct {
+	CaseAllow   []string `json:"case_allow,omitempty"`
+	VerifyAllow []string `json:"verify_allow,omitempty"`
 }
 
 // Signing names the evidence signing key and the public keys trusted when

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -26,6 +27,7 @@ const (
 	ReportJSON      = "report.json"
 	ReportSum       = "report.sha256"
 	ReportMD        = "report.md"
+	ReportHTML      = "report.html"
 	EventsFile      = "events.normalized.jsonl"
 	TraceFile       = "trace.jsonl"
 	TaskFile        = "task.json"
@@ -58,6 +60,8 @@ type Dir struct {
 	// failAt names an artifact whose write is made to fail; set only by the
 	// failure-fixture machinery through WithFault.
 	failAt string
+	// failNoSpace makes that failure look like a full disk (ENOSPC).
+	failNoSpace bool
 }
 
 // Create makes the run directory (which must not exist) and its sub-directories.
@@ -82,6 +86,16 @@ func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tr
 // WithFault makes writes of the named artifact fail. It exists for the
 // failure matrix's artifact-write-failure row and is recorded in the report.
 func (d *Dir) WithFault(artifact string) { d.failAt = artifact }
+
+// WithNoSpaceFault makes every write of artifact fail as on a full disk.
+func (d *Dir) WithNoSpaceFault(artifact string) { d.failAt, d.failNoSpace = artifact, true }
+
+func (d *Dir) injected(p string) error {
+	if d.failNoSpace {
+		return fmt.Errorf("%w: %s: injected fault (failure fixture): %w", ErrWrite, p, syscall.ENOSPC)
+	}
+	return fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+}
 
 // Fault returns the injected fault's artifact name, or "".
 func (d *Dir) Fault() string { return d.failAt }
@@ -116,7 +130,7 @@ func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
 func (d *Dir) put(name string, data []byte) error {
 	p := d.Path(name)
 	if d.failAt == name {
-		return fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+		return d.injected(p)
 	}
 	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
 	if err != nil {
@@ -148,7 +162,7 @@ func (d *Dir) OpenAppend(name string) (*os.File, error) {
 	p := d.Path(name)
 	d.tracer.Trace(ctoharness.TraceWrite, p)
 	if d.failAt == name {
-		return nil, fmt.Errorf("%w: %s: injected fault (failure fixture)", ErrWrite, p)
+		return nil, d.injected(p)
 	}
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
@@ -223,12 +237,15 @@ func ListArtifacts(root string) ([]string, error) {
 	return names, err
 }
 
-// WriteReport writes report.md, computes digests, then report.json and its
-// checksum. The caller fills everything but ArtifactDigests, and has already
-// traced these three writes: the trace is flushed before them because its own
-// digest goes into report.json.
-func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown []byte) error {
+// WriteReport writes report.md and report.html, computes digests, then
+// report.json and its checksum. The caller fills everything but
+// ArtifactDigests, and has already traced these writes: the trace is flushed
+// before them because its own digest goes into report.json.
+func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, page []byte) error {
 	if err := d.put(ReportMD, markdown); err != nil {
+		return err
+	}
+	if err := d.put(ReportHTML, page); err != nil {
 		return err
 	}
 	dig, err := Digests(d.root)
@@ -252,4 +269,4 @@ func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown []
 }
 
 // FinalArtifacts are written by WriteReport, after the trace is flushed.
-func FinalArtifacts() []string { return []string{ReportMD, ReportJSON, ReportSum} }
+func FinalArtifacts() []string { return []string{ReportMD, ReportHTML, ReportJSON, ReportSum} }

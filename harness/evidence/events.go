@@ -35,7 +35,7 @@ type Events struct {
 	schemas *schemas.Set
 	seq     int
 	prev    string
-	types   []ctoharness.EventType
+	types   map[ctoharness.EventType]bool // a set: the log itself may be long
 	err     error
 }
 
@@ -78,19 +78,15 @@ func (e *Events) Emit(ctx context.Context, typ ctoharness.EventType, data any) e
 	}
 	e.seq++
 	e.prev = LineHash(line)
-	e.types = append(e.types, typ)
+	if e.types == nil {
+		e.types = map[ctoharness.EventType]bool{}
+	}
+	e.types[typ] = true
 	return nil
 }
 
 // Has reports whether an event of type typ was emitted.
-func (e *Events) Has(typ ctoharness.EventType) bool {
-	for _, t := range e.types {
-		if t == typ {
-			return true
-		}
-	}
-	return false
-}
+func (e *Events) Has(typ ctoharness.EventType) bool { return e.types[typ] }
 
 // Head is the hash of the last line written (the chain head).
 func (e *Events) Head() string { return e.prev }

@@ -35,6 +35,10 @@ type Spec struct {
 	// SysProcAttr replaces the default (own process group, SIGKILL on harness
 	// death); the sandbox launcher needs namespaces as well. It must keep Setpgid.
 	SysProcAttr *syscall.SysProcAttr
+	// ExtraFiles become the child's fd 3, 4, ... (the sandbox launcher's
+	// egress control socket). Run closes them once the child has started,
+	// so only the child holds them.
+	ExtraFiles []*os.File
 }
 
 // Result is what happened.
@@ -73,8 +77,13 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	// Output pipes are closed as soon as the leader exits; a descendant that
 	// keeps them open must not hold the harness.
 	cmd.WaitDelay = s.Grace
+	cmd.ExtraFiles = s.ExtraFiles
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	for _, f := range s.ExtraFiles {
+		f.Close()
+	}
+	if err != nil {
 		return Result{}, fmt.Errorf("%w: %s: %v", ErrStart, s.Argv[0], err)
 	}
 	pgid := cmd.Process.Pid

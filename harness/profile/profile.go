@@ -45,29 +45,41 @@ type Policy struct {
 	HeavyWeight     int           // budget units a heavy command costs (>= 1)
 	TestBudget      time.Duration // cumulative verification time across all runs and reruns
 	Qualifies       bool          // a passing run can count as stage evidence
+	NetConns        int           // network egress: connections open at once (Case and verification together)
+	NetBytes        int64         // network egress: bytes relayed over the whole run, both directions
 	Description     string
+	// MaxCaseEvents and MaxEventBytes cap Case's event stream in one run (the
+	// event count, and the bytes of its event lines); past either, Case is
+	// stopped with CASE_EVENT_LIMIT. They bound the event logs on disk and
+	// the time spent on them.
+	MaxCaseEvents int
+	MaxEventBytes int64
 }
 
 // table is the single source of truth.
 var table = []Policy{
 	{
-		Name: Strict, MaxCaseCommands: 60, MaxHeavy: 4, MaxTestRuns: 6, FlakeReruns: 2, AllowInstalls: true,
+		Name: Strict, MaxCaseEvents: 100_000, MaxEventBytes: 128 << 20, MaxCaseCommands: 60, MaxHeavy: 4, MaxTestRuns: 6, FlakeReruns: 2, AllowInstalls: true,
 		RunTests: true, HeavyWeight: 3, TestBudget: 20 * time.Minute, Qualifies: true,
+		NetConns: 64, NetBytes: 2 << 30,
 		Description: "Production-like: generous budgets, installs allowed, two flake reruns, the longest test budget.",
 	},
 	{
-		Name: Fast, MaxCaseCommands: 25, MaxHeavy: 2, MaxTestRuns: 3, FlakeReruns: 1, AllowInstalls: false,
+		Name: Fast, MaxCaseEvents: 50_000, MaxEventBytes: 64 << 20, MaxCaseCommands: 25, MaxHeavy: 2, MaxTestRuns: 3, FlakeReruns: 1, AllowInstalls: false,
 		RunTests: true, HeavyWeight: 3, TestBudget: 10 * time.Minute, Qualifies: true,
+		NetConns: 32, NetBytes: 1 << 30,
 		Description: "The default: enough for a focused change and its tests; no package installs; one flake rerun.",
 	},
 	{
-		Name: Smoke, MaxCaseCommands: 6, MaxHeavy: 0, MaxTestRuns: 1, FlakeReruns: 0, AllowInstalls: false,
+		Name: Smoke, MaxCaseEvents: 5_000, MaxEventBytes: 8 << 20, MaxCaseCommands: 6, MaxHeavy: 0, MaxTestRuns: 1, FlakeReruns: 0, AllowInstalls: false,
 		RunTests: false, HeavyWeight: 6, TestBudget: 2 * time.Minute, Qualifies: false,
+		NetConns: 8, NetBytes: 64 << 20,
 		Description: "Checks that the pipeline works end to end: a handful of cheap commands, tests not run; never stage evidence.",
 	},
 	{
-		Name: Yolo, MaxCaseCommands: 40, MaxHeavy: 3, MaxTestRuns: 4, FlakeReruns: 1, AllowInstalls: true,
+		Name: Yolo, MaxCaseEvents: 4_000_000, MaxEventBytes: 2 << 30, MaxCaseCommands: 40, MaxHeavy: 3, MaxTestRuns: 4, FlakeReruns: 1, AllowInstalls: true,
 		RunTests: true, HeavyWeight: 2, TestBudget: 15 * time.Minute, Qualifies: false,
+		NetConns: 64, NetBytes: 4 << 30,
 		Description: "Exploration: installs allowed and loose budgets, for trying things out; never stage evidence.",
 	},
 }
@@ -408,8 +420,8 @@ func (c *Counter) Usage() Usage {
 // Markdown renders the profile table for docs/execution-profiles.md.
 func Markdown() string {
 	var b strings.Builder
-	b.WriteString("| profile | command budget | heavy commands | heavy weight | test runs | flake reruns | installs | runs tests | test budget | stage evidence |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| profile | command budget | heavy commands | heavy weight | test runs | flake reruns | installs | runs tests | test budget | egress connections | egress bytes | Case events | event bytes | stage evidence |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	yes := func(v bool) string {
 		if v {
 			return "yes"
@@ -421,14 +433,22 @@ func Markdown() string {
 		if p.Name == Default {
 			name += " (default)"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", name, p.MaxCaseCommands, p.MaxHeavy,
-			p.HeavyWeight, p.MaxTestRuns, p.FlakeReruns, yes(p.AllowInstalls), yes(p.RunTests), p.TestBudget, yes(p.Qualifies))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d MiB | %d | %s | %s |\n", name, p.MaxCaseCommands, p.MaxHeavy,
+			p.HeavyWeight, p.MaxTestRuns, p.FlakeReruns, yes(p.AllowInstalls), yes(p.RunTests), p.TestBudget, p.NetConns, p.NetBytes>>20,
+			p.MaxCaseEvents, mib(p.MaxEventBytes), yes(p.Qualifies))
 	}
 	b.WriteString("\n")
 	for _, p := range table {
 		fmt.Fprintf(&b, "- `%s`: %s\n", p.Name, p.Description)
 	}
 	return b.String()
+}
+
+func mib(n int64) string {
+	if n >= 1<<30 && n%(1<<30) == 0 {
+		return fmt.Sprintf("%d GiB", n>>30)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 // wordText is a word with its quoting resolved; expansions become "?".

@@ -49,7 +49,8 @@ func TestTableIsSane(t *testing.T) {
 			t.Errorf("duplicate profile %s", p.Name)
 		}
 		seen[p.Name] = true
-		if p.MaxCaseCommands < 1 || p.MaxTestRuns < 1 || p.HeavyWeight < 1 || p.TestBudget <= 0 || p.FlakeReruns < 0 || p.Description == "" {
+		if p.MaxCaseCommands < 1 || p.MaxTestRuns < 1 || p.HeavyWeight < 1 || p.TestBudget <= 0 || p.FlakeReruns < 0 || p.Description == "" ||
+			p.MaxCaseEvents < 1 || p.MaxEventBytes < 1<<20 {
 			t.Errorf("%s has an unusable limit: %+v", p.Name, p)
 		}
 		if p.RunTests && 1+p.FlakeReruns > p.MaxTestRuns {

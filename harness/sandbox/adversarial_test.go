@@ -150,7 +150,7 @@ func absent(t *testing.T, path string) {
 
 func TestLookupAdversarial(t *testing.T) {
 	for _, name := range []string{"dotdot-escape", "overwrite-evidence", "fork-bomb", "flood-stdout",
-		"write-source-abs=/x", "symlink-escape=/x", "connect=127.0.0.1:1", "daemon=/x", "read-secret=X"} {
+		"write-source-abs=/x", "symlink-escape=/x", "connect=127.0.0.1:1", "daemon=/x", "read-secret=X", "net-probes=get http://x/"} {
 		if _, ok := fakecase.LookupAdversarial(name); !ok {
 			t.Errorf("%s not found", name)
 		}
@@ -160,8 +160,8 @@ func TestLookupAdversarial(t *testing.T) {
 			t.Errorf("%s found", name)
 		}
 	}
-	if n := len(fakecase.AdversarialScenarios()); n != 9 {
-		t.Errorf("%d adversarial scenarios, want 9", n)
+	if n := len(fakecase.AdversarialScenarios()); n != 10 {
+		t.Errorf("%d adversarial scenarios, want 10", n)
 	}
 }
 

@@ -41,11 +41,12 @@ func failf(format string, a ...any) error { return setupError{fmt.Sprintf(format
 
 // enforced is what one launcher run established.
 type enforced struct {
-	LandlockABI int      `json:"landlock_abi"`
-	PidLimit    bool     `json:"pid_limit"`
-	PrivateShm  bool     `json:"private_shm"`
-	Writable    []string `json:"writable"`
-	Mechanisms  []string `json:"mechanisms"`
+	LandlockABI int       `json:"landlock_abi"`
+	PidLimit    bool      `json:"pid_limit"`
+	PrivateShm  bool      `json:"private_shm"`
+	Writable    []string  `json:"writable"`
+	Mechanisms  []string  `json:"mechanisms"`
+	control     io.Closer // the egress control socket, held until exit
 }
 
 // Main is the launcher, the hidden subcommand Subcommand. args are what
@@ -84,6 +85,7 @@ func Main(args []string, stderr io.Writer) int {
 	if err != nil {
 		return report(stderr, ExitSetupFailed, "cannot establish the sandbox, the command was not run: %v", err)
 	}
+	defer closeControl(got.control)
 	if probe {
 		b, _ := json.Marshal(got)
 		fmt.Fprintln(os.Stdout, string(b))
@@ -108,10 +110,14 @@ func establish(l launch) (enforced, error) {
 	if err := checkNamespaces(l); err != nil {
 		return got, err
 	}
-	if err := privateProc(); err != nil {
+	err := privateProc()
+	if err != nil {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "pidns", "mountns", "ipcns")
+	if got.control, err = setupNetwork(p); err != nil {
+		return got, err
+	}
 	if p.DenyNetwork {
 		got.Mechanisms = append(got.Mechanisms, "netns")
 	}
@@ -406,6 +412,9 @@ func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	}
 	rw := cfg.HandledAccessFS &^ landlock.AccessFSSet(ll.AccessFSMakeChar|ll.AccessFSMakeBlock|ll.AccessFSIoctlDev)
 	rules := []landlock.Rule{landlock.RODirs(ro...), landlock.RWFiles(devFiles...).IgnoreIfMissing()}
+	if p.Network != nil && cfg.HandledAccessNet != 0 {
+		rules = append(rules, netRules(p)...)
+	}
 	if len(writable) > 0 {
 		rules = append(rules, landlock.PathAccess(rw, writable...))
 	}

@@ -67,6 +67,10 @@ type Policy struct {
 	// Landlock ABI 4+, denies every TCP bind and connect. Always true for
 	// Case and the verification command.
 	DenyNetwork bool `json:"deny_network"`
+	// Network, with DenyNetwork, gives the command a way out through the
+	// harness's egress forwarder (see net.go); nil keeps the namespace empty.
+	// The harness must pass the control socket as the first extra file.
+	Network *Network `json:"network,omitempty"`
 }
 
 // Rlimits are per-process resource limits (soft = hard). Processes also sets
@@ -174,6 +178,9 @@ func decode(s string) (launch, error) {
 }
 
 func (p Policy) validate() error {
+	if err := p.Network.validate(p.DenyNetwork); err != nil {
+		return err
+	}
 	for _, set := range []struct {
 		name  string
 		paths []string

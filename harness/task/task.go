@@ -34,6 +34,9 @@ type Spec struct {
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
+	// Network lists the endpoints the task needs; the config or the run's
+	// flags must cover each one.
+	Network *NetworkAllow `json:"network,omitempty"`
 	// Agent names the coding agent the task is meant for (run's flags win).
 	Agent *SpecAgent `json:"agent,omitempty"`
 }
@@ -45,6 +48,12 @@ type SpecAgent struct {
 	Model     string `json:"model,omitempty"`
 	BaseURL   string `json:"base_url,omitempty"`
 	APIKeyEnv string `json:"api_key_env,omitempty"`
+}
+
+// NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).
+type NetworkAllow struct {
+	CaseAllow   []string `json:"case_allow,omitempty"`
+	VerifyAllow []string `json:"verify_allow,omitempty"`
 }
 
 // SpecLimits are the rlimits a spec may set; each is optional.

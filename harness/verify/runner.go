@@ -184,13 +184,14 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 		outCounts, errCounts := newCountParser(), newCountParser()
 		in.Tracer.TraceExec(argv, in.Fixture)
 		launch, attr := argv, (*syscall.SysProcAttr)(nil)
+		var extra []*os.File
 		var res proc.Result
 		err = nil
 		if in.Wrap != nil {
-			launch, attr, err = in.Wrap(argv)
+			launch, attr, extra, err = in.Wrap(argv)
 		}
 		if err == nil {
-			res, err = proc.Run(ctx, proc.Spec{Argv: launch, SysProcAttr: attr, Dir: in.Fixture, Env: in.Env, Timeout: timeout, Grace: in.Grace,
+			res, err = proc.Run(ctx, proc.Spec{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Dir: in.Fixture, Env: in.Env, Timeout: timeout, Grace: in.Grace,
 				Stdout: io.MultiWriter(log, stdout, outCounts), Stderr: io.MultiWriter(log, stderr, errCounts)})
 		}
 		budget.Charge(res.Duration)

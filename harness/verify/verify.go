@@ -27,8 +27,9 @@ type Input struct {
 	LogCap  int64
 	Tracer  ctoharness.Tracer
 	// Wrap, when set, turns the command's argv into the sandbox launcher's
-	// invocation and the process attributes it needs.
-	Wrap func(argv []string) ([]string, *syscall.SysProcAttr, error)
+	// invocation, the process attributes it needs and the extra files it
+	// gets (fd 3, ...; closed once it started).
+	Wrap func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error)
 }
 
 // NotRun is the record for a verification that was skipped, with why.

@@ -171,7 +171,6 @@ func runAgent(t *testing.T, name agent.Name) {
 			}
 			defer srv.Close()
 			o := base
-			o.Unsandboxed = true // until the egress forwarder gives the sandbox a path to the model server
 			o.Agent = harness.AgentOptions{Name: string(name), Model: "scripted-model", BaseURL: baseURL(name, srv), APIKeyEnv: keyVar, Dir: dir}
 			rep, err := harness.Run(context.Background(), o)
 			if err != nil {

@@ -61,6 +61,7 @@ var adversarialParam = map[string]struct {
 	"connect":          {"HOST:PORT", "open a TCP connection to HOST:PORT", connectTCP},
 	"daemon":           {"PATH", "leave a detached (setsid, double-forked) process appending to PATH after Case exits", daemon},
 	"read-secret":      {"VAR", "look for the harness's environment variable VAR, in Case's environment and in /proc/*/environ", readSecret},
+	"net-probes":       {"SPEC", "run network probes: \"KIND TARGET\" pairs separated by \";\" (get, proxyget, connect, tls HOST:PORT@SNI, dns, conns N@HOST:PORT)", netProbes},
 }
 
 func sortedParamNames() []string {
@@ -108,7 +109,7 @@ func runScenario(sc Scenario, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintln(stderr, "fake case:", err)
 		return 2
 	}
-	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout)}
+	c := &caseRun{root: root, contract: contract, out: json.NewEncoder(stdout), stdout: stdout}
 	if !emitsOwnStart(sc.Name) {
 		c.emit(ctoharness.EvCaseStarted, map[string]any{"scenario": sc.Name, "run_id": contract.RunID})
 	}

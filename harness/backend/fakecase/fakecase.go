@@ -106,6 +106,9 @@ func Lookup(name string) (Scenario, error) {
 	if s, ok := LookupAdversarial(name); ok {
 		return s, nil
 	}
+	if s, ok, err := lookupFault(name); ok {
+		return s, err
+	}
 	if p, ok := strings.CutPrefix(name, "mutate-source="); ok {
 		return Scenario{Name: "mutate-source", Description: "write a file at an absolute path outside the fixture",
 			run: func(c *caseRun) error {
@@ -130,6 +133,7 @@ type caseRun struct {
 	root         string
 	contract     task.Contract
 	out          *json.Encoder
+	stdout       io.Writer // what out writes to, for scenarios that write raw lines
 	skipFinished bool
 	exitCode     int
 }

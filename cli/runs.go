@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/runlist"
+)
+
+// RunsCmd is `cto-harness runs`: the list by default, and prune.
+type RunsCmd struct {
+	List  RunsListCmd  `cmd:"" default:"withargs" help:"List the runs, newest first (the default)."`
+	Prune RunsPruneCmd `cmd:"" help:"Remove old runs, keeping the newest N and every run a stage validation record names."`
+}
+
+// Help explains runs.
+func (RunsCmd) Help() string {
+	return `'cto-harness runs' (or 'runs list') prints the runs of the runs directory as a table, newest first;
+--json, --status and --stage work without naming 'list'. 'runs prune --keep N' removes old runs.`
+}
+
+// RunsListCmd is `cto-harness runs [list]`.
+type RunsListCmd struct {
+	JSON   bool   `name:"json" help:"Print one JSON array of runs (run_id, run_dir, stage, lane, agent, status, blockers, started_at, duration_ms, size_bytes, protected)."`
+	Status string `name:"status" enum:"pass,blocked,failed," default:"" help:"Only runs with this status: pass, blocked or failed."`
+	Stage  int    `name:"stage" help:"Only runs of this stage."`
+}
+
+// Help explains the list.
+func (RunsListCmd) Help() string {
+	return `Reads every run directory directly under the runs directory (RUNS_DIR/<run_id>/report.json) and prints
+a table, newest first: id, stage, lane (and agent), status, blocker codes, duration, and the size of the
+evidence files (the fixture copy is not counted). A '*' after the id marks a run a stage validation
+record names. Runs under RUNS_DIR/matrix are failure-matrix replays and are not listed.`
+}
+
+// Run executes the command.
+func (c *RunsListCmd) Run(g *Globals, env *Env) error {
+	runs, err := runsDirAbs(g, env)
+	if err != nil {
+		return err
+	}
+	list, err := runlist.List(runs, runlist.Filter{Status: ctoharness.Status(c.Status), Stage: c.Stage})
+	if err != nil {
+		return usageError{err}
+	}
+	if c.JSON {
+		if list == nil {
+			list = []runlist.Run{}
+		}
+		return printJSON(env.Stdout, list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(env.Stdout, "no runs in %s\n", runs)
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTAGE\tLANE\tSTATUS\tBLOCKERS\tDURATION\tSIZE")
+	for _, r := range list {
+		id := r.RunID
+		if r.Protected {
+			id += " *"
+		}
+		lane := r.Lane
+		if r.Agent != "" {
+			lane += "/" + r.Agent
+		}
+		status, blockers := string(r.Status), strings.Join(r.Blockers, ",")
+		if r.Problem != "" {
+			status, blockers = "unreadable", r.Problem
+		}
+		if blockers == "" {
+			blockers = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", id, r.Stage, lane, status, blockers,
+			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes))
+	}
+	return tw.Flush()
+}
+
+// RunsPruneCmd is `cto-harness runs prune`.
+type RunsPruneCmd struct {
+	Keep   int  `name:"keep" required:"" help:"How many of the newest runs to keep."`
+	DryRun bool `name:"dry-run" help:"Print what would be removed and remove nothing."`
+	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs."`
+}
+
+// Help explains prune.
+func (RunsPruneCmd) Help() string {
+	return `Removes every run directory under the runs directory except the newest --keep runs and every run that a
+stage validation record (RUNS_DIR/validation/stage-N.json) names, together with its runtime workspace
+(RUNS_DIR/.work/<run_id>). Directories whose report.json cannot be read are left alone. If a stage record
+cannot be read, nothing is removed: the run it protects would be unknown.`
+}
+
+// Run executes the command.
+func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
+	runs, err := runsDirAbs(g, env)
+	if err != nil {
+		return err
+	}
+	p, err := runlist.Prune(runs, c.Keep, c.DryRun)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.JSON {
+		if p.Removed == nil {
+			p.Removed = []runlist.Run{}
+		}
+		if p.Kept == nil {
+			p.Kept = []runlist.Run{}
+		}
+		return printJSON(env.Stdout, p)
+	}
+	verb := "removed"
+	if c.DryRun {
+		verb = "would remove"
+	}
+	for _, r := range p.Removed {
+		fmt.Fprintf(env.Stdout, "%s %s\n", verb, r.Dir)
+	}
+	protected := 0
+	for _, r := range p.Kept {
+		if r.Protected {
+			protected++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "%s %d runs; kept %d (%d named by stage records)\n", verb, len(p.Removed), len(p.Kept), protected)
+	return nil
+}
+
+func runsDirAbs(g *Globals, env *Env) (string, error) {
+	_, _, runs, err := g.setup(env)
+	return runs, err
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+)
+
+// ShowCmd is `cto-harness show RUN`.
+type ShowCmd struct {
+	Target string `arg:"" name:"RUN" help:"A run directory, or a run id under the runs directory."`
+	Open   bool   `name:"open" help:"Open the run's report.html with xdg-open."`
+}
+
+// Help explains show.
+func (ShowCmd) Help() string {
+	return `Prints a short summary of one run from its report.json: status, stage, blockers with the step that
+raised them, changed files, the verification, and where the page (report.html) is. With --open the page
+is opened in the desktop's browser through xdg-open; the page is one self-contained file and needs no
+network. Use 'cto-harness validate RUN_DIR' to check the evidence.`
+}
+
+// Run executes the command.
+func (c *ShowCmd) Run(g *Globals, env *Env) error {
+	dir, err := c.resolve(g, env)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, evidence.ReportJSON))
+	if err != nil {
+		return usagef("%s has no readable report.json (%v); is it a run directory?", dir, err)
+	}
+	var rep ctoharness.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return usagef("%s/report.json is not valid JSON: %v; 'cto-harness validate %s' says more", dir, err, dir)
+	}
+	var extra struct {
+		Signed bool   `json:"signed"`
+		KeyID  string `json:"signing_key_id"`
+		Agent  *struct {
+			Name  string `json:"name"`
+			Model string `json:"model"`
+		} `json:"agent"`
+	}
+	_ = json.Unmarshal(data, &extra)
+	w := env.Stdout
+	fmt.Fprintf(w, "run %s: %s\n", rep.RunID, strings.ToUpper(string(rep.Status)))
+	fmt.Fprintf(w, "  stage %d (%s), backend %s, lane %s", rep.Stage, rep.StageName, rep.Backend, rep.CaseLane)
+	if extra.Agent != nil {
+		fmt.Fprintf(w, ", agent %s %s", extra.Agent.Name, extra.Agent.Model)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  started %s, took %s\n", rep.Freshness.StartedAt.UTC().Format(time.RFC3339),
+		rep.Freshness.FinishedAt.Sub(rep.Freshness.StartedAt).Round(time.Millisecond))
+	sandbox := "not enforced"
+	if rep.Sandbox.Enforced {
+		sandbox = "enforced (" + strings.Join(rep.Sandbox.Mechanisms, ", ") + ")"
+	}
+	signed := "not signed"
+	if extra.Signed {
+		signed = "signed (key " + extra.KeyID + "; verify with 'cto-harness validate --pubkey')"
+	}
+	fmt.Fprintf(w, "  harness %s, sandbox %s, %s\n", rep.Freshness.HarnessVersion, sandbox, signed)
+	if len(rep.Blockers) == 0 {
+		fmt.Fprintln(w, "blockers: none")
+	}
+	for _, b := range rep.Blockers {
+		fmt.Fprintf(w, "blocker %s at %s: %s\n", b.Code, b.Step, b.Message)
+	}
+	fmt.Fprintf(w, "changed files: %d\n", len(rep.ChangedFiles))
+	for _, f := range rep.ChangedFiles {
+		verdict := "allowed"
+		if !f.Allowed {
+			verdict = "OUTSIDE the allowed paths"
+		}
+		fmt.Fprintf(w, "  %-8s %s (%s)\n", f.Change, f.Path, verdict)
+	}
+	exit := "none"
+	if rep.Tests.ExitCode != nil {
+		exit = fmt.Sprint(*rep.Tests.ExitCode)
+	}
+	fmt.Fprintf(w, "verification: %s (exit %s) %s\n", rep.Tests.Classification, exit, rep.Tests.Command)
+	page := filepath.Join(dir, evidence.ReportHTML)
+	fmt.Fprintf(w, "page: %s\n", page)
+	if !c.Open {
+		return nil
+	}
+	if _, err := os.Stat(page); err != nil {
+		return usagef("%s has no report.html to open: %v", dir, err)
+	}
+	return openPage(env, page)
+}
+
+// resolve accepts a run directory or a run id in the runs directory.
+func (c *ShowCmd) resolve(g *Globals, env *Env) (string, error) {
+	if st, err := os.Stat(c.Target); err == nil && st.IsDir() {
+		return filepath.Abs(c.Target)
+	}
+	if !strings.ContainsRune(c.Target, filepath.Separator) {
+		p := filepath.Join(g.runsDir(env), c.Target)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return filepath.Abs(p)
+		}
+	}
+	return "", usagef("%s is neither a run directory nor a run id under %s; 'cto-harness runs' lists them", c.Target, g.runsDir(env))
+}
+
+// openPage hands the page to xdg-open; without it, it says how to open it by hand.
+func openPage(env *Env, page string) error {
+	opener, err := exec.LookPath("xdg-open")
+	if errors.Is(err, exec.ErrNotFound) || opener == "" {
+		fmt.Fprintf(env.Stderr, "cto-harness: cannot open the page: xdg-open is not installed (Debian: apt-get install xdg-utils); open file://%s in a browser\n", page)
+		return exitError{ExitFailed}
+	}
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(env.Ctx, opener, page)
+	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(env.Stderr, "cto-harness: %s %s failed: %v; open file://%s in a browser\n", opener, page, err, page)
+		return exitError{ExitFailed}
+	}
+	return nil
+}

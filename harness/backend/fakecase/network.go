@@ -1,0 +1,194 @@
+package fakecase
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// probeTimeout bounds each network probe.
+const probeTimeout = 5 * time.Second
+
+// netProbes runs the probes of SPEC, "KIND TARGET" pairs separated by ";",
+// and records each as an attempt (denied when it did not get through):
+//
+//	get URL            an HTTP GET with Go's default client (proxy variables
+//	                   honoured, except Go never proxies loopback hosts)
+//	proxyget URL       an HTTP GET forced through $HTTP_PROXY
+//	connect HOST:PORT  an HTTP CONNECT through $HTTPS_PROXY
+//	tls HOST:PORT@SNI  a TLS handshake to HOST:PORT naming SNI
+//	dns IP:PORT        a DNS query over UDP to a resolver
+//	conns N@HOST:PORT  N connections open at once, then an HTTP request on
+//	                   each; denied when any of them got no answer
+func netProbes(spec string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		for _, p := range strings.Split(spec, ";") {
+			kind, target, ok := strings.Cut(strings.TrimSpace(p), " ")
+			if !ok {
+				return fmt.Errorf("network probe %q: want KIND TARGET", p)
+			}
+			var err error
+			switch kind {
+			case "get":
+				err = httpGet(target, nil)
+			case "proxyget":
+				err = httpGet(target, proxyFromVar("HTTP_PROXY"))
+			case "connect":
+				err = connectVia(os.Getenv("HTTPS_PROXY"), target)
+			case "tls":
+				err = tlsHello(target)
+			case "dns":
+				err = dnsQuery(target)
+			case "conns":
+				err = manyConns(target)
+			default:
+				return fmt.Errorf("network probe %q: unknown kind %q", p, kind)
+			}
+			c.attempt("net-"+kind, target, err, nil)
+		}
+		return nil
+	}
+}
+
+func proxyFromVar(name string) func(*http.Request) (*url.URL, error) {
+	return func(*http.Request) (*url.URL, error) {
+		v := os.Getenv(name)
+		if v == "" {
+			return nil, fmt.Errorf("%s is not set", name)
+		}
+		return url.Parse(v)
+	}
+}
+
+func httpGet(u string, proxy func(*http.Request) (*url.URL, error)) error {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if proxy != nil {
+		tr.Proxy = proxy
+	}
+	client := &http.Client{Transport: tr, Timeout: probeTimeout}
+	resp, err := client.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	return nil
+}
+
+func connectVia(proxy, target string) error {
+	pu, err := url.Parse(proxy)
+	if err != nil || pu.Host == "" {
+		return fmt.Errorf("no usable proxy in HTTPS_PROXY (%q)", proxy)
+	}
+	conn, err := net.DialTimeout("tcp", pu.Host, probeTimeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(probeTimeout))
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("proxy answered %s", resp.Status)
+	}
+	return nil
+}
+
+func tlsHello(spec string) error {
+	addr, sni, ok := strings.Cut(spec, "@")
+	if !ok {
+		return fmt.Errorf("want HOST:PORT@SNI, got %q", spec)
+	}
+	d := &net.Dialer{Timeout: probeTimeout}
+	conn, err := tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}) //nolint:gosec // the probe checks the path, not the peer
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// dnsQuery asks resolver for example.com's A record.
+func dnsQuery(resolver string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "udp", resolver)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	q := []byte{0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1}
+	if _, err := conn.Write(q); err != nil {
+		return err
+	}
+	buf := make([]byte, 512)
+	n, err := conn.Read(buf)
+	if err != nil {
+		return err
+	}
+	if n < 12 || buf[0] != 0x12 || buf[1] != 0x34 {
+		return errors.New("malformed DNS answer")
+	}
+	return nil
+}
+
+// manyConns opens N connections to addr at once, and only then sends an
+// HTTP request on each, so that all N are open together.
+func manyConns(spec string) error {
+	ns, addr, ok := strings.Cut(spec, "@")
+	n, err := strconv.Atoi(ns)
+	if !ok || err != nil || n < 1 || n > 1000 {
+		return fmt.Errorf("want N@HOST:PORT with 1 <= N <= 1000, got %q", spec)
+	}
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, probeTimeout)
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(500 * time.Millisecond) // let the forwarder take them all
+	failed := 0
+	for _, c := range conns {
+		_ = c.SetDeadline(time.Now().Add(probeTimeout))
+		fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", addr)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			failed++
+			continue
+		}
+		resp.Body.Close()
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d connections got no answer", failed, n)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+)
+
+func TestNoSpace(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("permission denied"), false},
+		{&os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, true},
+		{fmt.Errorf("wrapped: %w", syscall.EDQUOT), true},
+		{fmt.Errorf("kept only as text: %v", &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}), true},
+	}
+	for _, tc := range tests {
+		if got := noSpace(tc.err); got != tc.want {
+			t.Errorf("noSpace(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package htmlreport
+
+import (
+	"path"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// fileView is one changed file: its verdict from the report and its part of patch.diff.
+type fileView struct {
+	ID      string
+	Path    string
+	Change  string
+	Allowed bool
+	Reason  string
+	Lang    string
+	Lines   []diffLine
+	Adds    int
+	Dels    int
+}
+
+// diffLine is one line of the patch, split into highlighted tokens.
+type diffLine struct {
+	Kind string // "add", "del", "ctx", "hunk", "meta"
+	Toks []tok
+}
+
+// files pairs each changed file with its diff. Files the report lists but the
+// patch lacks (binary, or the patch was not written) are still shown, and a
+// diff for a file the report does not list is shown and marked.
+func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
+	chunks := splitPatch(patch)
+	byPath := map[string]int{}
+	var out []fileView
+	for _, c := range changed {
+		byPath[c.Path] = len(out)
+		out = append(out, fileView{Path: c.Path, Change: string(c.Change), Allowed: c.Allowed, Reason: c.Reason})
+	}
+	budget := maxDiffLines
+	cut := false
+	for _, ch := range chunks {
+		i, ok := byPath[ch.path]
+		if !ok {
+			byPath[ch.path] = len(out)
+			i = len(out)
+			out = append(out, fileView{Path: ch.path, Change: "in patch only", Reason: "not listed in the report's changed_files"})
+		}
+		f := &out[i]
+		f.Lang = language(ch.path)
+		for _, l := range ch.lines {
+			if budget == 0 {
+				cut = true
+				break
+			}
+			budget--
+			f.Lines = append(f.Lines, classify(l, f.Lang))
+			switch {
+			case strings.HasPrefix(l, "+") && !strings.HasPrefix(l, "+++"):
+				f.Adds++
+			case strings.HasPrefix(l, "-") && !strings.HasPrefix(l, "---"):
+				f.Dels++
+			}
+		}
+	}
+	for i := range out {
+		out[i].ID = "file-" + itoa(i+1)
+	}
+	return out, cut
+}
+
+type chunk struct {
+	path  string
+	lines []string
+}
+
+func splitPatch(patch string) []chunk {
+	var out []chunk
+	for _, l := range lines(patch) {
+		if strings.HasPrefix(l, "diff --git ") || len(out) == 0 {
+			out = append(out, chunk{path: patchPath(l)})
+		}
+		c := &out[len(out)-1]
+		if p, ok := strings.CutPrefix(l, "+++ b/"); ok && c.path == "" {
+			c.path = p
+		}
+		if p, ok := strings.CutPrefix(l, "--- a/"); ok && c.path == "" {
+			c.path = p
+		}
+		c.lines = append(c.lines, l)
+	}
+	return out
+}
+
+// patchPath reads the path from "diff --git a/P b/P" (the two are equal: no renames).
+func patchPath(header string) string {
+	rest, ok := strings.CutPrefix(header, "diff --git a/")
+	if !ok {
+		return ""
+	}
+	n := len(rest)
+	if i := strings.Index(rest, " b/"); i >= 0 && rest[:i] == rest[i+3:] {
+		return rest[:i]
+	}
+	if i := strings.LastIndex(rest, " b/"); i >= 0 {
+		return rest[i+3:]
+	}
+	return rest[:n]
+}
+
+func classify(l, lang string) diffLine {
+	switch {
+	case strings.HasPrefix(l, "@@"):
+		return diffLine{Kind: "hunk", Toks: []tok{{"", l}}}
+	case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"), strings.HasPrefix(l, "diff --git"),
+		strings.HasPrefix(l, "index "), strings.HasPrefix(l, "new file"), strings.HasPrefix(l, "deleted file"),
+		strings.HasPrefix(l, "old mode"), strings.HasPrefix(l, "new mode"), strings.HasPrefix(l, "Binary files"),
+		strings.HasPrefix(l, `\ No newline`):
+		return diffLine{Kind: "meta", Toks: []tok{{"", l}}}
+	case strings.HasPrefix(l, "+"):
+		return diffLine{Kind: "add", Toks: append([]tok{{"mark", "+"}}, highlight(l[1:], lang)...)}
+	case strings.HasPrefix(l, "-"):
+		return diffLine{Kind: "del", Toks: append([]tok{{"mark", "-"}}, highlight(l[1:], lang)...)}
+	case strings.HasPrefix(l, " "):
+		return diffLine{Kind: "ctx", Toks: append([]tok{{"mark", " "}}, highlight(l[1:], lang)...)}
+	}
+	return diffLine{Kind: "meta", Toks: []tok{{"", l}}}
+}
+
+func language(p string) string {
+	switch strings.ToLower(path.Ext(p)) {
+	case ".go":
+		return "go"
+	case ".py":
+		return "python"
+	case ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx":
+		return "js"
+	case ".sh", ".bash":
+		return "shell"
+	case ".json":
+		return "json"
+	case ".md", ".markdown":
+		return "markdown"
+	case ".c", ".h", ".cc", ".cpp", ".rs", ".java":
+		return "c"
+	case ".yaml", ".yml", ".toml":
+		return "config"
+	}
+	switch path.Base(p) {
+	case "Makefile", "Dockerfile":
+		return "shell"
+	}
+	return "text"
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}

@@ -1,0 +1,278 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// netState is the run's network egress: the allowlists, each command's
+// in-namespace layout and hosts file, and the forwarder that serves them.
+type netState struct {
+	policy egress.Policy
+	plans  map[egress.Command]egress.Plan
+	hosts  map[egress.Command]string
+	fwd    *egress.Forwarder
+	log    *os.File
+}
+
+// checkNet refuses malformed --allow-net / --verify-allow-net values before
+// anything is written.
+func (o *Options) checkNet() error {
+	for _, l := range [][]string{o.AllowNetCase, o.AllowNetVerify} {
+		for _, s := range l {
+			if _, err := egress.ParseEndpoint(s); err != nil {
+				return fmt.Errorf("%w: %v", ErrUsage, err)
+			}
+		}
+	}
+	return nil
+}
+
+// netPolicy resolves each command's allowlist: the config's and the flags'
+// entries are granted as given; each of the task's entries must be covered
+// by them (a task never widens what the user granted).
+func (r *run) netPolicy() (egress.Policy, error) { return netPolicy(r.o, r.spec) }
+
+func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
+	var cfgCase, cfgVerify, specCase, specVerify []string
+	if n := o.Config.Network; n != nil {
+		cfgCase, cfgVerify = n.CaseAllow, n.VerifyAllow
+	}
+	if n := spec.Network; n != nil {
+		specCase, specVerify = n.CaseAllow, n.VerifyAllow
+	}
+	resolve := func(what string, cfg, flags, spec []string) (egress.List, error) {
+		c, err := egress.ParseList(cfg, egress.SourceConfig, nil)
+		if err != nil {
+			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "the config's network %s list is invalid", what)
+		}
+		f, err := egress.ParseList(flags, egress.SourceFlag, o.AllowNetOrigin)
+		if err != nil {
+			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "a --allow-net value is invalid")
+		}
+		granted := c.Merge(f)
+		t, err := egress.ParseList(spec, egress.SourceTask, nil)
+		if err != nil {
+			return nil, ctoharness.Block(ctoharness.BlockTaskInvalid, ctoharness.StepContract, err, "the task's network %s list is invalid", what)
+		}
+		kept, refused := egress.Narrow(t, granted)
+		if len(refused) > 0 {
+			return nil, ctoharness.Block(ctoharness.BlockTaskInvalid, ctoharness.StepContract,
+				fmt.Errorf("not granted: %s", strings.Join(refused, ", ")),
+				"the task asks for network endpoints that neither the config's network.%s nor the run's flags allow; grant them there, or remove them from the task", what)
+		}
+		return granted.Merge(kept), nil
+	}
+	caseList, err := resolve("case_allow", cfgCase, o.AllowNetCase, specCase)
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	verifyList, err := resolve("verify_allow", cfgVerify, o.AllowNetVerify, specVerify)
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	return egress.Policy{Case: caseList, Verify: verifyList}, nil
+}
+
+// startEgress sets the run's egress up when an allowlist is in force: the
+// network log, the hosts files and the forwarder. Without any list nothing
+// changes: the commands keep an empty network namespace. Unsandboxed runs
+// have the host's network anyway, so no forwarder is started for them.
+func (r *run) startEgress(ctx context.Context) bool {
+	pol, err := r.netPolicy()
+	if err != nil {
+		r.blockErr(err, ctoharness.StepContract)
+		return false
+	}
+	if pol.Empty() || r.o.Unsandboxed {
+		return true
+	}
+	n := &netState{policy: pol, plans: map[egress.Command]egress.Plan{}, hosts: map[egress.Command]string{}}
+	dir := filepath.Join(r.rep.RuntimeWorkspaceRoot, "egress")
+	r.tr.Trace(ctoharness.TraceMkdir, dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
+		return false
+	}
+	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandVerify} {
+		if len(pol.For(cmd)) == 0 {
+			continue
+		}
+		plan := egress.NewPlan(cmd, pol.For(cmd))
+		p := filepath.Join(dir, "hosts-"+string(cmd))
+		r.tr.Trace(ctoharness.TraceWrite, p)
+		if err := os.WriteFile(p, plan.Hosts(), 0o644); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+				Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
+			return false
+		}
+		n.plans[cmd], n.hosts[cmd] = plan, p
+	}
+	f, err := r.dir.OpenAppend(evidence.NetworkLog)
+	if err != nil {
+		r.blockWrite(err, ctoharness.StepContract)
+		return false
+	}
+	n.log = f
+	n.fwd = egress.New(egress.Options{Policy: pol, Log: f, Clock: r.o.Clock,
+		Limits:   egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
+		Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
+	r.net = n
+	for _, kv := range (egress.Plan{}).ProxyEnv() {
+		k, _, _ := strings.Cut(kv, "=")
+		r.rep.Sandbox.EnvAllowlist = append(r.rep.Sandbox.EnvAllowlist, k)
+	}
+	sum := n.fwd.Summary()
+	r.rep.Network = &sum
+	return r.tryEgress(ctx)
+}
+
+// tryEgress builds each command's network layout once in a throwaway
+// launcher, so a layout that cannot be built blocks before any command
+// starts (never a fallback to the host network).
+func (r *run) tryEgress(ctx context.Context) bool {
+	if err := r.makeScratch(); err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			Message: fmt.Sprintf("network egress cannot be tried: %v", err)})
+		return false
+	}
+	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandVerify} {
+		if _, ok := r.net.plans[cmd]; !ok {
+			continue
+		}
+		nw, extra, err := r.netLayout(cmd)
+		if err == nil {
+			pol := r.policy()
+			pol.Network = nw
+			err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, extra[0])
+		}
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+				Message: fmt.Sprintf("the network egress of the %s command cannot be set up: %v", cmd, err)})
+			return false
+		}
+	}
+	return true
+}
+
+// netEnv are the proxy variables of cmd, when it has an allowlist.
+func (r *run) netEnv(cmd egress.Command) []string {
+	if r.net == nil {
+		return nil
+	}
+	plan, ok := r.net.plans[cmd]
+	if !ok {
+		return nil
+	}
+	return plan.ProxyEnv()
+}
+
+// netLayout attaches a forwarder session for one launch of cmd and returns
+// the layout the launcher must build and the control socket it gets as fd 3.
+func (r *run) netLayout(cmd egress.Command) (*sandbox.Network, []*os.File, error) {
+	if r.net == nil {
+		return nil, nil, nil
+	}
+	plan, ok := r.net.plans[cmd]
+	if !ok {
+		return nil, nil, nil
+	}
+	child, err := r.net.fwd.Attach(plan)
+	if err != nil {
+		return nil, nil, fmt.Errorf("network egress for %s cannot be set up: %w", cmd, err)
+	}
+	addrs := make([]string, len(plan.Addrs))
+	for i, a := range plan.Addrs {
+		addrs[i] = a.String()
+	}
+	return &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, Addrs: addrs, HostsFile: r.net.hosts[cmd]},
+		[]*os.File{child}, nil
+}
+
+// stopEgress stops the forwarder, closes network.jsonl and records the
+// summary. A record that could not be written, or listeners the harness
+// could not take, block the run.
+func (r *run) stopEgress() {
+	if r.net == nil {
+		return
+	}
+	r.net.fwd.Close()
+	sum := r.net.fwd.Summary()
+	r.rep.Network = &sum
+	setup, write := r.net.fwd.Failures()
+	if err := r.net.log.Sync(); err != nil {
+		write = append(write, err.Error())
+	}
+	if err := r.net.log.Close(); err != nil {
+		write = append(write, err.Error())
+	}
+	if len(write) > 0 {
+		r.blockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
+	}
+	if len(setup) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepReport,
+			Message: "network egress failed: " + strings.Join(setup, "; ")})
+	}
+}
+
+// wrapFor is the sandbox wrapper of cmd (Case or the verification command).
+func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+		if r.o.Unsandboxed {
+			// No forwarder and no namespace: only the supervisor, so that
+			// nothing the command starts outlives the harness.
+			launch, attr, err := r.confine(argv, nil)
+			return launch, attr, nil, err
+		}
+		nw, extra, err := r.netLayout(cmd)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		launch, attr, err := r.confine(argv, nw)
+		if err != nil {
+			for _, f := range extra {
+				f.Close()
+			}
+			return nil, nil, nil, err
+		}
+		return launch, attr, extra, nil
+	}
+}
+
+// networkMarkdown is report.md's network section, when a policy was in force.
+func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
+	if n == nil {
+		return
+	}
+	rules := func(l []ctoharness.NetworkRule) string {
+		var out []string
+		for _, r := range l {
+			out = append(out, r.Endpoint+" ("+r.Source+")")
+		}
+		if len(out) == 0 {
+			return "nothing"
+		}
+		return strings.Join(out, ", ")
+	}
+	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", rules(n.Policy.Case), rules(n.Policy.Verification))
+	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
+		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, n.LogPath)
+	for _, d := range n.DeniedLog {
+		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", d.Command, d.Host, d.Port, d.Reason)
+	}
+	if len(n.Limits.Exceeded) > 0 {
+		fmt.Fprintf(b, "- limits reached: %s\n", strings.Join(n.Limits.Exceeded, ", "))
+	}
+}

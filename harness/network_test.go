@@ -1,0 +1,297 @@
+package harness_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
+)
+
+func requireEgress(t *testing.T) {
+	t.Helper()
+	exe, _ := os.Executable()
+	if f := sandbox.ProbeWith(exe); !f.Available() {
+		t.Skipf("the sandbox is unavailable here (%s)", f.Reason)
+	}
+}
+
+func networkRecords(t *testing.T, runDir string) []ctoharness.NetworkRecord {
+	t.Helper()
+	f, err := os.Open(filepath.Join(runDir, evidence.NetworkLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []ctoharness.NetworkRecord
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r ctoharness.NetworkRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// caseAttempts maps each probe Case recorded to whether it was denied.
+func caseAttempts(t *testing.T, runDir string) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(runDir, evidence.CaseEvents))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e struct {
+			Attempt string `json:"attempt"`
+			Target  string `json:"target"`
+			Denied  bool   `json:"denied"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Attempt != "" {
+			out[e.Attempt+" "+e.Target] = e.Denied
+			t.Logf("Case: %s", e.Message)
+		}
+	}
+	return out
+}
+
+// A listener on the host, allowed with --allow-net 127.0.0.1:PORT, is reached
+// from inside the sandbox by unmodified clients, with and without the proxy
+// variables; without the allowance the same requests fail.
+func TestEgressAllowedEndpoint(t *testing.T) {
+	requireEgress(t)
+	set := compile(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello from the host\n")
+	}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	url := "http://" + addr + "/"
+	base, _ := stage3(t, set)
+	probes := "net-probes=get " + url + ";proxyget " + url
+	// The verification command uses whatever unmodified clients the machine
+	// has: curl honours the proxy variables (and --noproxy bypasses them),
+	// node's fetch ignores them.
+	var verify []string
+	wantVerify := 0
+	if _, err := exec.LookPath("curl"); err == nil {
+		verify = append(verify, fmt.Sprintf("curl -fsS %[1]s | grep -q hello && curl -fsS --noproxy '*' %[1]s | grep -q hello", url))
+		wantVerify += 2
+	}
+	if _, err := exec.LookPath("node"); err == nil {
+		verify = append(verify, fmt.Sprintf(`node -e "fetch('%s').then(r => r.text()).then(t => process.exit(t.includes('hello') ? 0 : 1), () => process.exit(2))"`, url))
+		wantVerify++
+	}
+	if len(verify) == 0 {
+		t.Log("neither curl nor node is installed: only Case's Go client is checked")
+	}
+	t.Run("allowed", func(t *testing.T) {
+		o := base
+		spec := *o.Spec
+		if len(verify) > 0 {
+			spec.Verification.Command = strings.Join(verify, " && ")
+		}
+		o.Spec, o.Scenario = &spec, probes
+		o.AllowNetCase, o.AllowNetVerify = []string{addr}, []string{addr}
+		// The script scanner flags node's inline fetch whatever the policy.
+		o.AllowDangerous = true
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != ctoharness.StatusPass {
+			t.Fatalf("status %s: %v\n%s", rep.Status, rep.Blockers, rep.Tests.StderrInline)
+		}
+		for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+			if denied {
+				t.Errorf("%s was denied", probe)
+			}
+		}
+		via := map[string]int{}
+		for _, r := range networkRecords(t, rep.RunArtifactDir) {
+			if r.Decision != "allowed" || r.Rule != addr || r.BytesDown == 0 {
+				t.Errorf("record %+v", r)
+			}
+			via[r.Command+"/"+r.Via]++
+		}
+		if via["case/direct"] != 1 || via["case/http_proxy"] != 1 || via["verification/direct"]+via["verification/http_proxy"] != wantVerify {
+			t.Errorf("records by command and path: %v", via)
+		}
+		if rep.Network == nil || rep.Network.Allowed != 2+wantVerify || rep.Network.Policy.Case[0].Source != "flag" {
+			t.Errorf("report network %+v", rep.Network)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
+	t.Run("no allowlist", func(t *testing.T) {
+		o := base
+		o.Scenario = probes
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := caseAttempts(t, rep.RunArtifactDir)
+		if len(attempts) != 2 {
+			t.Fatalf("attempts %v", attempts)
+		}
+		for probe, denied := range attempts {
+			if !denied {
+				t.Errorf("%s got through without an allowlist", probe)
+			}
+		}
+		if rep.Network != nil {
+			t.Errorf("a run without an allowlist records a network section: %+v", rep.Network)
+		}
+		if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.NetworkLog)); err == nil {
+			t.Errorf("a run without an allowlist wrote %s", evidence.NetworkLog)
+		}
+		mustValidate(t, set, rep, rep.Status == ctoharness.StatusPass)
+	})
+
+	t.Run("another endpoint allowed", func(t *testing.T) {
+		// The host's name is allowed, not its address: asking for the
+		// address directly or through the proxy is denied and logged.
+		_, port, _ := net.SplitHostPort(addr)
+		o := base
+		o.Scenario = probes
+		o.AllowNetCase = []string{"localhost:" + port}
+		o.AllowNetOrigin = map[string]string{"localhost:" + port: "model_endpoint"}
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+			if !denied {
+				t.Errorf("%s got through", probe)
+			}
+		}
+		if rep.Network == nil {
+			t.Fatalf("no network section; blockers %v", rep.Blockers)
+		}
+		recs := networkRecords(t, rep.RunArtifactDir)
+		if len(recs) != 2 {
+			t.Fatalf("records %+v", recs)
+		}
+		for _, r := range recs {
+			if r.Decision != "denied" || r.Host != "127.0.0.1" || r.Resolved != "" {
+				t.Errorf("record %+v", r)
+			}
+		}
+		if rep.Network == nil || rep.Network.Denied != 2 || rep.Network.Policy.Case[0].Source != "model_endpoint" {
+			t.Errorf("report network %+v", rep.Network)
+		}
+		mustValidate(t, set, rep, rep.Status == ctoharness.StatusPass)
+	})
+}
+
+// An allowed IP that is not a loopback address is added to the namespace's
+// lo, so a client connecting to it by address reaches the forwarder, which
+// dials the real address on the host.
+func TestEgressNonLoopbackAddress(t *testing.T) {
+	requireEgress(t)
+	var ip net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			ip = n.IP
+			break
+		}
+	}
+	if ip == nil {
+		t.Skip("this host has no non-loopback IPv4 address")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") })}
+	go srv.Serve(ln)
+	defer srv.Close()
+	set := compile(t)
+	o, _ := stage3(t, set)
+	addr := ln.Addr().String()
+	o.Scenario = "net-probes=get http://" + addr + "/"
+	o.AllowNetCase = []string{addr}
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+		if denied {
+			t.Errorf("%s was denied", probe)
+		}
+	}
+	recs := networkRecords(t, rep.RunArtifactDir)
+	if len(recs) != 1 || recs[0].Decision != "allowed" || recs[0].Resolved != addr {
+		t.Fatalf("records %+v", recs)
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// A task may only ask for endpoints the config (or the flags) grant; a
+// wildcard grant can be narrowed to one name, which is then recorded as the
+// task's.
+func TestTaskNetworkNarrowedByConfig(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+
+	t.Run("not granted", func(t *testing.T) {
+		o := base
+		spec := *o.Spec
+		spec.Network = &task.NetworkAllow{CaseAllow: []string{"api.example.com:443"}}
+		o.Spec = &spec
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasCode(rep, ctoharness.BlockTaskInvalid) || rep.CaseProcessStarted {
+			t.Fatalf("blockers %v, case started %v", rep.Blockers, rep.CaseProcessStarted)
+		}
+		if !strings.Contains(rep.Blockers[0].Message, "api.example.com:443") {
+			t.Errorf("message does not name the endpoint: %s", rep.Blockers[0].Message)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
+	t.Run("narrowed", func(t *testing.T) {
+		requireEgress(t)
+		o := base
+		spec := *o.Spec
+		spec.Network = &task.NetworkAllow{CaseAllow: []string{"api.example.com:443"}}
+		o.Spec = &spec
+		o.Config.Network = &config.NetworkAllow{CaseAllow: []string{"*.example.com:443"}}
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status != ctoharness.StatusPass || rep.Network == nil {
+			t.Fatalf("status %s %v, network %+v", rep.Status, rep.Blockers, rep.Network)
+		}
+		got := fmt.Sprint(rep.Network.Policy.Case)
+		if got != "[{*.example.com:443 config} {api.example.com:443 task}]" || len(rep.Network.Policy.Verification) != 0 {
+			t.Errorf("policy %s", got)
+		}
+		mustValidate(t, set, rep, true)
+	})
+}

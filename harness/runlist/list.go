@@ -1,0 +1,194 @@
+// Package runlist reads a runs directory as a list of runs, newest first,
+// and prunes old runs without ever deleting one that a stage validation
+// record names.
+package runlist
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Run is one line of the list.
+type Run struct {
+	RunID      string            `json:"run_id"`
+	Dir        string            `json:"run_dir"`
+	Stage      int               `json:"stage"`
+	Lane       string            `json:"lane"`
+	Agent      string            `json:"agent,omitempty"`
+	Status     ctoharness.Status `json:"status"`
+	Blockers   []string          `json:"blockers"`
+	StartedAt  time.Time         `json:"started_at"`
+	DurationMs int64             `json:"duration_ms"`
+	SizeBytes  int64             `json:"size_bytes"` // the evidence files, the fixture copy excluded
+	Protected  bool              `json:"protected"`  // a stage validation record names it
+	Problem    string            `json:"problem,omitempty"`
+}
+
+// summary is the part of report.json the list needs; decoding only it keeps
+// a list of a thousand runs fast.
+type summary struct {
+	RunID    string               `json:"run_id"`
+	Stage    int                  `json:"stage"`
+	Status   ctoharness.Status    `json:"status"`
+	CaseLane string               `json:"case_lane"`
+	Blockers []ctoharness.Blocker `json:"blockers"`
+	Agent    *struct {
+		Name string `json:"name"`
+	} `json:"agent"`
+	Digests   map[string]string `json:"artifact_digests"`
+	Freshness struct {
+		StartedAt  time.Time `json:"started_at"`
+		FinishedAt time.Time `json:"finished_at"`
+	} `json:"freshness"`
+}
+
+// Filter selects runs; zero values select everything.
+type Filter struct {
+	Status ctoharness.Status
+	Stage  int
+}
+
+// List reads every run directory directly under runsDir (a directory with a
+// report.json), newest first. A run whose report cannot be read is listed
+// with its problem rather than hidden.
+func List(runsDir string, f Filter) ([]Run, error) {
+	entries, err := os.ReadDir(runsDir)
+	if err != nil {
+		return nil, fmt.Errorf("list runs in %s: %w", runsDir, err)
+	}
+	protected, err := Protected(runsDir)
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	// A few readers at once: the work is small reads and stats, and on a busy
+	// machine several runnable threads finish sooner than one.
+	runs := make([]*Run, len(dirs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range listWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				runs[i] = read(filepath.Join(runsDir, dirs[i]), dirs[i])
+			}
+		}()
+	}
+	for i := range dirs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var out []Run
+	for _, r := range runs {
+		if r == nil {
+			continue // not a run: validation/, sources/, matrix/
+		}
+		r.Protected = protected[r.RunID] || protected[r.Dir]
+		if (f.Status != "" && r.Status != f.Status) || (f.Stage != 0 && r.Stage != f.Stage) {
+			continue
+		}
+		out = append(out, *r)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.After(out[j].StartedAt)
+		}
+		return out[i].RunID > out[j].RunID
+	})
+	return out, nil
+}
+
+const listWorkers = 4
+
+// read loads one directory's run, or nil when it holds no report.json. A run
+// whose report cannot be read is returned with its problem rather than hidden.
+func read(dir, name string) *Run {
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	r := &Run{RunID: name, Dir: dir, Blockers: []string{}}
+	var s summary
+	switch {
+	case err != nil:
+		r.Problem = err.Error()
+	case json.Unmarshal(data, &s) != nil:
+		r.Problem = "report.json is not valid JSON"
+	default:
+		r.fill(s, int64(len(data)))
+	}
+	return r
+}
+
+func (r *Run) fill(s summary, reportSize int64) {
+	if s.RunID != "" {
+		r.RunID = s.RunID
+	}
+	r.Stage, r.Status, r.Lane = s.Stage, s.Status, s.CaseLane
+	if s.Agent != nil {
+		r.Agent = s.Agent.Name
+	}
+	for _, b := range s.Blockers {
+		r.Blockers = append(r.Blockers, string(b.Code))
+	}
+	r.StartedAt = s.Freshness.StartedAt
+	if !s.Freshness.FinishedAt.IsZero() {
+		r.DurationMs = s.Freshness.FinishedAt.Sub(s.Freshness.StartedAt).Milliseconds()
+	}
+	r.SizeBytes = reportSize
+	for name := range s.Digests {
+		if st, err := os.Lstat(filepath.Join(r.Dir, filepath.FromSlash(name))); err == nil {
+			r.SizeBytes += st.Size()
+		}
+	}
+}
+
+// RecordsDir is where the stage validation records live in a runs directory.
+func RecordsDir(runsDir string) string { return filepath.Join(runsDir, "validation") }
+
+// Protected returns the run ids and run directories that stage validation
+// records name. A record that cannot be read makes it an error: without it,
+// nobody can say which run must be kept.
+func Protected(runsDir string) (map[string]bool, error) {
+	out := map[string]bool{}
+	paths, err := filepath.Glob(filepath.Join(RecordsDir(runsDir), "stage-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read stage record %s: %w", p, err)
+		}
+		var rec struct {
+			RunID  string `json:"run_id"`
+			RunDir string `json:"run_dir"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil || (rec.RunID == "" && rec.RunDir == "") {
+			return nil, fmt.Errorf("stage record %s is malformed, so the run it protects is unknown; fix or remove it first", p)
+		}
+		if rec.RunID != "" {
+			out[rec.RunID] = true
+		}
+		if rec.RunDir != "" {
+			out[filepath.Clean(rec.RunDir)] = true
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,157 @@
+package runlist_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/runlist"
+)
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+// makeRun writes a run directory with a report.json and one other artifact.
+func makeRun(tb testing.TB, runs, id string, stage int, status ctoharness.Status, started time.Time) string {
+	tb.Helper()
+	dir := filepath.Join(runs, id)
+	if err := os.MkdirAll(filepath.Join(dir, "fixture"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	// As many artifacts as a real run has, so the list stats as much as it would.
+	digests := map[string]string{}
+	for _, name := range []string{"test.log", "patch.diff", "report.md", "report.html", "trace.jsonl", "events.normalized.jsonl",
+		"task.json", "a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"} {
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, 100), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		digests[name] = "0000000000000000000000000000000000000000000000000000000000000000"
+	}
+	rep := ctoharness.Report{RunID: id, Stage: stage, Status: status, CaseLane: ctoharness.LaneFake, Blockers: []ctoharness.Blocker{},
+		ArtifactDigests: digests, SourcePath: "/some/where", Case: ctoharness.CaseRecord{StdoutInline: string(make([]byte, 3000))},
+		Freshness: ctoharness.Freshness{StartedAt: started, FinishedAt: started.Add(1500 * time.Millisecond)}}
+	if status != ctoharness.StatusPass {
+		rep.Blockers = append(rep.Blockers, ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect})
+	}
+	data, _ := json.Marshal(rep)
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+func writeRecord(t *testing.T, runs string, stage int, id, dir string) {
+	t.Helper()
+	os.MkdirAll(runlist.RecordsDir(runs), 0o755)
+	data, _ := json.Marshal(map[string]any{"stage": stage, "run_id": id, "run_dir": dir})
+	if err := os.WriteFile(filepath.Join(runlist.RecordsDir(runs), fmt.Sprintf("stage-%d.json", stage)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListNewestFirstWithFilters(t *testing.T) {
+	runs := t.TempDir()
+	makeRun(t, runs, "a-s1", 1, ctoharness.StatusPass, t0)
+	makeRun(t, runs, "c-s3", 3, ctoharness.StatusBlocked, t0.Add(2*time.Hour))
+	makeRun(t, runs, "b-s3", 3, ctoharness.StatusPass, t0.Add(time.Hour))
+	os.MkdirAll(filepath.Join(runs, "sources"), 0o755) // not a run
+	os.MkdirAll(filepath.Join(runs, "broken"), 0o755)
+	os.WriteFile(filepath.Join(runs, "broken", "report.json"), []byte("{"), 0o644)
+
+	all, err := runlist.List(runs, runlist.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range all {
+		ids = append(ids, r.RunID)
+	}
+	if fmt.Sprint(ids) != "[c-s3 b-s3 a-s1 broken]" {
+		t.Fatalf("order %v, want newest first and the unreadable run last", ids)
+	}
+	if all[0].DurationMs != 1500 || all[0].SizeBytes <= 1500 || len(all[0].Blockers) != 1 || all[3].Problem == "" {
+		t.Fatalf("fields: %+v / %+v", all[0], all[3])
+	}
+	for _, tc := range []struct {
+		f    runlist.Filter
+		want int
+	}{
+		{runlist.Filter{Stage: 3}, 2},
+		{runlist.Filter{Status: ctoharness.StatusBlocked}, 1},
+		{runlist.Filter{Stage: 3, Status: ctoharness.StatusPass}, 1},
+		{runlist.Filter{Stage: 2}, 0},
+	} {
+		got, _ := runlist.List(runs, tc.f)
+		if len(got) != tc.want {
+			t.Errorf("filter %+v: %d runs, want %d", tc.f, len(got), tc.want)
+		}
+	}
+}
+
+func TestPruneKeepsNewestAndRecordedRuns(t *testing.T) {
+	runs := t.TempDir()
+	var dirs []string
+	for i := 0; i < 5; i++ {
+		dirs = append(dirs, makeRun(t, runs, fmt.Sprintf("r%d", i), 2, ctoharness.StatusPass, t0.Add(time.Duration(i)*time.Minute)))
+	}
+	os.MkdirAll(filepath.Join(runs, ".work", "r0", "scratch"), 0o755)
+	// The oldest two are named by stage records, one by id and one by directory.
+	writeRecord(t, runs, 1, "r0", "")
+	writeRecord(t, runs, 2, "", dirs[1])
+
+	dry, err := runlist.Prune(runs, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Removed) != 2 {
+		t.Fatalf("dry run would remove %d, want 2 (r2, r3)", len(dry.Removed))
+	}
+	if _, err := os.Stat(dirs[2]); err != nil {
+		t.Fatal("the dry run removed a run")
+	}
+	p, err := runlist.Prune(runs, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, false, false, true} {
+		_, err := os.Stat(dirs[i])
+		if (err == nil) != want {
+			t.Errorf("r%d exists=%v, want %v (removed: %d)", i, err == nil, want, len(p.Removed))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(runs, ".work", "r0")); err != nil {
+		t.Error("a protected run's workspace was removed")
+	}
+}
+
+func TestPruneRefusesWhenARecordIsUnreadable(t *testing.T) {
+	runs := t.TempDir()
+	makeRun(t, runs, "r0", 1, ctoharness.StatusPass, t0)
+	os.MkdirAll(runlist.RecordsDir(runs), 0o755)
+	os.WriteFile(filepath.Join(runlist.RecordsDir(runs), "stage-1.json"), []byte("not json"), 0o644)
+	if _, err := runlist.Prune(runs, 0, false); err == nil {
+		t.Fatal("prune went ahead without knowing which run the record protects")
+	}
+	if _, err := os.Stat(filepath.Join(runs, "r0")); err != nil {
+		t.Fatal("the run was removed")
+	}
+}
+
+// BenchmarkList1000 lists a runs directory of a thousand runs; the target is
+// well under a second per list.
+func BenchmarkList1000(b *testing.B) {
+	runs := b.TempDir()
+	for i := 0; i < 1000; i++ {
+		makeRun(b, runs, fmt.Sprintf("20260301T%06dZ-s3-%08x", i, i), 1+i%3, ctoharness.StatusPass, t0.Add(time.Duration(i)*time.Second))
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		got, err := runlist.List(runs, runlist.Filter{})
+		if err != nil || len(got) != 1000 {
+			b.Fatalf("%d runs, %v", len(got), err)
+		}
+	}
+}
