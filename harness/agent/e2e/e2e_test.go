@@ -195,6 +195,9 @@ func check(t *testing.T, set *schemas.Set, s agent.Spec, sc scenario, rep *ctoha
 	if !rep.CaseProcessStarted || rep.SourceRepositoryMutated || rep.Agent == nil {
 		t.Fatalf("case started %v, source mutated %v, agent %+v", rep.CaseProcessStarted, rep.SourceRepositoryMutated, rep.Agent)
 	}
+	if !rep.Sandbox.Enforced || rep.Sandbox.Unsandboxed {
+		t.Errorf("the agent did not run in the enforced sandbox: %+v", rep.Sandbox)
+	}
 	a := rep.Agent
 	if a.Name != string(s.Name) || a.Version != s.Version || a.Model == "" || !a.Finished || len(a.SecretEnv) != 1 || a.SecretEnv[0] != s.KeyVar {
 		t.Fatalf("report.agent %+v", a)
