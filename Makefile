@@ -3,7 +3,9 @@ GO      ?= go
 BIN     := bin
 RUNS    ?= runs
 
-.PHONY: all build demo test lint bench validate-stage3 clean
+AGENT   ?= qwen-code
+
+.PHONY: all build demo demo-agents test test-agents lint bench validate-stage3 clean
 
 all: build
 
@@ -14,12 +16,26 @@ build:
 demo: build
 	$(BIN)/cto-harness --runs-dir $(RUNS) demo
 
+# Stages 1 and 2, then one coding agent ($(AGENT)) at stage 3 on the sample
+# repository against the built-in scripted model server. Needs Node and npm.
+demo-agents: build
+	$(BIN)/cto-harness agents install $(AGENT)
+	$(BIN)/cto-harness --runs-dir $(RUNS) demo --agent $(AGENT)
+
 # The focused stage 3 validation CI runs.
 validate-stage3: build
 	$(BIN)/validate-case-stage3 --runs-dir $(RUNS) --harness-root . --json
 
 test:
 	$(GO) test -count=1 ./...
+
+# The four pinned coding agents, installed with npm (cached in
+# $$XDG_CACHE_HOME/cto-harness/agents between runs), each run end to end
+# through the harness against the scripted model server. A missing agent
+# fails here; plain `make test` skips these tests.
+test-agents: build
+	$(BIN)/cto-harness agents install
+	CTO_HARNESS_AGENT_TESTS=require $(GO) test -count=1 -timeout 30m ./harness/agent/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

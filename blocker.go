@@ -74,6 +74,15 @@ const (
 	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
+// Coding-agent blockers (--agent).
+const (
+	BlockAgentConfigInvalid BlockerCode = "AGENT_CONFIG_INVALID"
+	BlockAgentNotInstalled  BlockerCode = "AGENT_NOT_INSTALLED"
+	BlockAgentModelError    BlockerCode = "AGENT_MODEL_ERROR"
+	BlockAgentNoChange      BlockerCode = "AGENT_NO_CHANGE"
+	BlockSecretInEvidence   BlockerCode = "SECRET_IN_EVIDENCE"
+)
+
 // Source status blockers: a repository whose status the harness would
 // have to run a program for, or whose format it does not read.
 const (
@@ -122,6 +131,8 @@ func AllBlockerCodes() []BlockerCode {
 		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
+		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange,
+		BlockSecretInEvidence,
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,

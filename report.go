@@ -53,8 +53,9 @@ type Report struct {
 	Freshness               Freshness         `json:"freshness"`
 	// Signed says attestation.dsse.json follows the report (a signing key was
 	// configured); false means the evidence is unsigned and only tamper-evident.
-	Signed       bool   `json:"signed"`
-	SigningKeyID string `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
+	Signed       bool         `json:"signed"`
+	SigningKeyID string       `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
+	Agent        *AgentRecord `json:"agent,omitempty"`
 }
 
 // Policy is the classification policy the run was held to, recorded so a
@@ -222,4 +223,33 @@ type Freshness struct {
 	HarnessVersion string    `json:"harness_version"`
 	FinalEventHash string    `json:"final_event_hash"`
 	Events         int       `json:"events"`
+}
+
+// AgentRecord is the coding agent that ran as Case, when one did (--agent):
+// what it was, what it talked to, and what its own stream said it used.
+// SecretEnv names the variables whose values were passed to it; the values
+// themselves never appear in the evidence.
+type AgentRecord struct {
+	Name             string   `json:"name"`
+	Version          string   `json:"version"`
+	Model            string   `json:"model"`
+	Endpoint         string   `json:"endpoint"`
+	EgressAllowed    []string `json:"egress_allowed"`
+	Executable       []string `json:"executable"`
+	StreamPath       string   `json:"stream_path"`
+	NativeLines      int      `json:"native_lines"`
+	UnknownLines     int      `json:"unknown_native_lines"`
+	Finished         bool     `json:"finished"`
+	ResultError      string   `json:"result_error,omitempty"`
+	Turns            int      `json:"turns"`
+	InputTokens      int64    `json:"input_tokens"`
+	OutputTokens     int64    `json:"output_tokens"`
+	CachedTokens     int64    `json:"cached_tokens"`
+	APITimeMs        int64    `json:"api_time_ms"`
+	ReportedCostUSD  float64  `json:"reported_cost_usd"`
+	Commands         int      `json:"commands"`
+	FileWrites       int      `json:"file_writes"`
+	AttemptedEscapes []string `json:"attempted_escapes"`
+	SecretEnv        []string `json:"secret_env"`
+	Notes            []string `json:"notes"`
 }

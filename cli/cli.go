@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
@@ -76,6 +77,7 @@ type CLI struct {
 	Health        HealthCmd        `cmd:"" help:"Check that this machine can produce valid evidence."`
 	Fixtures      FixturesCmd      `cmd:"" help:"List and replay the failure matrix."`
 	Demo          DemoCmd          `cmd:"" help:"Run stages 1, 2 and 3 on the embedded sample repositories and validate each."`
+	Agents        AgentsCmd        `cmd:"" help:"List and install the supported coding agents (qwen-code, codex, claude-code, gemini-cli)."`
 	Show          ShowCmd          `cmd:"" help:"Summarize one run in the terminal; --open opens its report.html."`
 	Runs          RunsCmd          `cmd:"" help:"List the runs in the runs directory, newest first; 'runs prune' removes old ones."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
@@ -113,6 +115,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		kong.Exit(func(code int) { exited = code }),
 		kong.UsageOnError(),
 		kong.Bind(env),
+		kong.Vars{"agents": "," + strings.Join(agent.Names(), ","), "agents_help": strings.Join(agent.Names(), ", ")},
 	}, opts...)...)
 	if err != nil {
 		fmt.Fprintf(stderr, "cto-harness: %v\n", err)

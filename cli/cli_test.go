@@ -36,6 +36,13 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("CTO_HARNESS_RUNS_DIR", filepath.Join(e.WorkDir, "runs"))
+			// The harness binary's own directory, for scripts that narrow PATH.
+			for _, d := range filepath.SplitList(e.Getenv("PATH")) {
+				if _, err := os.Stat(filepath.Join(d, "cto-harness")); err == nil {
+					e.Setenv("HARNESS_BIN_DIR", d)
+					break
+				}
+			}
 			// Everything a script makes under $WORK/owned is owned; $WORK/targets is a Target Repository root.
 			cfg := fmt.Sprintf(`{"owned_sources": [%q], "target_repository_roots": [%q]}`,
 				filepath.Join(e.WorkDir, "owned"), filepath.Join(e.WorkDir, "targets"))

@@ -10,7 +10,10 @@ import (
 )
 
 // DemoCmd is `cto-harness demo`.
-type DemoCmd struct{}
+type DemoCmd struct {
+	Agent string `name:"agent" enum:"${agents}" default:"" help:"After stages 1 and 2, run this coding agent (${agents_help}) at stage 3 on the sample repository against the built-in scripted model server, and validate its evidence. The agent must be installed (cto-harness agents install)." placeholder:"NAME"`
+	agentsDirFlag
+}
 
 // Help explains the demo.
 func (DemoCmd) Help() string {
@@ -20,7 +23,7 @@ pass route, checks its gates and evidence, and writes the validation record the 
 }
 
 // Run executes the command.
-func (DemoCmd) Run(g *Globals, env *Env) error {
+func (c DemoCmd) Run(g *Globals, env *Env) error {
 	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
@@ -30,7 +33,11 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "cto-harness demo: evidence under %s\n", runs)
-	for n := 1; n <= 3; n++ {
+	last := 3
+	if c.Agent != "" {
+		last = 2
+	}
+	for n := 1; n <= last; n++ {
 		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys})
 		verdict := "validated"
 		if !res.OK {
@@ -63,6 +70,17 @@ func (DemoCmd) Run(g *Globals, env *Env) error {
 			fmt.Fprintf(env.Stderr, "cto-harness: demo stopped: stage %d did not validate\n", n)
 			return exitError{ExitFailed}
 		}
+	}
+	if c.Agent != "" {
+		dir, err := c.dir(env)
+		if err != nil {
+			return err
+		}
+		rep, err := demoAgent(env.Ctx, env, set, cfg, keys, runs, c.Agent, dir)
+		if rep == nil {
+			return err
+		}
+		return printAgentRun(env, set, rep)
 	}
 	fmt.Fprintf(env.Stdout, "\nall three stages validated; list the runs with: cto-harness runs; look at one with: cto-harness show <run id> --open; check one with: cto-harness validate <run dir>\n")
 	return nil

@@ -32,6 +32,12 @@ type RunCmd struct {
 	AllowNet       []string `name:"allow-net" sep:"none" placeholder:"HOST:PORT" help:"Let Case reach HOST:PORT (a name, *.suffix wildcard or IP) through the harness's egress forwarder; repeatable. Every connection is decided and logged in network.jsonl (see docs/sandbox.md)."`
 	VerifyAllowNet []string `name:"verify-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the verification command (for example a module proxy); repeatable."`
 	JSON           bool     `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
+
+	Agent     string `name:"agent" enum:"${agents}" default:"" help:"Run a coding agent as Case (real lane): ${agents_help} (default: the config's agent.name, else none). See docs/agents.md." placeholder:"NAME"`
+	Model     string `name:"model" help:"The model the agent asks for (default: the config's agent.model)." placeholder:"NAME"`
+	BaseURL   string `name:"base-url" help:"The model endpoint, handed unchanged to the agent's own base-URL setting: .../v1 for qwen-code and codex, the server root for claude-code and gemini-cli (default: the config's agent.base_url)." placeholder:"URL"`
+	APIKeyEnv string `name:"api-key-env" help:"Name of the variable in this environment that holds the API key; the key is given only to the agent and redacted from the evidence (default: the config's agent.api_key_env)." placeholder:"VAR"`
+	agentsDirFlag
 }
 
 // Help explains what a run does.
@@ -76,8 +82,16 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	ag, err := c.agentOptions(env, cfg, spec)
+	if err != nil {
+		return err
+	}
+	lane := ctoharness.Lane(c.Lane)
+	if ag.Name != "" {
+		lane = ctoharness.LaneReal
+	}
 	opts := harness.Options{
-		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: ctoharness.Lane(c.Lane), CaseCmd: caseCmd,
+		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
 		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,

@@ -148,6 +148,9 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			}
 		}
 		env := backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root)
+		if o.Agent.Name != "" {
+			argv, env = planAgent(o, contract, scratch, env, plan)
+		}
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
 			TimeoutSeconds: spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(env)})
 	}

@@ -28,6 +28,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	}
 	r.ensureFile(ctx, evidence.PatchFile, nil)
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
+	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
 		r.o.AllowedCheck == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
@@ -58,6 +59,8 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
+	r.sweepSecrets(evidence.TraceFile)
+	r.redactReport()
 	page := r.page() // first: a page that cannot be rendered changes the status
 	err := r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
 	if noSpace(err) && !r.freed {
@@ -127,6 +130,7 @@ func Markdown(rep *ctoharness.Report) []byte {
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
 		orNone(rep.Commits.SourceHead), orNone(rep.Commits.SourceTree), orNone(rep.Commits.BaselineCommit),
 		orNone(rep.Commits.BaselineTree), orNone(rep.Commits.ResultCommit), orNone(rep.Commits.ResultTree))
+	agentMarkdown(&b, rep.Agent)
 	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "),
 		strings.Join(rep.Sandbox.WritableRoots, ", "))
 	if rep.Sandbox.NotEnforcedReason != "" {

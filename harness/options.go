@@ -60,6 +60,9 @@ type Options struct {
 	// run never qualifies as stage evidence.
 	Unsandboxed bool
 
+	// Agent runs a supported coding agent as Case on the real lane.
+	Agent AgentOptions
+
 	// Progress draws a status line during the long steps (copy, baseline
 	// commit, Case, verification); nil draws nothing.
 	Progress *progress.Line
@@ -157,6 +160,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Lane == "" && o.Agent.Name != "" {
+		o.Lane = ctoharness.LaneReal
 	}
 	if o.Lane == "" {
 		o.Lane = ctoharness.LaneFake

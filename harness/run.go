@@ -43,6 +43,7 @@ type run struct {
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
 	counter     *profile.Counter
+	agent       *agentRun      // set at the gate when a coding agent runs as Case
 	net         *netState      // network egress, when an allowlist is in force
 	prev        *gates.Record  // the previous stage's record the gate accepted
 	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
@@ -70,6 +71,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	}
 	if err := o.checkFault(); err != nil {
 		return nil, err
+	}
+	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
+		return nil, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
 	}
 	if err := o.checkNet(); err != nil {
 		return nil, err
@@ -160,6 +164,7 @@ func (r *run) steps(ctx context.Context) {
 	}
 	r.change(ctx)
 	r.collect(proofCtx(ctx))
+	r.agentAfterCollect()
 	r.verify(ctx)
 }
 
@@ -172,13 +177,14 @@ func (r *run) emit(ctx context.Context, t ctoharness.EventType, data any) {
 	if r.ev == nil {
 		return
 	}
-	if err := r.ev.Emit(ctx, t, data); err != nil && r.ev.Count() > 0 {
+	if err := r.ev.Emit(ctx, t, r.redactData(data)); err != nil && r.ev.Count() > 0 {
 		r.blockWrite(err, ctoharness.StepReport)
 	}
 }
 
 // block records a blocker and emits run_blocked for it.
 func (r *run) block(b ctoharness.Blocker) {
+	b.Message = r.redactString(b.Message)
 	for _, have := range r.rep.Blockers {
 		if have == b {
 			return

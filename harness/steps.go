@@ -47,6 +47,10 @@ func (r *run) gate(ctx context.Context) bool {
 	for _, b := range d.Blockers {
 		r.block(b)
 	}
+	if r.ok() && r.o.Agent.Name != "" {
+		// Before the probe: the agent adds to what the sandbox must allow.
+		r.checkAgent()
+	}
 	if r.ok() {
 		r.probeSandbox()
 	}
@@ -67,6 +71,9 @@ func (r *run) gate(ctx context.Context) bool {
 }
 
 func (r *run) caseCommand() []string {
+	if r.agent != nil {
+		return r.agent.exe
+	}
 	if len(r.o.CaseCmd) > 0 {
 		return r.o.CaseCmd
 	}
@@ -232,6 +239,7 @@ func (r *run) cleanStart(ctx context.Context) bool {
 
 func (r *run) writeContract(ctx context.Context) bool {
 	r.step(ctoharness.StepContract)
+	r.agentLimits()
 	c := task.NewContract(r.spec, r.runID, r.fixture)
 	data, _ := json.Marshal(c)
 	if leak := r.leaksSource(string(data)); leak != "" {
@@ -291,6 +299,14 @@ func (r *run) runCase(ctx context.Context) {
 		return
 	}
 	env := append(backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandCase)...)
+	if r.agent != nil {
+		var err error
+		if argv, env, err = r.agent.command(r, env); err != nil {
+			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
+			return
+		}
+		r.rep.Sandbox.EnvAllowlist = mergeKeys(r.rep.Sandbox.EnvAllowlist, backend.EnvKeys(env))
+	}
 	r.rep.Case.Argv = argv
 	r.rep.Case.EnvKeys = backend.EnvKeys(env)
 	r.rep.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
@@ -322,7 +338,7 @@ func (r *run) runCase(ctx context.Context) {
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	var budgetStop string
-	out, err := backend.Run(caseCtx, backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
+	in := backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
 		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
@@ -341,7 +357,22 @@ func (r *run) runCase(ctx context.Context) {
 					stopCase()
 				}
 			}
-		}})
+		}}
+	if r.agent != nil {
+		if werr := r.agent.wire(r, &in); werr != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, werr, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
+			return
+		}
+	}
+	out, err := backend.Run(caseCtx, in)
+	if r.agent != nil {
+		if rerr := r.agent.record(r.rep.Agent); rerr != nil {
+			r.blockWrite(rerr, ctoharness.StepCase)
+		}
+	}
 	r.rep.Case.ExitCode = out.ExitCode
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
 	r.rep.Case.TimedOut = out.TimedOut
@@ -393,6 +424,9 @@ func (r *run) runCase(ctx context.Context) {
 	if out.TimedOut {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,
 			Message: fmt.Sprintf("Case did not finish within %ds and was killed with its whole process group", r.contract.CaseTimeoutSeconds)})
+		return
+	}
+	if r.agent != nil && r.agent.modelError(r) {
 		return
 	}
 	if out.ExitCode != nil && *out.ExitCode != 0 {

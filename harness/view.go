@@ -105,6 +105,16 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 				}
 			}
 		}
+		// A Node program loads its modules next to its real path: an
+		// executable or script inside node_modules brings the whole install
+		// directory (the one holding node_modules) into the view.
+		for _, p := range append([]string{}, v.Read...) {
+			for _, q := range []string{p, realPath(p)} {
+				if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(v.Read, q[:i]) && !insideAnyPath(q[:i], system) {
+					v.Read = append(v.Read, q[:i])
+				}
+			}
+		}
 	}
 	if !verification {
 		task := r.dir.Path(evidence.TaskFile)
@@ -202,4 +212,11 @@ func insideAnyPath(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
 }

@@ -20,6 +20,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
@@ -157,12 +158,15 @@ var plainEnums = map[string][]string{
 	"report:/sandbox/verification_view/mounts/[]/kind": {ctoharness.ViewBind, ctoharness.ViewTmpfs, ctoharness.ViewMask, ctoharness.ViewProc,
 		ctoharness.ViewDevice, ctoharness.ViewSymlink},
 	"report:/sandbox/verification_view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
-	"report:/tests/findings/[]/severity":               {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
-	"network-record:/command":                          {string(egress.CommandCase), string(egress.CommandVerify)},
-	"network-record:/via":                              {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy},
-	"network-record:/decision":                         {egress.Allowed, egress.Denied, egress.Failed},
-	"network-record:/limit":                            {"", egress.LimitConnections, egress.LimitBytes},
-	"report:/network/limits/exceeded/[]":               {egress.LimitConnections, egress.LimitBytes},
+	"report:/agent/name":                 agent.Names(),
+	"config:/agent/name":                 agent.Names(),
+	"task-spec:/agent/name":              agent.Names(),
+	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
+	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify)},
+	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy},
+	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
+	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
+	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes},
 }
 
 func setDiff(want, got []string) string {

@@ -51,6 +51,16 @@ type Input struct {
 	ValidateEvent func([]byte) error
 	// SysProcAttr is the sandbox launcher's process attributes (nil: plain process group).
 	SysProcAttr *syscall.SysProcAttr
+	// Translate, when set, reads stdout as a coding agent's native stream
+	// instead of case.* lines: every line goes to it, and the events it
+	// returns are Case's events. No line is malformed for it.
+	Translate func(line []byte) []CaseEvent
+	// AfterExit, when set, is called once the process has exited; the
+	// events it returns are Case's last events (an agent's translation
+	// finds the files its shell commands changed only then).
+	AfterExit func() []CaseEvent
+	// MaxLine bounds one stdout line (0: 64 KiB); a longer line is cut.
+	MaxLine int
 	// ExtraFiles are passed to the launcher as fd 3, ... (closed once it started).
 	ExtraFiles []*os.File
 	// Limits cap the event stream (see limits.go); zero fields are unlimited.
@@ -87,18 +97,15 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	lim := &limiter{Limits: in.Limits, stop: stopCase}
 	var evErr error
 	var grammar Grammar
-	lines := &lineSplitter{fn: func(line []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		ev, ok := parseEvent(line)
-		if ok && in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
-			ok = false
+	malformed := func(line []byte) {
+		out.MalformedN++
+		if len(out.Malformed) < 3 {
+			out.Malformed = append(out.Malformed, truncate(string(line), 200))
 		}
-		if !ok {
-			out.MalformedN++
-			if len(out.Malformed) < 3 {
-				out.Malformed = append(out.Malformed, truncate(string(line), 200))
-			}
+	}
+	accept := func(ev CaseEvent) {
+		if in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
+			malformed(ev.Raw)
 			return
 		}
 		if !lim.accept(len(ev.Raw) + 1) {
@@ -110,16 +117,37 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 		}
 		out.Types[ev.Type] = true
 		grammar.Next(ev.Type)
-		if _, err := in.Events.Write(append(bytes.TrimSpace(line), '\n')); err != nil && evErr == nil {
+		if _, err := in.Events.Write(append(bytes.TrimSpace(ev.Raw), '\n')); err != nil && evErr == nil {
 			evErr = err
 		}
 		if in.OnEvent != nil {
 			in.OnEvent(ev)
 		}
+	}
+	lines := &lineSplitter{max: in.MaxLine, fn: func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if in.Translate != nil {
+			for _, ev := range in.Translate(line) {
+				accept(ev)
+			}
+			return
+		}
+		ev, ok := parseEvent(line)
+		if !ok {
+			malformed(line)
+			return
+		}
+		accept(ev)
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr, ExtraFiles: in.ExtraFiles})
 	lines.flush()
+	if in.AfterExit != nil {
+		for _, ev := range in.AfterExit() {
+			accept(ev)
+		}
+	}
 	out.OrderViolations = grammar.Violations()
 	out.Result = res
 	out.Usage = lim.Usage
@@ -203,6 +231,7 @@ func (t teeWriter) Write(p []byte) (int, error) {
 // passed on (it will be malformed) rather than buffered without bound.
 type lineSplitter struct {
 	buf []byte
+	max int
 	fn  func([]byte)
 }
 
@@ -211,7 +240,7 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
 			l.buf = append(l.buf, p...)
-			if len(l.buf) > maxEventLine {
+			if len(l.buf) > l.limit() {
 				l.fn(l.buf)
 				l.buf = l.buf[:0]
 			}
@@ -223,6 +252,13 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		p = p[i+1:]
 	}
 	return len(p), nil
+}
+
+func (l *lineSplitter) limit() int {
+	if l.max > 0 {
+		return l.max
+	}
+	return maxEventLine
 }
 
 func (l *lineSplitter) flush() {

@@ -32,6 +32,7 @@ type Config struct {
 	// Network grants egress to every run (and bounds what a task may ask).
 	Network *NetworkAllow `json:"network,omitempty"`
 	Signing Signing       `json:"signing,omitzero"`
+	Agent   *Agent        `json:"agent,omitempty"`
 	// Sandbox adds host paths to, or hides them from, the sandbox's
 	// filesystem view (see docs/sandbox.md).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
@@ -64,6 +65,16 @@ func (c Config) Lists(verification bool) ViewPaths {
 		return *c.Sandbox.Verification
 	}
 	return c.Sandbox.ViewPaths
+}
+
+// Agent is the coding agent run as Case when the command line names none,
+// and where its executable is when it is not the installed pinned release.
+type Agent struct {
+	Name      string   `json:"name"`
+	Model     string   `json:"model,omitempty"`
+	BaseURL   string   `json:"base_url,omitempty"`
+	APIKeyEnv string   `json:"api_key_env,omitempty"`
+	Command   []string `json:"command,omitempty"`
 }
 
 // NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).

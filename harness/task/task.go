@@ -37,6 +37,8 @@ type Spec struct {
 	// Network lists the endpoints the task needs; the config or the run's
 	// flags must cover each one.
 	Network *NetworkAllow `json:"network,omitempty"`
+	// Agent names the coding agent the task is meant for (run's flags win).
+	Agent *SpecAgent `json:"agent,omitempty"`
 	// Sandbox narrows the filesystem view the config allows; it can never
 	// widen it (see docs/sandbox.md).
 	Sandbox *SpecSandbox `json:"sandbox,omitempty"`
@@ -66,6 +68,15 @@ func (s Spec) ViewLists(verification bool) ViewPaths {
 		return *s.Sandbox.Verification
 	}
 	return s.Sandbox.ViewPaths
+}
+
+// SpecAgent is a task's coding agent: never an executable, only which
+// supported agent, model and endpoint, and where the key is.
+type SpecAgent struct {
+	Name      string `json:"name"`
+	Model     string `json:"model,omitempty"`
+	BaseURL   string `json:"base_url,omitempty"`
+	APIKeyEnv string `json:"api_key_env,omitempty"`
 }
 
 // NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).

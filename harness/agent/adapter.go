@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"path/filepath"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Launch is what an adapter needs to start its agent.
+type Launch struct {
+	Exe     []string // the agent's executable (argv prefix): the installed release or the config's command
+	Prompt  string
+	Model   string
+	BaseURL string // handed unchanged to the agent's own base-URL setting
+	Key     string // the API key; passed only under Spec.KeyVar
+	Fixture string // the working directory
+	State   string // the agent's private state root inside Case's scratch (config, sessions, caches, temp)
+	BaseEnv []string
+	Root    bool // the harness runs as uid 0
+}
+
+// File is a file the adapter needs written before the agent starts (its
+// settings). Path is absolute, inside Launch.State.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Command is how to start one agent run.
+type Command struct {
+	Argv  []string
+	Env   []string // the complete environment: BaseEnv plus the agent's own variables
+	Dirs  []string // directories to create first (inside Launch.State)
+	Files []File
+	// Notes are facts the report records about the run, such as an agent
+	// sandbox that was replaced by the harness's.
+	Notes []string
+}
+
+// Adapter is one agent's knowledge: its command line and how to read its
+// native stream.
+type Adapter interface {
+	Command(Launch) (Command, error)
+	// NewTranslator reads one run's native stream; fixture is the agent's
+	// working directory, against which tool-call paths are resolved.
+	NewTranslator(fixture string) Translator
+}
+
+// Translator turns the agent's native stdout, line by line, into case.*
+// events. Lines it does not know are kept (the stream file holds every
+// line) and counted, never fatal.
+type Translator interface {
+	Line(line []byte) []Event
+	Result() Result
+}
+
+// Event is one translated case.* event.
+type Event struct {
+	Type ctoharness.EventType
+	Data map[string]any
+}
+
+// Result is what the stream said about the run as a whole.
+type Result struct {
+	Started      bool   // the init event was seen
+	Finished     bool   // the final result was seen
+	IsError      bool   // the final result (or a fatal stream error) reports a model or API error
+	ErrorMessage string // the agent's own words for the error
+	Version      string // as reported by the agent, if it does
+	Model        string // as reported by the agent, if it does
+	Turns        int
+	InputTokens  int64
+	OutputTokens int64
+	CachedTokens int64
+	APIMs        int64
+	CostUSD      float64
+	Commands     int // shell tool calls
+	FileWrites   int // file-writing tool calls
+	Escapes      []string
+	Unknown      int // native lines of a type the translator does not know
+	Malformed    int // stdout lines that are not JSON objects
+}
+
+// Relative resolves a tool call's path against the fixture: the
+// fixture-relative slash path and true, or the cleaned absolute path and
+// false when it lies outside the fixture (an attempted escape).
+func Relative(fixture, p string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(fixture, p)
+	}
+	p = filepath.Clean(p)
+	rel, err := filepath.Rel(fixture, p)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return p, false
+	}
+	return filepath.ToSlash(rel), true
+}
+
+// FileEvent is the case.file_changed event of a file-writing tool call, or
+// the record of an attempted escape.
+func FileEvent(fixture, tool, p string, res *Result) Event {
+	res.FileWrites++
+	rel, inside := Relative(fixture, p)
+	if !inside {
+		res.Escapes = append(res.Escapes, rel)
+		return Event{Type: ctoharness.EvCaseFileChanged, Data: map[string]any{"path": rel, "tool": tool, "outside_fixture": true,
+			"note": "attempted write outside the fixture"}}
+	}
+	return Event{Type: ctoharness.EvCaseFileChanged, Data: map[string]any{"path": rel, "tool": tool}}
+}
+
+// CommandEvent is the case.command event of a shell tool call.
+func CommandEvent(tool, cmd string, res *Result) Event {
+	res.Commands++
+	return Event{Type: ctoharness.EvCaseCommand, Data: map[string]any{"command": cmd, "tool": tool}}
+}
+
+// LogEvent is the case.log event of assistant text.
+func LogEvent(text string) Event {
+	const max = 4000
+	if len(text) > max {
+		text = text[:max] + "…"
+	}
+	return Event{Type: ctoharness.EvCaseLog, Data: map[string]any{"message": text}}
+}
+
+// FinishedEvent is the case.finished event of the final result.
+func FinishedEvent(res Result) Event {
+	status := "success"
+	if res.IsError {
+		status = "error"
+	}
+	d := map[string]any{"status": status, "turns": res.Turns, "input_tokens": res.InputTokens,
+		"output_tokens": res.OutputTokens, "cached_tokens": res.CachedTokens}
+	if res.ErrorMessage != "" {
+		d["error"] = res.ErrorMessage
+	}
+	return Event{Type: ctoharness.EvCaseFinished, Data: d}
+}
+
+// StartedEvent is the case.started event of the init event.
+func StartedEvent(name Name, version, model string) Event {
+	return Event{Type: ctoharness.EvCaseStarted, Data: map[string]any{"agent": string(name), "version": version, "model": model}}
+}

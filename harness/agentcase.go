@@ -1,0 +1,495 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/agent/claude"
+	"github.com/cto-harness/cto-harness/harness/agent/codex"
+	"github.com/cto-harness/cto-harness/harness/agent/gemini"
+	"github.com/cto-harness/cto-harness/harness/agent/qwen"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/proc"
+	"github.com/cto-harness/cto-harness/harness/task"
+)
+
+// AgentOptions select a supported coding agent as Case (on the real lane).
+type AgentOptions struct {
+	Name      string   // qwen-code, codex, claude-code or gemini-cli; "" runs no agent
+	Model     string   // handed to the agent
+	BaseURL   string   // the model endpoint, handed unchanged to the agent's base-URL setting
+	APIKeyEnv string   // the harness variable that holds the API key
+	Command   []string // the agent executable instead of the installed pinned release
+	Dir       string   // the agents directory ("" resolves the default)
+}
+
+// AgentStream is the agent's native stream, kept verbatim (redacted, capped).
+const AgentStream = "backend/agent.stream.jsonl"
+
+// agentMaxLine bounds one native stream line; a longer line is cut, kept in
+// the stream file and counted as malformed (not fatal).
+const agentMaxLine = 4 << 20
+
+// adapterFor maps a supported agent to its adapter.
+func adapterFor(s agent.Spec) agent.Adapter {
+	switch s.Name {
+	case agent.QwenCode:
+		return qwen.Adapter{Spec: s}
+	case agent.Codex:
+		return codex.Adapter{Spec: s}
+	case agent.ClaudeCode:
+		return claude.Adapter{Spec: s}
+	case agent.GeminiCLI:
+		return gemini.Adapter{Spec: s}
+	}
+	return nil
+}
+
+// agentRun is one agent run's state, from the gate to the report.
+type agentRun struct {
+	spec     agent.Spec
+	adapter  agent.Adapter
+	exe      []string
+	key      string
+	endpoint string // host:port of the base URL
+	red      *agent.Redactor
+	tr       agent.Translator
+	before   agent.Snapshot
+	changed  []string // fixture paths changed while the agent ran (ignored files included)
+	reported map[string]bool
+	finished *backend.CaseEvent
+	stream   *proc.CappedFile
+	lines    int
+}
+
+// checkAgent runs at the gate: the agent must be known and installed, the
+// request complete, the key present; a sandboxed agent needs a network path
+// to its endpoint.
+func (r *run) checkAgent() {
+	o := r.o.Agent
+	bad := func(code ctoharness.BlockerCode, format string, args ...any) {
+		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: fmt.Sprintf(format, args...)})
+	}
+	spec, err := agent.Lookup(o.Name)
+	if err != nil {
+		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
+		return
+	}
+	a := &agentRun{spec: spec, adapter: adapterFor(spec), reported: map[string]bool{}}
+	r.rep.Agent = &ctoharness.AgentRecord{Name: string(spec.Name), Version: spec.Version, Model: o.Model, Endpoint: o.BaseURL,
+		EgressAllowed: []string{}, Executable: []string{}, StreamPath: AgentStream, AttemptedEscapes: []string{},
+		SecretEnv: []string{}, Notes: []string{}}
+	if r.rep.Backend != ctoharness.BackendCase {
+		bad(ctoharness.BlockAgentConfigInvalid, "an agent runs as Case, and stage %d has no Case process; use stage 2 or 3", r.o.Stage)
+		return
+	}
+	var missing []string
+	for _, f := range []struct{ flag, v string }{{"--model", o.Model}, {"--base-url", o.BaseURL}, {"--api-key-env", o.APIKeyEnv}} {
+		if f.v == "" {
+			missing = append(missing, f.flag)
+		}
+	}
+	if len(missing) > 0 {
+		bad(ctoharness.BlockAgentConfigInvalid, "agent %s needs %s", spec.Name, strings.Join(missing, ", "))
+		return
+	}
+	if r.rep.Agent.Model == "" {
+		r.rep.Agent.Model = o.Model
+	}
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad(ctoharness.BlockAgentConfigInvalid, "--base-url %q is not an http(s) URL; give the endpoint the agent talks to (%s)", o.BaseURL, spec.BaseURLShape)
+		return
+	}
+	a.endpoint = hostPort(u)
+	a.key = r.o.Getenv(o.APIKeyEnv)
+	if a.key == "" {
+		bad(ctoharness.BlockAgentConfigInvalid, "the variable %s named by --api-key-env is not set in the harness's environment; export it with the API key", o.APIKeyEnv)
+		return
+	}
+	red, err := agent.NewRedactor(agent.Secret{Var: o.APIKeyEnv, Value: a.key})
+	if err != nil {
+		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
+		return
+	}
+	a.red = red
+	dir := o.Dir
+	if dir == "" && len(o.Command) == 0 {
+		if dir, err = agent.Dir("", r.o.Getenv); err != nil {
+			bad(ctoharness.BlockAgentNotInstalled, "%v", err)
+			return
+		}
+	}
+	if a.exe, err = spec.Resolve(dir, o.Command); err != nil {
+		bad(ctoharness.BlockAgentNotInstalled, "%v", err)
+		return
+	}
+	r.rep.Agent.Executable = a.exe
+	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
+	if !r.o.Unsandboxed {
+		// Case's network namespace stays empty but for the forwarder's
+		// listener for the model endpoint: the one endpoint an agent gets.
+		r.o.AllowNetCase = append(append([]string(nil), r.o.AllowNetCase...), a.endpoint)
+		origin := map[string]string{a.endpoint: "agent"}
+		for k, v := range r.o.AllowNetOrigin {
+			if k != a.endpoint {
+				origin[k] = v
+			}
+		}
+		r.o.AllowNetOrigin = origin
+	}
+	r.rep.Agent.EgressAllowed = []string{a.endpoint}
+	r.agent = a
+}
+
+// hostPort is the URL's host:port, with the scheme's default port.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// command builds the agent's command line and environment, and makes its
+// state directories and settings files inside Case's scratch.
+func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error) {
+	state := filepath.Join(r.scratch, "home", ".cto-harness-agent")
+	l := agent.Launch{Exe: a.exe, Prompt: agent.Prompt(r.contract.Task, r.contract.AllowedPaths, r.contract.ForbiddenActions),
+		Model: r.o.Agent.Model, BaseURL: r.o.Agent.BaseURL, Key: a.key, Fixture: r.fixture, State: state,
+		BaseEnv: baseEnv, Root: os.Geteuid() == 0}
+	cmd, err := a.adapter.Command(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range append([]string{state}, cmd.Dirs...) {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	for _, f := range cmd.Files {
+		r.tr.Trace(ctoharness.TraceWrite, f.Path)
+		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	r.rep.Agent.Notes = append([]string{}, cmd.Notes...)
+	sort.Strings(cmd.Env)
+	return cmd.Argv, cmd.Env, nil
+}
+
+// wire makes the backend read the agent's native stream: every line goes
+// verbatim to the stream file and through the translator; case.finished is
+// held back until the files changed by shell commands have been found.
+func (a *agentRun) wire(r *run, in *backend.Input) error {
+	f, err := r.dir.OpenAppend(AgentStream)
+	if err != nil {
+		return err
+	}
+	a.stream = proc.NewCappedFile(f, proc.DefaultLogCap)
+	a.tr = a.adapter.NewTranslator(r.fixture)
+	if a.before, err = agent.Take(r.fixture); err != nil {
+		return fmt.Errorf("snapshot the fixture before the agent: %w", err)
+	}
+	in.MaxLine = agentMaxLine
+	in.Translate = func(line []byte) []backend.CaseEvent {
+		a.lines++
+		a.stream.Write(append(append([]byte(nil), line...), '\n'))
+		var out []backend.CaseEvent
+		for _, ev := range a.tr.Line(line) {
+			if m, _ := ev.Data["model"].(string); ev.Type == ctoharness.EvCaseStarted && m == "" {
+				ev.Data["model"] = r.o.Agent.Model
+			}
+			ce := a.caseEvent(ev)
+			if ev.Type == ctoharness.EvCaseFinished {
+				a.finished = &ce
+				continue
+			}
+			if p, _ := ev.Data["path"].(string); ev.Type == ctoharness.EvCaseFileChanged {
+				a.reported[p] = true
+			}
+			out = append(out, ce)
+		}
+		return out
+	}
+	in.AfterExit = func() []backend.CaseEvent {
+		var out []backend.CaseEvent
+		after, err := agent.Take(r.fixture)
+		if err != nil {
+			out = append(out, a.caseEvent(agent.Event{Type: ctoharness.EvCaseLog,
+				Data: map[string]any{"message": "the fixture could not be rescanned after the agent: " + err.Error()}}))
+		}
+		a.changed = agent.Changed(a.before, after)
+		for _, p := range a.changed {
+			if !a.reported[p] {
+				out = append(out, a.caseEvent(agent.Event{Type: ctoharness.EvCaseFileChanged,
+					Data: map[string]any{"path": p, "source": "fixture_scan"}}))
+			}
+		}
+		if a.finished != nil {
+			out = append(out, *a.finished)
+		}
+		return out
+	}
+	return nil
+}
+
+// caseEvent encodes a translated event as a Case event line, redacted.
+func (a *agentRun) caseEvent(ev agent.Event) backend.CaseEvent {
+	d := map[string]any{}
+	for k, v := range ev.Data {
+		d[k] = v
+	}
+	d["type"] = string(ev.Type)
+	raw, _ := json.Marshal(d)
+	return backend.CaseEvent{Type: ev.Type, Raw: a.red.Bytes(raw)}
+}
+
+// record closes the stream file and copies what the stream said into the report.
+func (a *agentRun) record(rec *ctoharness.AgentRecord) error {
+	err := a.stream.Close()
+	res := a.tr.Result()
+	if res.Version != "" {
+		rec.Version = res.Version
+	}
+	if res.Model != "" {
+		rec.Model = res.Model
+	}
+	rec.NativeLines = a.lines
+	rec.UnknownLines = res.Unknown + res.Malformed
+	rec.Finished = res.Finished
+	rec.ResultError = a.red.String(res.ErrorMessage)
+	rec.Turns = res.Turns
+	rec.InputTokens, rec.OutputTokens, rec.CachedTokens = res.InputTokens, res.OutputTokens, res.CachedTokens
+	rec.APITimeMs = res.APIMs
+	rec.ReportedCostUSD = res.CostUSD
+	rec.Commands = res.Commands
+	rec.FileWrites = res.FileWrites
+	rec.AttemptedEscapes = append([]string{}, res.Escapes...)
+	return err
+}
+
+// modelError blocks a run whose stream reported a model or API error,
+// whatever the exit status (agents differ: some exit 0, one exits 144).
+func (a *agentRun) modelError(r *run) bool {
+	res := a.tr.Result()
+	if !res.IsError {
+		return false
+	}
+	r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentModelError, Step: ctoharness.StepCase,
+		Message: fmt.Sprintf("%s reported a model or API error: %s; see %s", a.spec.Name, a.red.String(res.ErrorMessage), AgentStream)})
+	return true
+}
+
+// afterCollect judges what the agent left: the key written into the
+// fixture, an attempted write outside it, or no change at all.
+func (r *run) agentAfterCollect() {
+	a := r.agent
+	if a == nil || a.tr == nil {
+		return
+	}
+	paths := map[string]bool{}
+	for _, p := range a.changed {
+		paths[p] = true
+	}
+	for _, c := range r.rep.ChangedFiles {
+		paths[c.Path] = true
+	}
+	list := make([]string, 0, len(paths))
+	for p := range paths {
+		list = append(list, p)
+	}
+	sort.Strings(list)
+	holding, err := a.red.Holding(r.fixture, list)
+	if err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+			Message: "the changed files could not be checked for the API key: " + err.Error()})
+	}
+	if len(holding) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture itself holds it: delete %s after reading the report",
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture)})
+	}
+	if esc := a.tr.Result().Escapes; len(esc) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
+			Message: "the agent tried to write outside the fixture: " + strings.Join(esc, ", ")})
+	}
+	if r.ok() && len(r.rep.ChangedFiles) == 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
+			Message: fmt.Sprintf("%s finished without changing anything in the fixture; see %s for what it did", a.spec.Name, AgentStream)})
+	}
+}
+
+// redactData redacts an event's data when an agent key is in play.
+func (r *run) redactData(data any) any {
+	if r.agent == nil || r.agent.red == nil {
+		return data
+	}
+	raw, err := json.Marshal(data)
+	if err != nil || !r.agent.red.Contains(raw) {
+		return data
+	}
+	return json.RawMessage(r.agent.red.Bytes(raw))
+}
+
+func (r *run) redactString(s string) string {
+	if r.agent == nil {
+		return s
+	}
+	return r.agent.red.String(s)
+}
+
+// sweepSecrets redacts the key from every evidence file written so far,
+// before any digest is computed. The hash-chained event log cannot be
+// rewritten (events are redacted as they are written); if it holds the key
+// anyway the run is blocked.
+func (r *run) sweepSecrets(names ...string) {
+	if r.agent == nil {
+		return
+	}
+	if len(names) == 0 {
+		all, err := evidence.ListArtifacts(r.dir.Root())
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+				Message: "the evidence could not be listed to redact the API key: " + err.Error()})
+			return
+		}
+		names = all
+	}
+	for _, n := range names {
+		p := r.dir.Path(n)
+		if n == evidence.EventsFile {
+			if data, err := os.ReadFile(p); err == nil && r.agent.red.Contains(data) {
+				r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+					Message: "the event log holds the value of " + r.o.Agent.APIKeyEnv + " and cannot be rewritten without breaking its hash chain"})
+			}
+			continue
+		}
+		if _, err := r.agent.red.File(p); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+				Message: fmt.Sprintf("%s could not be redacted: %v", n, err)})
+		}
+	}
+}
+
+// redactReport redacts the report itself (inline output, messages).
+func (r *run) redactReport() {
+	if r.agent == nil {
+		return
+	}
+	raw, err := json.Marshal(r.rep)
+	if err != nil || !r.agent.red.Contains(raw) {
+		return
+	}
+	var clean ctoharness.Report
+	if err := json.Unmarshal(r.agent.red.Bytes(raw), &clean); err == nil {
+		*r.rep = clean
+	}
+}
+
+// mergeKeys adds keys to a sorted-unique list.
+func mergeKeys(have, add []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range append(append([]string{}, have...), add...) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// agentAddressSpace is the address-space limit of an agent run unless the
+// task sets one: Node reserves large stretches of virtual memory for
+// WebAssembly (gemini-cli's HTTP parser fails to start under the default 32
+// GiB), while what it actually uses stays small.
+const agentAddressSpace = 1 << 40
+
+// agentLimits raises the default address-space limit for an agent run; a
+// limit the task spec sets is kept as written.
+func (r *run) agentLimits() {
+	if r.agent == nil {
+		return
+	}
+	l := task.SpecLimits{}
+	if r.spec.Limits != nil {
+		l = *r.spec.Limits
+	}
+	if l.AddressSpaceBytes == 0 {
+		l.AddressSpaceBytes = agentAddressSpace
+		r.spec.Limits = &l
+	}
+}
+
+// agentMarkdown is report.md's section on the coding agent.
+func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", a.Name, a.Version, orNone(a.Model), orNone(a.Endpoint))
+	fmt.Fprintf(b, "- finished: %v, turns %d, tokens %d in / %d out / %d cached, API time %d ms, reported cost $%.4f\n",
+		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs, a.ReportedCostUSD)
+	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
+		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, a.StreamPath)
+	if a.ResultError != "" {
+		fmt.Fprintf(b, "- error: %s\n", a.ResultError)
+	}
+	if len(a.AttemptedEscapes) > 0 {
+		fmt.Fprintf(b, "- attempted writes outside the fixture: %s\n", strings.Join(a.AttemptedEscapes, ", "))
+	}
+	if len(a.SecretEnv) > 0 {
+		fmt.Fprintf(b, "- secrets passed (values redacted): %s\n", strings.Join(a.SecretEnv, ", "))
+	}
+	for _, n := range a.Notes {
+		fmt.Fprintf(b, "- %s\n", n)
+	}
+}
+
+// planAgent is the dry run's view of an agent: the command line and
+// environment keys it would get (the key itself stands as its redaction
+// marker), or the gate's refusal.
+func planAgent(o Options, c task.Contract, scratch string, env []string, plan *DryRun) ([]string, []string) {
+	refuse := func(code ctoharness.BlockerCode, err error) ([]string, []string) {
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: err.Error()})
+		return []string{}, env
+	}
+	spec, err := agent.Lookup(o.Agent.Name)
+	if err != nil {
+		return refuse(ctoharness.BlockAgentConfigInvalid, err)
+	}
+	dir := o.Agent.Dir
+	if dir == "" && len(o.Agent.Command) == 0 {
+		if dir, err = agent.Dir("", o.Getenv); err != nil {
+			return refuse(ctoharness.BlockAgentNotInstalled, err)
+		}
+	}
+	exe, err := spec.Resolve(dir, o.Agent.Command)
+	if err != nil {
+		return refuse(ctoharness.BlockAgentNotInstalled, err)
+	}
+	if o.Agent.APIKeyEnv == "" || o.Getenv(o.Agent.APIKeyEnv) == "" {
+		return refuse(ctoharness.BlockAgentConfigInvalid, fmt.Errorf("the variable named by --api-key-env (%q) is not set", o.Agent.APIKeyEnv))
+	}
+	cmd, err := adapterFor(spec).Command(agent.Launch{Exe: exe, Prompt: agent.Prompt(c.Task, c.AllowedPaths, c.ForbiddenActions),
+		Model: o.Agent.Model, BaseURL: o.Agent.BaseURL, Key: agent.Marker(o.Agent.APIKeyEnv), Fixture: c.FixturePath,
+		State: filepath.Join(scratch, "home", ".cto-harness-agent"), BaseEnv: env, Root: os.Geteuid() == 0})
+	if err != nil {
+		return refuse(ctoharness.BlockAgentConfigInvalid, err)
+	}
+	return cmd.Argv, cmd.Env
+}
