@@ -188,8 +188,8 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if prev, ok := byPath[m.Path]; ok && prev.Kind == MountBind {
 			continue
 		}
-		if coveredBy(m, binds) && !insideAny(m.Path, hidden) {
-			continue // shown by its parent's bind anyway (unless a mask covers it there)
+		if coveredBy(m, binds, hidden) {
+			continue // shown by its parent's bind anyway
 		}
 		add(m)
 	}
@@ -323,12 +323,21 @@ func boundBy(p string, binds []Mount) bool {
 
 // coveredBy reports whether m adds nothing: an ancestor directory is bound
 // from the same place.
-func coveredBy(m Mount, binds []Mount) bool {
-	if m.Kind != MountBind || m.Source != m.Path {
-		return false
+func coveredBy(m Mount, binds []Mount, hidden []string) bool {
+	if m.Kind != MountBind {
+		return false // the path (a symlink included) is shown as the host has it
 	}
 	for _, b := range binds {
-		if b.Kind == MountBind && !b.File && b.Source == b.Path && b.Path != m.Path && within(m.Path, b.Path) {
+		if b.Kind != MountBind || b.File || b.Source != b.Path || b.Path == m.Path || !within(m.Path, b.Path) {
+			continue
+		}
+		masked := false // a mask between b and m hides m there
+		for _, h := range hidden {
+			if within(m.Path, h) && within(h, b.Path) && h != b.Path {
+				masked = true
+			}
+		}
+		if !masked {
 			return true
 		}
 	}
