@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -49,7 +50,12 @@ func newNetServers(row fixtures.Row) *netServers {
 			io.WriteString(w, "hello from the host\n")
 		}
 	})
-	return &netServers{plain: httptest.NewServer(h), tls: httptest.NewTLSServer(h)}
+	// The TLS server's handshake errors (the SNI row's refused ClientHello)
+	// are expected; they must not reach the validator's stderr.
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	tlsSrv.StartTLS()
+	return &netServers{plain: httptest.NewServer(h), tls: tlsSrv}
 }
 
 func (n *netServers) close() {
