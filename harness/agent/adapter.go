@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 
@@ -80,6 +82,21 @@ type Result struct {
 	Escapes      []string
 	Unknown      int // native lines of a type the translator does not know
 	Malformed    int // stdout lines that are not JSON objects
+}
+
+// Decode parses one native stream line into v. A blank line is skipped and a
+// line that is not JSON is counted in Malformed, never fatal; either way it
+// reports false and the translator emits nothing for the line.
+func (r *Result) Decode(raw []byte, v any) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return false
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		r.Malformed++
+		return false
+	}
+	return true
 }
 
 // Relative resolves a tool call's path against the fixture: the

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/cto-harness/cto-harness/harness/proc"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -508,7 +509,7 @@ func runInit(argv []string, sigs chan os.Signal, stderr io.Writer) int {
 		return report(stderr, ExitStartFailed, "cannot start %s: %v", argv[0], err)
 	}
 	go forward(sigs)
-	return reap(pid)
+	return proc.Reap(pid, func() bool { return syscall.Kill(-1, syscall.SIGKILL) == nil }, ExitStartFailed)
 }
 
 // forward passes termination signals on to every other process of the
@@ -520,45 +521,4 @@ func forward(sigs chan os.Signal) {
 			_ = syscall.Kill(-1, s.(syscall.Signal))
 		}
 	}
-}
-
-// reap waits for every child (orphans are re-parented to PID 1). When the
-// command exits, everything left in the namespace, including daemons that
-// detached with setsid or a double fork, is killed; the launcher returns once
-// no process is left.
-func reap(target int) int {
-	code := -1
-	for rounds := 0; ; {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		switch {
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.ECHILD):
-			if code < 0 {
-				return ExitStartFailed // cannot happen: the command is our child until reaped
-			}
-			if rounds++; rounds < 100 && syscall.Kill(-1, syscall.SIGKILL) == nil {
-				continue // something was still alive: reap it too
-			}
-			return code
-		case err != nil:
-			_ = syscall.Kill(-1, syscall.SIGKILL)
-			if code < 0 {
-				code = ExitStartFailed
-			}
-			return code
-		}
-		if pid == target {
-			code = status(ws)
-			_ = syscall.Kill(-1, syscall.SIGKILL)
-		}
-	}
-}
-
-func status(ws syscall.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
 }

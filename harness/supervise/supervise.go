@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cto-harness/cto-harness/harness/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,7 +159,7 @@ func Main(args []string, stderr io.Writer) int {
 		return fail(stderr, ExitStartFailed, "cannot start %s: %v", argv[0], err)
 	}
 	go watch(sigs, t, mode, parent)
-	return reap(pid, t)
+	return proc.Reap(pid, func() bool { return t.signal(syscall.SIGKILL) }, ExitStartFailed)
 }
 
 func fail(stderr io.Writer, code int, format string, a ...any) int {
@@ -273,45 +274,4 @@ func killAll(t tree) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	os.Exit(128 + int(syscall.SIGKILL))
-}
-
-// reap waits for every child (orphans come to the supervisor); when the
-// command exits, everything left is killed, and the supervisor returns once
-// nothing is left.
-func reap(target int, t tree) int {
-	code := -1
-	for rounds := 0; ; {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		switch {
-		case errors.Is(err, syscall.EINTR):
-			continue
-		case errors.Is(err, syscall.ECHILD):
-			if code < 0 {
-				return ExitStartFailed
-			}
-			if rounds++; rounds < 100 && t.signal(syscall.SIGKILL) {
-				time.Sleep(time.Millisecond)
-				continue // something was still alive (not yet our child): reap it too
-			}
-			return code
-		case err != nil:
-			t.signal(syscall.SIGKILL)
-			if code < 0 {
-				code = ExitStartFailed
-			}
-			return code
-		}
-		if pid == target {
-			code = status(ws)
-			t.signal(syscall.SIGKILL)
-		}
-	}
-}
-
-func status(ws syscall.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
 }

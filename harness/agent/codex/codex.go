@@ -7,7 +7,6 @@
 package codex
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 
@@ -83,13 +82,8 @@ type item struct {
 
 // Line translates one line.
 func (t *translator) Line(raw []byte) []agent.Event {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		t.res.Malformed++
+	if !t.res.Decode(raw, &l) {
 		return nil
 	}
 	switch l.Type {

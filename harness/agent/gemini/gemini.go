@@ -5,7 +5,6 @@
 package gemini
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -87,13 +86,8 @@ type line struct {
 // Line translates one line. Assistant text arrives in deltas; they are
 // joined and logged when the turn moves on (a tool call or the result).
 func (t *translator) Line(raw []byte) []agent.Event {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		t.res.Malformed++
+	if !t.res.Decode(raw, &l) {
 		return nil
 	}
 	switch l.Type {

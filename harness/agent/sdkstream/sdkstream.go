@@ -8,7 +8,6 @@
 package sdkstream
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -80,13 +79,8 @@ type block struct {
 
 // Line translates one stdout line.
 func (t *Translator) Line(raw []byte) []agent.Event {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil
-	}
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		t.res.Malformed++
+	if !t.res.Decode(raw, &l) {
 		return nil
 	}
 	switch l.Type {
