@@ -10,8 +10,13 @@ type NetworkRecord struct {
 	Command string    `json:"command"` // case | verification
 	// Via is how the command asked: "direct" (connected to an allowed name's
 	// in-namespace address or an allowed IP), "connect" (HTTP CONNECT through
-	// the proxy) or "http_proxy" (an absolute-form HTTP request to the proxy).
-	Via        string `json:"via"`
+	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy) or
+	// "syscall" (refused at connect/sendto, before any packet: an address or
+	// port no egress listener serves, or a datagram to outside).
+	Via string `json:"via"`
+	// Protocol is tcp, udp, icmp or other; records written before it
+	// existed leave it out.
+	Protocol   string `json:"protocol,omitempty"`
 	Listener   string `json:"listener"`    // in-namespace address the command connected to
 	Host       string `json:"host"`        // requested host (name or IP); "" when the request was unreadable
 	Port       int    `json:"port"`        // requested port

@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -294,4 +296,92 @@ func TestTaskNetworkNarrowedByConfig(t *testing.T) {
 		}
 		mustValidate(t, set, rep, true)
 	})
+}
+
+// Attempts that never reach a listener (an address outside the namespace, a
+// port no endpoint allows, a DNS query to an outside resolver) are refused
+// at the system call and recorded; a datagram that stays on the namespace's
+// loopback is neither.
+func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
+	requireEgress(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	other, _ := net.Listen("tcp", "127.0.0.1:0")
+	_, otherPort, _ := net.SplitHostPort(other.Addr().String())
+	other.Close()
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.AllowNetCase = []string{"localhost:" + port}
+	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53"
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	attempts := caseAttempts(t, rep.RunArtifactDir)
+	for probe, denied := range attempts {
+		if denied != !strings.Contains(probe, "localhost:"+port) {
+			t.Errorf("%s: denied %v", probe, denied)
+		}
+	}
+	type key struct{ via, proto, host, port string }
+	got := map[key]ctoharness.NetworkRecord{}
+	for _, r := range networkRecords(t, rep.RunArtifactDir) {
+		got[key{r.Via, r.Protocol, r.Host, fmt.Sprint(r.Port)}] = r
+	}
+	want := map[key]string{
+		{"direct", "tcp", "localhost", port}:       "allowed",
+		{"syscall", "tcp", "192.0.2.7", port}:      "denied",
+		{"syscall", "tcp", "localhost", otherPort}: "denied",
+		{"syscall", "udp", "8.8.8.8", "53"}:        "denied",
+	}
+	if len(got) != len(want) {
+		t.Errorf("records %+v, want %v", got, want)
+	}
+	for k, d := range want {
+		r, ok := got[k]
+		if !ok || r.Decision != d {
+			t.Errorf("%v: record %+v, want %s", k, r, d)
+		} else if d == "denied" && r.Reason == "" {
+			t.Errorf("%v: no reason", k)
+		}
+	}
+	if rep.Network.Denied != 3 || rep.Network.Allowed != 1 {
+		t.Errorf("report network %+v", rep.Network)
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// A command that loops on refused connects cannot grow network.jsonl without
+// bound: past egress.MaxRefusalRecords the calls are still refused, but
+// unrecorded, and the report says the limit was reached.
+func TestEgressRefusalRecordsAreCapped(t *testing.T) {
+	requireEgress(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.AllowNetCase = []string{"localhost:8080"}
+	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080", egress.MaxRefusalRecords+50)
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+		if !denied {
+			t.Errorf("%s got through", probe)
+		}
+	}
+	recs := networkRecords(t, rep.RunArtifactDir)
+	if len(recs) != egress.MaxRefusalRecords {
+		t.Errorf("%d records, want %d", len(recs), egress.MaxRefusalRecords)
+	}
+	if rep.Network == nil || !slices.Contains(rep.Network.Limits.Exceeded, egress.LimitRefusals) || rep.Network.Denied != egress.MaxRefusalRecords {
+		t.Errorf("report network %+v", rep.Network)
+	}
+	mustValidate(t, set, rep, true)
 }

@@ -163,10 +163,11 @@ var plainEnums = map[string][]string{
 	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify)},
-	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy},
+	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy, egress.ViaSyscall},
+	"network-record:/protocol":           {egress.ProtoTCP, egress.ProtoUDP, egress.ProtoICMP, egress.ProtoOther},
 	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
 	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
-	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes},
+	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes, egress.LimitRefusals},
 }
 
 func setDiff(want, got []string) string {

@@ -134,12 +134,13 @@ func (n *netServers) check(runDir string, row fixtures.Row, res *RowResult) {
 		ep := r.Replace(x.Endpoint)
 		found := false
 		for _, rec := range recs {
-			if rec.Command == cmd && rec.Decision == x.Logged && net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)) == ep && rec.Limit == x.Limit {
+			if rec.Command == cmd && rec.Decision == x.Logged && net.JoinHostPort(rec.Host, strconv.Itoa(rec.Port)) == ep && rec.Limit == x.Limit &&
+				(x.Via == "" || rec.Via == x.Via) {
 				found = true
 			}
 		}
 		if !found {
-			res.fail("%s has no %s record of %s to %s (limit %q)", evidence.NetworkLog, x.Logged, cmd, ep, x.Limit)
+			res.fail("%s has no %s record of %s to %s (limit %q, via %q)", evidence.NetworkLog, x.Logged, cmd, ep, x.Limit, x.Via)
 		}
 	}
 }

@@ -67,6 +67,10 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 			f.fail("%s: %v", plan.Command, err)
 			return
 		}
+		if err := s.receiveWatch(uc); err != nil {
+			f.fail("%s: %v", plan.Command, err)
+			return
+		}
 		// The launcher holds its end until it exits: EOF ends the session.
 		buf := make([]byte, 1)
 		for {

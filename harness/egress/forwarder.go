@@ -34,7 +34,15 @@ const (
 const (
 	LimitConnections = "connections"
 	LimitBytes       = "bytes"
+	// LimitRefusals is reached when more calls were refused at the system
+	// call than are recorded (MaxRefusalRecords); later ones are refused
+	// unrecorded.
+	LimitRefusals = "refusal_records"
 )
+
+// MaxRefusalRecords bounds the lines that refusals at the system call add
+// to network.jsonl, so a command looping on connect cannot fill the disk.
+const MaxRefusalRecords = 10000
 
 // LogName is the run artifact the records go to.
 const LogName = "network.jsonl"
@@ -70,6 +78,7 @@ type Forwarder struct {
 
 	mu        sync.Mutex
 	seq       int
+	refusals  int
 	active    int
 	bytesLeft int64
 	summary   ctoharness.NetworkSummary
@@ -158,7 +167,8 @@ type session struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[net.Conn]bool
-	control   io.Closer // the launcher's socket, when attached
+	control   io.Closer   // the launcher's socket, when attached
+	closers   []io.Closer // closed by stop (the connection watch's wake-up)
 	stopped   bool
 }
 
@@ -188,8 +198,12 @@ func (s *session) stop() {
 		conns = append(conns, c)
 	}
 	ctl := s.control
+	closers := s.closers
 	s.mu.Unlock()
 	s.cancel()
+	for _, c := range closers {
+		c.Close()
+	}
 	for _, l := range ls {
 		l.Close()
 	}
@@ -199,6 +213,17 @@ func (s *session) stop() {
 	if ctl != nil {
 		ctl.Close()
 	}
+}
+
+// onStop has stop close c; false (and nothing kept) when already stopped.
+func (s *session) onStop(c io.Closer) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.closers = append(s.closers, c)
+	return true
 }
 
 func (s *session) track(c net.Conn) bool {
@@ -278,7 +303,7 @@ type attempt struct {
 func (s *session) newAttempt(c net.Conn, via string) *attempt {
 	now := s.f.o.Clock()
 	return &attempt{start: now, rec: ctoharness.NetworkRecord{Time: now.UTC(), Command: string(s.plan.Command), Via: via,
-		Listener: c.LocalAddr().String()}}
+		Protocol: ProtoTCP, Listener: c.LocalAddr().String()}}
 }
 
 // direct handles a connection to an allowed name's address or an allowed IP.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,9 +49,9 @@ type enforced struct {
 	Writable    []string `json:"writable"`
 	Mechanisms  []string `json:"mechanisms"`
 	// View is the filesystem view that was built, and how long it took.
-	View        []Mount   `json:"view,omitempty"`
-	ViewBuildNs int64     `json:"view_build_ns,omitempty"`
-	control     io.Closer // the egress control socket, held until exit
+	View        []Mount       `json:"view,omitempty"`
+	ViewBuildNs int64         `json:"view_build_ns,omitempty"`
+	control     *net.UnixConn // the egress control socket, held until exit
 }
 
 // Main is the launcher, the hidden subcommand Subcommand. args are what
@@ -167,6 +168,12 @@ func establish(l launch) (enforced, error) {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "seccomp")
+	if got.control != nil {
+		if err := watchConnects(got.control); err != nil {
+			return got, err
+		}
+		got.Mechanisms = append(got.Mechanisms, "connect_watch")
+	}
 	abi, mech, err := applyLandlock(p, got.Writable)
 	if err != nil {
 		return got, err

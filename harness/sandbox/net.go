@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -61,7 +60,7 @@ type handoff struct {
 // setupNetwork builds n in the launcher's namespace and hands the listeners
 // to the harness. The returned control socket must stay open until the
 // launcher exits: its closing tells the harness the namespace is gone.
-func setupNetwork(p Policy) (io.Closer, error) {
+func setupNetwork(p Policy) (*net.UnixConn, error) {
 	n := p.Network
 	if n == nil {
 		return nil, nil
@@ -80,7 +79,7 @@ func setupNetwork(p Policy) (io.Closer, error) {
 		conn.Close()
 		return nil, failf("network egress: fd %d is not a UNIX socket", ControlFD)
 	}
-	fail := func(err error) (io.Closer, error) {
+	fail := func(err error) (*net.UnixConn, error) {
 		uc.Close()
 		return nil, err
 	}
@@ -255,7 +254,7 @@ func (n *Network) validate(denyNetwork bool) error {
 }
 
 // closeControl closes the egress control socket when the launcher is done.
-func closeControl(c io.Closer) {
+func closeControl(c *net.UnixConn) {
 	if c != nil {
 		c.Close()
 	}

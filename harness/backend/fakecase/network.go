@@ -52,6 +52,10 @@ func netProbes(spec string) func(*caseRun) error {
 				err = tlsHello(target)
 			case "dns":
 				err = dnsQuery(target)
+			case "dial":
+				err = dial(target)
+			case "dials":
+				err = dials(target)
 			case "conns":
 				err = manyConns(target)
 			default:
@@ -126,6 +130,32 @@ func tlsHello(spec string) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// dial opens a TCP connection to addr, no proxy involved, and closes it.
+func dial(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// dials dials N@HOST:PORT N times, one after the other; it reports the
+// first error, or none when every dial worked.
+func dials(spec string) error {
+	n, addr, ok := strings.Cut(spec, "@")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || count < 1 {
+		return fmt.Errorf("want N@HOST:PORT, got %q", spec)
+	}
+	var first error
+	for i := 0; i < count; i++ {
+		if err := dial(addr); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // dnsQuery asks resolver for example.com's A record.

@@ -1,0 +1,308 @@
+package egress
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"unsafe"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"golang.org/x/sys/unix"
+)
+
+// ViaSyscall marks an attempt seen at the system call and refused there,
+// before any packet: a connection to an address or port that no egress
+// listener serves, or a datagram to outside the namespace.
+const ViaSyscall = "syscall"
+
+// Protocols recorded for an attempt.
+const (
+	ProtoTCP   = "tcp"
+	ProtoUDP   = "udp"
+	ProtoICMP  = "icmp"
+	ProtoOther = "other"
+)
+
+// seccompNotif and seccompNotifResp are struct seccomp_notif and struct
+// seccomp_notif_resp of <linux/seccomp.h>.
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// watchMsg is the launcher's second message on the control socket; it
+// carries the seccomp listener of the command's connect and sendto calls.
+type watchMsg struct {
+	Watch bool `json:"watch"`
+}
+
+// pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread, not only a
+// thread-group leader.
+const pidfdThread = unix.O_EXCL
+
+// receiveWatch takes the launcher's seccomp listener, acknowledges it and
+// answers its notifications until every process of the command is gone. A
+// launcher that exits without sending one (it failed, and says so) ends the
+// session quietly.
+func (s *session) receiveWatch(uc *net.UnixConn) error {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil || (n == 0 && oobn == 0) {
+		return nil
+	}
+	var fds []int
+	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+		for _, m := range msgs {
+			if got, rerr := unix.ParseUnixRights(&m); rerr == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	refuse := func(format string, a ...any) error {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		_, _ = uc.Write([]byte{AckRefuse})
+		return fmt.Errorf("the launcher's connection watch is not usable: "+format, a...)
+	}
+	var m watchMsg
+	if err := json.Unmarshal(buf[:n], &m); err != nil || !m.Watch {
+		return refuse("malformed message %q", buf[:n])
+	}
+	if len(fds) != 1 {
+		return refuse("expected one seccomp listener, got %d descriptors", len(fds))
+	}
+	unix.CloseOnExec(fds[0])
+	if err := checkSeccompListener(fds[0]); err != nil {
+		return refuse("%v", err)
+	}
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		return refuse("pipe: %v", err)
+	}
+	if !s.onStop(stopW) {
+		stopR.Close()
+		stopW.Close()
+		return refuse("the command's session ended")
+	}
+	if _, err := uc.Write([]byte{AckOK}); err != nil {
+		unix.Close(fds[0])
+		stopR.Close()
+		return fmt.Errorf("cannot acknowledge the launcher's connection watch: %w", err)
+	}
+	s.f.wg.Add(1)
+	go func() {
+		defer s.f.wg.Done()
+		defer unix.Close(fds[0])
+		defer stopR.Close()
+		s.watch(fds[0], int(stopR.Fd()))
+	}()
+	return nil
+}
+
+// checkSeccompListener proves fd is a seccomp notification listener.
+func checkSeccompListener(fd int) error {
+	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return err
+	}
+	if target != "anon_inode:seccomp notify" {
+		return fmt.Errorf("descriptor is %q, not a seccomp listener", target)
+	}
+	return nil
+}
+
+// watch answers notifications until the listener hangs up (no process of
+// the command is left) or stop becomes readable (the session stopped).
+func (s *session) watch(fd, stop int) {
+	for {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+		if pfd[1].Revents != 0 {
+			return
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			return // POLLHUP: the filter has no users left
+		}
+		var n seccompNotif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
+			if e == unix.EINTR || e == unix.ENOENT {
+				continue // the caller went away before it was received
+			}
+			return
+		}
+		s.answer(fd, &n)
+	}
+}
+
+// answer decides one notified call, responds, and records a refusal once
+// the response reached the caller.
+func (s *session) answer(fd int, n *seccompNotif) {
+	a, errno := s.judge(fd, n)
+	resp := seccompNotifResp{ID: n.ID}
+	if errno == 0 {
+		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+	} else {
+		resp.Error = -int32(errno)
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))); e != 0 {
+		return // the caller is gone: the call never completed
+	}
+	if a != nil && s.f.countRefusal() {
+		s.finish(a, Denied, a.rec.Reason)
+	}
+}
+
+// judge reads what the call asks for. It returns 0 (let the kernel go on:
+// not an outside address, or something the egress listeners serve, which
+// the forwarder records) or the errno the caller gets, with the attempt to
+// record. The kernel's own rules (the empty namespace, Landlock's TCP
+// ports) stay in force for everything let through, so a caller that
+// changes its arguments after this look gains nothing.
+func (s *session) judge(fd int, n *seccompNotif) (*attempt, unix.Errno) {
+	var ptr, size uint64
+	switch n.Nr {
+	case unix.SYS_CONNECT:
+		ptr, size = n.Args[1], n.Args[2]
+	case unix.SYS_SENDTO:
+		ptr, size = n.Args[4], n.Args[5]
+	default:
+		return nil, 0
+	}
+	raw := make([]byte, min(size, unix.SizeofSockaddrAny))
+	if len(raw) < 2 {
+		return nil, 0
+	}
+	pid := int(n.Pid)
+	if k, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &raw[0], Len: uint64(len(raw))}},
+		[]unix.RemoteIovec{{Base: uintptr(ptr), Len: len(raw)}}, 0); err != nil || k != len(raw) {
+		return nil, 0 // the kernel reads the same bad pointer and fails the call
+	}
+	dst, ok := sockaddrPort(raw)
+	if !ok {
+		return nil, 0 // not an IP address (UNIX, netlink, AF_UNSPEC)
+	}
+	typ, proto, connected, ok := peekSocket(pid, int(int32(n.Args[0])))
+	if !ok || !validNotif(fd, n.ID) {
+		return nil, 0
+	}
+	addr, port := dst.Addr().Unmap(), dst.Port()
+	local := addr.IsLoopback() || addr.IsUnspecified() || slices.Contains(s.plan.Addrs, addr)
+	var errno unix.Errno
+	var reason string
+	switch {
+	case typ == unix.SOCK_STREAM:
+		if connected && n.Nr == unix.SYS_SENDTO {
+			return nil, 0 // the address is ignored on a connected stream
+		}
+		if !slices.Contains(s.plan.ConnectPorts(), port) {
+			errno, reason = unix.EACCES, fmt.Sprintf("no egress listener serves port %d: only the ports of allowed endpoints are reachable", port)
+		} else if !local {
+			errno, reason = unix.ENETUNREACH, fmt.Sprintf("%s is outside the sandbox's network: an allowed name is reached by its name, an allowed address only when it is listed itself", addr)
+		}
+	case !local:
+		errno = unix.ENETUNREACH
+		reason = fmt.Sprintf("%s to %s leaves the sandbox's network: only TCP to allowed endpoints goes out", protoName(proto), addr)
+		if port == 53 {
+			reason += " (a DNS query: allowed names are resolved by the sandbox's hosts file)"
+		}
+	}
+	if errno == 0 {
+		return nil, 0
+	}
+	now := s.f.o.Clock()
+	return &attempt{start: now, rec: ctoharness.NetworkRecord{Time: now.UTC(), Command: string(s.plan.Command), Via: ViaSyscall,
+		Protocol: protoName(proto), Host: s.plan.target(addr), Port: int(port), Reason: reason}}, errno
+}
+
+// countRefusal reports whether one more refusal may be recorded, and notes
+// the limit once it may not.
+func (f *Forwarder) countRefusal() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refusals >= MaxRefusalRecords {
+		f.exceeded(LimitRefusals)
+		return false
+	}
+	f.refusals++
+	return true
+}
+
+// sockaddrPort decodes an AF_INET or AF_INET6 socket address.
+func sockaddrPort(raw []byte) (netip.AddrPort, bool) {
+	switch binary.NativeEndian.Uint16(raw) {
+	case unix.AF_INET:
+		if len(raw) < unix.SizeofSockaddrInet4 {
+			return netip.AddrPort{}, false
+		}
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(raw[4:8])), binary.BigEndian.Uint16(raw[2:4])), true
+	case unix.AF_INET6:
+		if len(raw) < unix.SizeofSockaddrInet6 {
+			return netip.AddrPort{}, false
+		}
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(raw[8:24])), binary.BigEndian.Uint16(raw[2:4])), true
+	}
+	return netip.AddrPort{}, false
+}
+
+// peekSocket looks at the caller's descriptor through a duplicate: its type,
+// protocol and whether it is connected.
+func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
+	pidfd, err := unix.PidfdOpen(tid, pidfdThread)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	defer unix.Close(pidfd)
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return 0, 0, false, false
+	}
+	defer unix.Close(dup)
+	if typ, err = unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_TYPE); err != nil {
+		return 0, 0, false, false
+	}
+	proto, _ = unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	_, perr := unix.Getpeername(dup)
+	return typ, proto, perr == nil, true
+}
+
+// validNotif tells whether the notification is still pending: the caller
+// has not died, so what was read from it was read from the right process.
+func validNotif(fd int, id uint64) bool {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id)))
+	return e == 0
+}
+
+func protoName(p int) string {
+	switch p {
+	case unix.IPPROTO_TCP, unix.IPPROTO_MPTCP:
+		return ProtoTCP
+	case unix.IPPROTO_UDP, unix.IPPROTO_UDPLITE:
+		return ProtoUDP
+	case unix.IPPROTO_ICMP, unix.IPPROTO_ICMPV6:
+		return ProtoICMP
+	}
+	return ProtoOther
+}
