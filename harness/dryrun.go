@@ -166,9 +166,12 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
 		NetworkAllow: nonNil(netPol.Verify.Strings())})
 	// The scanner reads the source's scripts: the fixture would be their copy.
+	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(scratch)}
+	if !o.Unsandboxed {
+		vpol.NetAllowed = netPol.Verify.HasHost
+	}
 	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: repo.Root,
-		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop},
-		verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(scratch)})
+		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop}, vpol)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}

@@ -113,8 +113,6 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 		}
 		o.Spec, o.Scenario = &spec, probes
 		o.AllowNetCase, o.AllowNetVerify = []string{addr}, []string{addr}
-		// The script scanner flags node's inline fetch whatever the policy.
-		o.AllowDangerous = true
 		rep, err := harness.Run(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)
@@ -384,4 +382,41 @@ func TestEgressRefusalRecordsAreCapped(t *testing.T) {
 		t.Errorf("report network %+v", rep.Network)
 	}
 	mustValidate(t, set, rep, true)
+}
+
+// The script scanner leaves a host named by the verification command's
+// enforced allowlist to the forwarder; unsandboxed, nothing enforces the
+// list, and the same command is refused as dangerous.
+func TestVerifyAllowlistQuietsTheScanner(t *testing.T) {
+	set := compile(t)
+	o, _ := stage3(t, set)
+	spec := *o.Spec
+	spec.Verification.Command = "curl -fsS https://proxy.example.com/m/@v/list && go test ./..."
+	o.Spec = &spec
+	o.AllowNetVerify = []string{"proxy.example.com:443"}
+	network := func(o harness.Options) bool {
+		t.Helper()
+		plan, err := harness.Plan(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range plan.Verification.Findings {
+			if f.Pattern == "network" {
+				return true
+			}
+		}
+		return false
+	}
+	if network(o) {
+		t.Error("an allowed host was flagged under the enforced allowlist")
+	}
+	o.AllowNetVerify = []string{"other.example.com:443"}
+	if !network(o) {
+		t.Error("a host outside the allowlist was not flagged")
+	}
+	o.AllowNetVerify = []string{"proxy.example.com:443"}
+	o.Unsandboxed = true
+	if !network(o) {
+		t.Error("an unsandboxed command reaching the network was not flagged")
+	}
 }

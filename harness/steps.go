@@ -539,6 +539,9 @@ func (r *run) verify(ctx context.Context) {
 		}
 	}
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
+	if r.net != nil {
+		pol.NetAllowed = r.net.policy.For(egress.CommandVerify).HasHost
+	}
 	r.o.Progress.Step("verification")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()

@@ -219,7 +219,18 @@ func (l List) Match(host string, port uint16) (Rule, bool) {
 	return Rule{}, false
 }
 
-// Exact returns the rule for exactly this non-wildcard endpoint: the rules
+// HasHost reports whether some entry allows host, on whatever port: what a
+// check that sees only a host name (a URL without a port, say) can know.
+func (l List) HasHost(host string) bool {
+	for _, r := range l {
+		if r.Endpoint.Matches(host, r.Endpoint.Port) {
+			return true
+		}
+	}
+	return false
+}
+
+// exact returns the rule for exactly this non-wildcard endpoint: the rules
 // that give an endpoint its own in-namespace address and listener.
 func (l List) exact(host string, port uint16) (Rule, bool) {
 	for _, r := range l {

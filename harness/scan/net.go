@@ -20,7 +20,17 @@ var netSpecs = map[string]optSpec{
 		"--connect-timeout", "--retry", "--retry-delay", "--retry-max-time", "--proxy", "--cacert", "--capath", "--cert",
 		"--key", "--config", "--upload-file", "--write-out", "--range", "--resolve", "--connect-to", "--url", "--output-dir",
 		"--limit-rate", "--dump-header", "--trace", "--trace-ascii", "--interface", "--json", "--oauth2-bearer", "--proxy-user",
-		"--max-filesize", "--continue-at", "--expect100-timeout", "--unix-socket", "--abstract-unix-socket"}},
+		"--max-filesize", "--continue-at", "--expect100-timeout", "--unix-socket", "--abstract-unix-socket",
+		"--noproxy", "--preproxy", "--proxy-header", "--proxy1.0", "--socks4", "--socks4a", "--socks5", "--socks5-hostname",
+		"--cert-type", "--key-type", "--pass", "--ciphers", "--tls13-ciphers", "--curves", "--pinnedpubkey", "--crlfile",
+		"--dns-servers", "--dns-interface", "--dns-ipv4-addr", "--dns-ipv6-addr", "--local-port", "--max-redirs",
+		"--netrc-file", "--variable", "--url-query", "--proto", "--proto-redir", "--proto-default", "--request-target",
+		"--stderr", "--tls-max", "--mail-from", "--mail-rcpt", "--mail-auth", "--aws-sigv4", "--hsts", "--alt-svc",
+		"--etag-save", "--etag-compare", "--speed-limit", "--speed-time", "--time-cond", "--keepalive-time",
+		"--parallel-max", "--rate", "--quote", "--ftp-port", "--telnet-option", "--create-file-mode", "--ip-tos",
+		"--proxy-cacert", "--proxy-capath", "--proxy-cert", "--proxy-cert-type", "--proxy-key", "--proxy-key-type",
+		"--proxy-pass", "--proxy-ciphers", "--proxy-pinnedpubkey", "--proxy-tlsuser", "--proxy-tlspassword",
+		"--tlsuser", "--tlspassword", "--tlsauthtype", "--haproxy-clientip", "--service-name", "--sasl-authzid"}},
 	"wget": {short: "OoaPeUtTwiBQlDAR", long: []string{
 		"--output-document", "--output-file", "--append-output", "--directory-prefix", "--execute", "--user-agent", "--tries",
 		"--timeout", "--wait", "--input-file", "--base", "--quota", "--level", "--domains", "--accept", "--reject", "--header",
@@ -103,6 +113,8 @@ func (s *scanner) checkHost(u *unit, line int, cmd, what string, h hostRef) {
 	switch {
 	case !h.known:
 		s.add(u, line, PatNetwork, cmd, fmt.Sprintf("%s reaches a host that is only known at run time", what))
+	case s.allowed != nil && s.allowed(h.host):
+		// The enforced egress decides on the port and records the attempt.
 	case !isLoopback(h.host):
 		s.add(u, line, PatNetwork, cmd, fmt.Sprintf("%s reaches %s, which is not a loopback address", what, h.host))
 	}

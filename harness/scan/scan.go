@@ -120,10 +120,23 @@ func ScanCommand(ctx context.Context, command, fixtureRoot string, roots []strin
 
 // Scan is ScanCommand that also lists the scripts it read.
 func Scan(ctx context.Context, command, fixtureRoot string, roots []string) (Result, error) {
+	return ScanAllowing(ctx, command, fixtureRoot, roots, nil)
+}
+
+// HostAllowed tells whether the command may reach host at run time because
+// an egress policy that is enforced around it allows that host.
+type HostAllowed func(host string) bool
+
+// ScanAllowing is Scan for a command whose network is an enforced egress
+// allowlist: a network tool aimed at a host the allowlist names is not a
+// finding (the egress forwarder decides, per port, and records it). Hosts
+// known only at run time and every other host still are.
+func ScanAllowing(ctx context.Context, command, fixtureRoot string, roots []string, allowed HostAllowed) (Result, error) {
 	s, err := newScanner(ctx, fixtureRoot, roots)
 	if err != nil {
 		return Result{}, err
 	}
+	s.allowed = allowed
 	s.shellSource(&unit{file: CommandFile, src: command, lineBase: 1}, newEnv(s.root))
 	return s.result()
 }
@@ -148,6 +161,7 @@ type scanner struct {
 	root     string   // fixture root, absolute and clean
 	realRoot string   // the same with symlinks resolved
 	roots    []string // allowed write roots (absolute, clean; realpaths added)
+	allowed  HostAllowed
 	findings []Finding
 	seen     map[string]bool
 	files    map[string]bool

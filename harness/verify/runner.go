@@ -291,6 +291,9 @@ type Policy struct {
 	Roots            []string // writable roots besides the fixture (the run's scratch root)
 	AllowedTestPaths []string // fixture-relative globs test targets must stay in; empty: the whole fixture
 	Protected        []string // added to task.ProtectedPatterns()
+	// NetAllowed names the hosts an enforced egress allowlist lets the
+	// command reach (nil: none); the scanner does not flag them.
+	NetAllowed scan.HostAllowed
 }
 
 // Plan is what the checks before execution established.
@@ -324,7 +327,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 		set(RefusedGovernance, "no execution profile is in force")
 		return plan, nil
 	}
-	res, err := scan.Scan(ctx, in.Command, in.Fixture, pol.Roots)
+	res, err := scan.ScanAllowing(ctx, in.Command, in.Fixture, pol.Roots, pol.NetAllowed)
 	if err != nil {
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
