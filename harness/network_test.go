@@ -311,7 +311,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 	set := compile(t)
 	o, _ := stage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
-	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53"
+	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53;tfo 192.0.2.8:" + port
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -335,6 +335,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 		{"syscall", "tcp", "192.0.2.7", port}:      "denied",
 		{"syscall", "tcp", "localhost", otherPort}: "denied",
 		{"syscall", "udp", "8.8.8.8", "53"}:        "denied",
+		{"syscall", "tcp", "192.0.2.8", port}:      "denied", // TCP Fast Open: sendto, not connect
 	}
 	if len(got) != len(want) {
 		t.Errorf("records %+v, want %v", got, want)
@@ -347,7 +348,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 			t.Errorf("%v: no reason", k)
 		}
 	}
-	if rep.Network.Denied != 3 || rep.Network.Allowed != 1 {
+	if rep.Network.Denied != 4 || rep.Network.Allowed != 1 {
 		t.Errorf("report network %+v", rep.Network)
 	}
 	mustValidate(t, set, rep, true)

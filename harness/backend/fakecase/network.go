@@ -9,11 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // probeTimeout bounds each network probe.
@@ -56,6 +59,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = dial(target)
 			case "dials":
 				err = dials(target)
+			case "tfo":
+				err = fastOpen(target)
 			case "conns":
 				err = manyConns(target)
 			default:
@@ -156,6 +161,21 @@ func dials(spec string) error {
 		}
 	}
 	return first
+}
+
+// fastOpen sends a request with TCP Fast Open, sendto(MSG_FASTOPEN) on an
+// unconnected socket: a connect that is not a connect(2) call.
+func fastOpen(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return fmt.Errorf("want IPv4:PORT, got %q", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("GET / HTTP/1.0\r\n\r\n"), unix.MSG_FASTOPEN, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
 }
 
 // dnsQuery asks resolver for example.com's A record.
