@@ -110,17 +110,27 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		return res
 	}
 	var before *ctoharness.SourceProof
+	var beforeTree string
 	// A source under a Target Repository root is not proven here either: the
 	// run's trace is what shows nothing under it was touched.
 	if row.Setup.Source != "target" {
 		// The row's own proof of the source, independent of the harness's.
+		// A repository state the proof refuses (a row that sets one up) is
+		// checked byte for byte instead, .git included.
 		repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
 		p, err := source.Prove(ctx, repo, source.ProofOptions{RunID: "matrix", Kind: source.KindBefore, Now: o.Clock()}, nil)
-		if err != nil {
+		switch {
+		case err == nil:
+			before = &p
+		case row.Setup.SourceGitConfig != "":
+			if beforeTree, err = treeDigest(src); err != nil {
+				res.fail("set-up: digest the source: %v", err)
+				return res
+			}
+		default:
 			res.fail("set-up: prove the source: %v", err)
 			return res
 		}
-		before = &p
 	}
 	rep, runErr := harness.Run(ctx, opts)
 	if rep == nil {
@@ -161,6 +171,13 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		res.SourceUnchanged = err == nil && !source.Compare("matrix", *before, after).Mutated
 		if !res.SourceUnchanged && !row.SourceChanges {
 			res.fail("the source changed during the row")
+		}
+	}
+	if beforeTree != "" {
+		after, err := treeDigest(src)
+		res.SourceUnchanged = err == nil && after == beforeTree
+		if !res.SourceUnchanged && !row.SourceChanges {
+			res.fail("the source changed during the row (file tree digest)")
 		}
 	}
 	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{Trusted: opts.Signing.Trusted})
@@ -303,6 +320,25 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		}
 		fmt.Fprintln(f, "modified before the run")
 		f.Close()
+	}
+	if st.SourceGitConfig != "" {
+		f, err := os.OpenFile(filepath.Join(srcDir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return harness.Options{}, "", err
+		}
+		_, err = fmt.Fprintln(f, strings.ReplaceAll(st.SourceGitConfig, "{source}", srcDir))
+		f.Close()
+		if err != nil {
+			return harness.Options{}, "", err
+		}
+	}
+	if st.SourceInfoAttributes != "" {
+		if err := os.MkdirAll(filepath.Join(srcDir, ".git", "info"), 0o755); err != nil {
+			return harness.Options{}, "", err
+		}
+		if err := os.WriteFile(filepath.Join(srcDir, ".git", "info", "attributes"), []byte(st.SourceInfoAttributes+"\n"), 0o644); err != nil {
+			return harness.Options{}, "", err
+		}
 	}
 	if st.SourceUntracked != "" {
 		if err := os.WriteFile(filepath.Join(srcDir, st.SourceUntracked), []byte("untracked\n"), 0o644); err != nil {
