@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -272,7 +274,10 @@ func sockaddrPort(raw []byte) (netip.AddrPort, bool) {
 func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
 	pidfd, err := unix.PidfdOpen(tid, pidfdThread)
 	if err != nil {
-		return 0, 0, false, false
+		// Before Linux 6.9 a pidfd names a thread group: open the caller's.
+		if pidfd, err = unix.PidfdOpen(threadGroup(tid), 0); err != nil {
+			return 0, 0, false, false
+		}
 	}
 	defer unix.Close(pidfd)
 	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
@@ -286,6 +291,22 @@ func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
 	proto, _ = unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	_, perr := unix.Getpeername(dup)
 	return typ, proto, perr == nil, true
+}
+
+// threadGroup is the process a thread belongs to (tid when unknown).
+func threadGroup(tid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return n
+			}
+		}
+	}
+	return tid
 }
 
 // validNotif tells whether the notification is still pending: the caller

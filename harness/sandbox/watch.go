@@ -58,6 +58,12 @@ func watchConnects(uc *net.UnixConn) error {
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC | filterFlagTsyncESRCH | filterFlagWaitKillableRecv)
 	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	if e == unix.EINVAL {
+		// Before Linux 5.19 a signal can restart a notified call, which
+		// at worst records one attempt twice.
+		flags &^= filterFlagWaitKillableRecv
+		r, _, e = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	}
 	runtime.KeepAlive(prog)
 	if e != 0 {
 		return failf("network egress: cannot install the connection watch (seccomp user notification): %v", e)
