@@ -152,7 +152,7 @@ func (r reader) network(summary json.RawMessage) netView {
 		}
 		objs = append(objs, m)
 	}
-	v.Log = newTable(objs, []string{"seq", "time", "command", "via", "host", "port", "resolved", "tls", "sni", "decision", "rule",
+	v.Log = newTable(objs, []string{"seq", "time", "command", "via", "protocol", "host", "port", "resolved", "tls", "sni", "decision", "rule",
 		"rule_source", "reason", "bytes_up", "bytes_down", "duration_ms", "limit"})
 	return v
 }
