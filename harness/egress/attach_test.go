@@ -109,3 +109,66 @@ func TestAttachRefusesWrongListeners(t *testing.T) {
 		t.Fatalf("setup failures %v", setup)
 	}
 }
+
+// A launcher that hands over something other than a seccomp listener as
+// its connection watch is refused, and the session records why: the
+// launcher stops instead of starting a command nobody watches.
+func TestAttachRefusesAWatchThatIsNotSeccomp(t *testing.T) {
+	l, _ := ParseList([]string{"127.0.0.1:8080"}, SourceFlag, nil)
+	plan := NewPlan(CommandCase, l)
+	direct, err := net.Listen("tcp", "127.0.0.9:8080")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.9:8080: %v", err)
+	}
+	defer direct.Close()
+	proxy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer proxy.Close()
+	plan.ProxyPort = uint16(proxy.Addr().(*net.TCPAddr).Port)
+	f := New(Options{Policy: Policy{Case: l}})
+	defer f.Close()
+	ctl, err := f.Attach(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.FileConn(ctl)
+	ctl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	send := func(msg any, files ...*os.File) byte {
+		t.Helper()
+		var fds []int
+		for _, f := range files {
+			fds = append(fds, int(f.Fd()))
+		}
+		b, _ := json.Marshal(msg)
+		if _, _, err := conn.(*net.UnixConn).WriteMsgUnix(b, unix.UnixRights(fds...), nil); err != nil {
+			t.Fatal(err)
+		}
+		ack := make([]byte, 1)
+		if _, err := conn.Read(ack); err != nil {
+			t.Fatal(err)
+		}
+		return ack[0]
+	}
+	df, _ := direct.(*net.TCPListener).File()
+	defer df.Close()
+	pf, _ := proxy.(*net.TCPListener).File()
+	defer pf.Close()
+	if ack := send(Handoff{Ports: []uint16{8080}, ProxyPort: plan.ProxyPort}, df, pf); ack != AckOK {
+		t.Fatalf("listeners: ack %q", ack)
+	}
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	if ack := send(map[string]bool{"watch": true}, r); ack != AckRefuse {
+		t.Fatalf("a pipe as the watch: ack %q", ack)
+	}
+	conn.Close()
+	f.Close()
+	setup, _ := f.Failures()
+	if len(setup) != 1 || !strings.Contains(setup[0], "not a seccomp listener") {
+		t.Fatalf("setup failures %v", setup)
+	}
+}
