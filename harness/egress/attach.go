@@ -37,6 +37,13 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress: socketpair: %w", err)
 	}
+	// The kernel names the sender of every message received here, so the
+	// launcher's watch descriptor is taken from the launcher itself.
+	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, fmt.Errorf("egress: control socket: SO_PASSCRED: %w", err)
+	}
 	parent := os.NewFile(uintptr(fds[0]), "egress-control")
 	conn, err := net.FileConn(parent)
 	parent.Close()

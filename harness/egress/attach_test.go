@@ -110,8 +110,8 @@ func TestAttachRefusesWrongListeners(t *testing.T) {
 	}
 }
 
-// A launcher that hands over something other than a seccomp listener as
-// its connection watch is refused, and the session records why: the
+// A launcher that names something other than a seccomp listener as its
+// connection watch is refused, and the session records why: the
 // launcher stops instead of starting a command nobody watches.
 func TestAttachRefusesAWatchThatIsNotSeccomp(t *testing.T) {
 	l, _ := ParseList([]string{"127.0.0.1:8080"}, SourceFlag, nil)
@@ -162,7 +162,7 @@ func TestAttachRefusesAWatchThatIsNotSeccomp(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
-	if ack := send(map[string]bool{"watch": true}, r); ack != AckRefuse {
+	if ack := send(map[string]any{"watch": true, "fd": r.Fd()}); ack != AckRefuse {
 		t.Fatalf("a pipe as the watch: ack %q", ack)
 	}
 	conn.Close()

@@ -48,10 +48,14 @@ type seccompNotifResp struct {
 	Flags uint32
 }
 
-// watchMsg is the launcher's second message on the control socket; it
-// carries the seccomp listener of the command's connect and sendto calls.
+// watchMsg is the launcher's second message on the control socket: the
+// number of its descriptor of the seccomp listener for the command's
+// connect, sendto and sendmsg calls. The launcher cannot pass the listener
+// with SCM_RIGHTS, since its own sendmsg is watched once the filter is in;
+// the harness takes it with pidfd_getfd from the sender the kernel names.
 type watchMsg struct {
 	Watch bool `json:"watch"`
+	FD    int  `json:"fd"`
 }
 
 // pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread, not only a
@@ -64,23 +68,26 @@ const pidfdThread = unix.O_EXCL
 // session quietly.
 func (s *session) receiveWatch(uc *net.UnixConn) error {
 	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs))
+	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs)+unix.CmsgSpace(unix.SizeofUcred))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil || (n == 0 && oobn == 0) {
 		return nil
 	}
 	var fds []int
+	var cred *unix.Ucred
 	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 		for _, m := range msgs {
 			if got, rerr := unix.ParseUnixRights(&m); rerr == nil {
 				fds = append(fds, got...)
+			} else if c, cerr := unix.ParseUnixCredentials(&m); cerr == nil {
+				cred = c
 			}
 		}
 	}
+	for _, fd := range fds {
+		unix.Close(fd) // the listener never travels as SCM_RIGHTS
+	}
 	refuse := func(format string, a ...any) error {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
 		_, _ = uc.Write([]byte{AckRefuse})
 		return fmt.Errorf("the launcher's connection watch is not usable: "+format, a...)
 	}
@@ -88,11 +95,16 @@ func (s *session) receiveWatch(uc *net.UnixConn) error {
 	if err := json.Unmarshal(buf[:n], &m); err != nil || !m.Watch {
 		return refuse("malformed message %q", buf[:n])
 	}
-	if len(fds) != 1 {
-		return refuse("expected one seccomp listener, got %d descriptors", len(fds))
+	if cred == nil || cred.Pid <= 0 {
+		return refuse("the kernel named no sender")
 	}
-	unix.CloseOnExec(fds[0])
-	if err := checkSeccompListener(fds[0]); err != nil {
+	fd, err := takeFD(int(cred.Pid), m.FD)
+	if err != nil {
+		return refuse("descriptor %d of process %d: %v", m.FD, cred.Pid, err)
+	}
+	fds = []int{fd}
+	if err := checkSeccompListener(fd); err != nil {
+		unix.Close(fd)
 		return refuse("%v", err)
 	}
 	stopR, stopW, err := os.Pipe()
@@ -117,6 +129,20 @@ func (s *session) receiveWatch(uc *net.UnixConn) error {
 		s.watch(fds[0], int(stopR.Fd()))
 	}()
 	return nil
+}
+
+// takeFD duplicates descriptor fd of process pid into this process.
+func takeFD(pid, fd int) (int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_getfd: %w", err)
+	}
+	return dup, nil
 }
 
 // checkSeccompListener proves fd is a seccomp notification listener.
@@ -184,22 +210,28 @@ func (s *session) answer(fd int, n *seccompNotif) {
 // ports) stay in force for everything let through, so a caller that
 // changes its arguments after this look gains nothing.
 func (s *session) judge(fd int, n *seccompNotif) (*attempt, unix.Errno) {
+	pid := int(n.Pid)
 	var ptr, size uint64
 	switch n.Nr {
 	case unix.SYS_CONNECT:
 		ptr, size = n.Args[1], n.Args[2]
 	case unix.SYS_SENDTO:
 		ptr, size = n.Args[4], n.Args[5]
+	case unix.SYS_SENDMSG:
+		// struct msghdr opens with msg_name and msg_namelen.
+		var hdr [12]byte
+		if !readMem(pid, n.Args[1], hdr[:]) {
+			return nil, 0
+		}
+		ptr, size = binary.NativeEndian.Uint64(hdr[0:8]), uint64(binary.NativeEndian.Uint32(hdr[8:12]))
+		if ptr == 0 {
+			return nil, 0 // no address: a connected socket's send
+		}
 	default:
 		return nil, 0
 	}
 	raw := make([]byte, min(size, unix.SizeofSockaddrAny))
-	if len(raw) < 2 {
-		return nil, 0
-	}
-	pid := int(n.Pid)
-	if k, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &raw[0], Len: uint64(len(raw))}},
-		[]unix.RemoteIovec{{Base: uintptr(ptr), Len: len(raw)}}, 0); err != nil || k != len(raw) {
+	if len(raw) < 2 || !readMem(pid, ptr, raw) {
 		return nil, 0 // the kernel reads the same bad pointer and fails the call
 	}
 	dst, ok := sockaddrPort(raw)
@@ -216,7 +248,7 @@ func (s *session) judge(fd int, n *seccompNotif) (*attempt, unix.Errno) {
 	var reason string
 	switch {
 	case typ == unix.SOCK_STREAM:
-		if connected && n.Nr == unix.SYS_SENDTO {
+		if connected && n.Nr != unix.SYS_CONNECT {
 			return nil, 0 // the address is ignored on a connected stream
 		}
 		if !slices.Contains(s.plan.ConnectPorts(), port) {
@@ -250,6 +282,13 @@ func (f *Forwarder) countRefusal() bool {
 	}
 	f.refusals++
 	return true
+}
+
+// readMem fills buf from the caller's memory at addr.
+func readMem(pid int, addr uint64, buf []byte) bool {
+	k, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}, 0)
+	return err == nil && k == len(buf)
 }
 
 // sockaddrPort decodes an AF_INET or AF_INET6 socket address.

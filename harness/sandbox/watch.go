@@ -16,15 +16,19 @@ const (
 	filterFlagWaitKillableRecv = 1 << 5 // a received notification is not restarted by a signal (Linux 5.19)
 )
 
-// watchMsg is the second message on the control socket: it carries the
-// seccomp listener that reports the command's connection attempts.
+// watchMsg is the second message on the control socket: the descriptor
+// number of the seccomp listener that reports the command's connection
+// attempts. It is sent with write(2), since sendmsg(2) is watched from
+// then on; the harness takes the descriptor with pidfd_getfd, from the
+// process the kernel names as the sender (SO_PASSCRED).
 type watchMsg struct {
 	Watch bool `json:"watch"`
+	FD    int  `json:"fd"`
 }
 
-// watchConnects installs a seccomp filter that hands every connect(2), and
-// every sendto(2) that names an address, to the harness before the kernel
-// acts on it, and passes the filter's listener over the control socket. The
+// watchConnects installs a seccomp filter that hands every connect(2) and
+// sendmsg(2), and every sendto(2) that names an address, to the harness
+// before the kernel acts on it, and passes the filter's listener over the control socket. The
 // harness records each attempt that would leave the egress listeners, even
 // the ones the namespace or Landlock would refuse without a packet, and
 // answers it; the namespace and Landlock still decide everything it lets
@@ -46,14 +50,15 @@ func watchConnects(uc *net.UnixConn) error {
 		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
 		/* 2 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW}, // the other filter refuses foreign ABIs
 		/* 3 */ {Code: ld, K: offNr},
-		/* 4 */ {Code: jeq, K: unix.SYS_CONNECT, Jt: 6, Jf: 0},
-		/* 5 */ {Code: jeq, K: unix.SYS_SENDTO, Jt: 0, Jf: 4},
-		/* 6 */ {Code: ld, K: offArg4Lo},
-		/* 7 */ {Code: jeq, K: 0, Jt: 0, Jf: 3},
-		/* 8 */ {Code: ld, K: offArg4Hi},
-		/* 9 */ {Code: jeq, K: 0, Jt: 0, Jf: 1},
-		/* 10 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		/* 11 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
+		/* 4 */ {Code: jeq, K: unix.SYS_CONNECT, Jt: 7, Jf: 0},
+		/* 5 */ {Code: jeq, K: unix.SYS_SENDMSG, Jt: 6, Jf: 0}, // its address is behind a pointer: the harness looks
+		/* 6 */ {Code: jeq, K: unix.SYS_SENDTO, Jt: 0, Jf: 4},
+		/* 7 */ {Code: ld, K: offArg4Lo},
+		/* 8 */ {Code: jeq, K: 0, Jt: 0, Jf: 3},
+		/* 9 */ {Code: ld, K: offArg4Hi},
+		/* 10 */ {Code: jeq, K: 0, Jt: 0, Jf: 1},
+		/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC | filterFlagTsyncESRCH | filterFlagWaitKillableRecv)
@@ -70,8 +75,8 @@ func watchConnects(uc *net.UnixConn) error {
 	}
 	fd := int(r)
 	defer unix.Close(fd)
-	msg, _ := json.Marshal(watchMsg{Watch: true})
-	if _, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(fd), nil); err != nil {
+	msg, _ := json.Marshal(watchMsg{Watch: true, FD: fd})
+	if _, err := uc.Write(msg); err != nil {
 		return failf("network egress: cannot hand the connection watch to the harness: %v", err)
 	}
 	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))

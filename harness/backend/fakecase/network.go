@@ -61,6 +61,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = dials(target)
 			case "tfo":
 				err = fastOpen(target)
+			case "sendmsg":
+				err = sendMsg(target)
 			case "conns":
 				err = manyConns(target)
 			default:
@@ -176,6 +178,22 @@ func fastOpen(addr string) error {
 	}
 	defer unix.Close(fd)
 	return unix.Sendto(fd, []byte("GET / HTTP/1.0\r\n\r\n"), unix.MSG_FASTOPEN, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()})
+}
+
+// sendMsg sends one datagram from an unconnected UDP socket with
+// sendmsg(2), the address in the message header.
+func sendMsg(addr string) error {
+	to, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return err
+	}
+	conn, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, _, err = conn.WriteMsgUDP([]byte("probe"), nil, to)
+	return err
 }
 
 // dnsQuery asks resolver for example.com's A record.
