@@ -10,9 +10,10 @@ type NetworkRecord struct {
 	Command string    `json:"command"` // case | verification
 	// Via is how the command asked: "direct" (connected to an allowed name's
 	// in-namespace address or an allowed IP), "connect" (HTTP CONNECT through
-	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy) or
-	// "syscall" (refused at connect/sendto/sendmsg, before any packet: an address or
-	// port no egress listener serves, or a datagram to outside).
+	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy)
+	// or "syscall" (refused at connect, sendto, sendmsg or sendmmsg, before
+	// any packet: an address or port no egress listener serves, or a
+	// datagram to outside).
 	Via string `json:"via"`
 	// Protocol is tcp, udp, icmp or other; records written before it
 	// existed leave it out.

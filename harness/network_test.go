@@ -311,7 +311,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 	set := compile(t)
 	o, _ := stage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
-	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53;tfo 192.0.2.8:" + port + ";sendmsg 192.0.2.9:5353;sendmsg 127.0.0.1:5353"
+	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53;tfo 192.0.2.8:" + port + ";sendmsg 192.0.2.9:5353;sendmsg 127.0.0.1:5353;sendmmsg 192.0.2.10:5353"
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -338,6 +338,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 		{"syscall", "tcp", "localhost", otherPort}: "denied",
 		{"syscall", "udp", "8.8.8.8", "53"}:        "denied",
 		{"syscall", "udp", "192.0.2.9", "5353"}:    "denied", // sendmsg, the address in the header
+		{"syscall", "udp", "192.0.2.10", "5353"}:   "denied", // the second message of a sendmmsg
 		{"syscall", "tcp", "192.0.2.8", port}:      "denied", // TCP Fast Open: sendto, not connect
 	}
 	if len(got) != len(want) {
@@ -351,7 +352,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 			t.Errorf("%v: no reason", k)
 		}
 	}
-	if rep.Network.Denied != 5 || rep.Network.Allowed != 1 {
+	if rep.Network.Denied != 6 || rep.Network.Allowed != 1 {
 		t.Errorf("report network %+v", rep.Network)
 	}
 	mustValidate(t, set, rep, true)

@@ -211,44 +211,83 @@ func (s *session) answer(fd int, n *seccompNotif) {
 // changes its arguments after this look gains nothing.
 func (s *session) judge(fd int, n *seccompNotif) (*attempt, unix.Errno) {
 	pid := int(n.Pid)
-	var ptr, size uint64
-	switch n.Nr {
-	case unix.SYS_CONNECT:
-		ptr, size = n.Args[1], n.Args[2]
-	case unix.SYS_SENDTO:
-		ptr, size = n.Args[4], n.Args[5]
-	case unix.SYS_SENDMSG:
-		// struct msghdr opens with msg_name and msg_namelen.
-		var hdr [12]byte
-		if !readMem(pid, n.Args[1], hdr[:]) {
-			return nil, 0
-		}
-		ptr, size = binary.NativeEndian.Uint64(hdr[0:8]), uint64(binary.NativeEndian.Uint32(hdr[8:12]))
-		if ptr == 0 {
-			return nil, 0 // no address: a connected socket's send
-		}
-	default:
-		return nil, 0
-	}
-	raw := make([]byte, min(size, unix.SizeofSockaddrAny))
-	if len(raw) < 2 || !readMem(pid, ptr, raw) {
-		return nil, 0 // the kernel reads the same bad pointer and fails the call
-	}
-	dst, ok := sockaddrPort(raw)
-	if !ok {
-		return nil, 0 // not an IP address (UNIX, netlink, AF_UNSPEC)
+	dsts := callAddresses(pid, n)
+	if len(dsts) == 0 {
+		return nil, 0 // no IP address: a connected socket's send, UNIX, netlink, AF_UNSPEC, a bad pointer
 	}
 	typ, proto, connected, ok := peekSocket(pid, int(int32(n.Args[0])))
 	if !ok || !validNotif(fd, n.ID) {
 		return nil, 0
 	}
+	for _, dst := range dsts {
+		if a, errno := s.refusal(n.Nr, dst, typ, proto, connected); errno != 0 {
+			return a, errno
+		}
+	}
+	return nil, 0
+}
+
+// maxBatch is the most messages one sendmmsg(2) sends (UIO_MAXIOV).
+const maxBatch = 1024
+
+// mmsghdrSize is sizeof(struct mmsghdr) on 64-bit Linux: a struct msghdr
+// (56 bytes) and msg_len, padded.
+const mmsghdrSize = 64
+
+// callAddresses reads the IP addresses a notified call names: one for
+// connect, sendto and sendmsg, one per message for sendmmsg. An address the
+// caller's memory does not hold is left out: the kernel reads the same
+// bytes and fails the call.
+func callAddresses(pid int, n *seccompNotif) []netip.AddrPort {
+	type name struct{ ptr, size uint64 }
+	var names []name
+	switch n.Nr {
+	case unix.SYS_CONNECT:
+		names = []name{{n.Args[1], n.Args[2]}}
+	case unix.SYS_SENDTO:
+		names = []name{{n.Args[4], n.Args[5]}}
+	case unix.SYS_SENDMSG, unix.SYS_SENDMMSG:
+		count, stride := uint64(1), uint64(0)
+		if n.Nr == unix.SYS_SENDMMSG {
+			count, stride = min(n.Args[2], maxBatch), mmsghdrSize
+		}
+		if count == 0 {
+			return nil
+		}
+		// struct msghdr opens with msg_name and msg_namelen.
+		hdrs := make([]byte, (count-1)*stride+12)
+		if !readMem(pid, n.Args[1], hdrs) {
+			return nil
+		}
+		for i := uint64(0); i < count; i++ {
+			h := hdrs[i*stride:]
+			if ptr := binary.NativeEndian.Uint64(h[0:8]); ptr != 0 {
+				names = append(names, name{ptr, uint64(binary.NativeEndian.Uint32(h[8:12]))})
+			}
+		}
+	}
+	var out []netip.AddrPort
+	for _, nm := range names {
+		raw := make([]byte, min(nm.size, unix.SizeofSockaddrAny))
+		if len(raw) < 2 || !readMem(pid, nm.ptr, raw) {
+			continue
+		}
+		if dst, ok := sockaddrPort(raw); ok {
+			out = append(out, dst)
+		}
+	}
+	return out
+}
+
+// refusal decides one address of a call on a socket of type typ.
+func (s *session) refusal(nr int32, dst netip.AddrPort, typ, proto int, connected bool) (*attempt, unix.Errno) {
 	addr, port := dst.Addr().Unmap(), dst.Port()
 	local := addr.IsLoopback() || addr.IsUnspecified() || slices.Contains(s.plan.Addrs, addr)
 	var errno unix.Errno
 	var reason string
 	switch {
 	case typ == unix.SOCK_STREAM:
-		if connected && n.Nr != unix.SYS_CONNECT {
+		if connected && nr != unix.SYS_CONNECT {
 			return nil, 0 // the address is ignored on a connected stream
 		}
 		if !slices.Contains(s.plan.ConnectPorts(), port) {

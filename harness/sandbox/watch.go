@@ -26,8 +26,9 @@ type watchMsg struct {
 	FD    int  `json:"fd"`
 }
 
-// watchConnects installs a seccomp filter that hands every connect(2) and
-// sendmsg(2), and every sendto(2) that names an address, to the harness
+// watchConnects installs a seccomp filter that hands every connect(2),
+// sendmsg(2) and sendmmsg(2), and every sendto(2) that names an address, to
+// the harness
 // before the kernel acts on it, and passes the filter's listener over the control socket. The
 // harness records each attempt that would leave the egress listeners, even
 // the ones the namespace or Landlock would refuse without a packet, and
@@ -50,15 +51,17 @@ func watchConnects(uc *net.UnixConn) error {
 		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
 		/* 2 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW}, // the other filter refuses foreign ABIs
 		/* 3 */ {Code: ld, K: offNr},
-		/* 4 */ {Code: jeq, K: unix.SYS_CONNECT, Jt: 7, Jf: 0},
-		/* 5 */ {Code: jeq, K: unix.SYS_SENDMSG, Jt: 6, Jf: 0}, // its address is behind a pointer: the harness looks
-		/* 6 */ {Code: jeq, K: unix.SYS_SENDTO, Jt: 0, Jf: 4},
-		/* 7 */ {Code: ld, K: offArg4Lo},
-		/* 8 */ {Code: jeq, K: 0, Jt: 0, Jf: 3},
-		/* 9 */ {Code: ld, K: offArg4Hi},
-		/* 10 */ {Code: jeq, K: 0, Jt: 0, Jf: 1},
-		/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
+		/* 4 */ {Code: jeq, K: unix.SYS_CONNECT, Jt: 8, Jf: 0},
+		// sendmsg and sendmmsg keep their addresses behind pointers: the harness looks.
+		/* 5 */ {Code: jeq, K: unix.SYS_SENDMSG, Jt: 7, Jf: 0},
+		/* 6 */ {Code: jeq, K: unix.SYS_SENDMMSG, Jt: 6, Jf: 0},
+		/* 7 */ {Code: jeq, K: unix.SYS_SENDTO, Jt: 0, Jf: 4},
+		/* 8 */ {Code: ld, K: offArg4Lo},
+		/* 9 */ {Code: jeq, K: 0, Jt: 0, Jf: 3},
+		/* 10 */ {Code: ld, K: offArg4Hi},
+		/* 11 */ {Code: jeq, K: 0, Jt: 0, Jf: 1},
+		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 13 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC | filterFlagTsyncESRCH | filterFlagWaitKillableRecv)

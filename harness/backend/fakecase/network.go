@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +13,11 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,6 +66,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = fastOpen(target)
 			case "sendmsg":
 				err = sendMsg(target)
+			case "sendmmsg":
+				err = sendMMsg(target)
 			case "conns":
 				err = manyConns(target)
 			default:
@@ -194,6 +199,44 @@ func sendMsg(addr string) error {
 	defer conn.Close()
 	_, _, err = conn.WriteMsgUDP([]byte("probe"), nil, to)
 	return err
+}
+
+// sendMMsg sends two datagrams in one sendmmsg(2) call from an unconnected
+// UDP socket: the first to the namespace's loopback, the second to addr.
+func sendMMsg(addr string) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return fmt.Errorf("want IPv4:PORT, got %q", addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	sockaddr := func(a [4]byte, port uint16) []byte {
+		b := make([]byte, unix.SizeofSockaddrInet4)
+		binary.NativeEndian.PutUint16(b[0:2], unix.AF_INET)
+		binary.BigEndian.PutUint16(b[2:4], port)
+		copy(b[4:8], a[:])
+		return b
+	}
+	names := [][]byte{sockaddr([4]byte{127, 0, 0, 1}, 5353), sockaddr(ap.Addr().As4(), ap.Port())}
+	payload := []byte("probe")
+	iov := unix.Iovec{Base: &payload[0]}
+	iov.SetLen(len(payload))
+	msgs := make([]unix.Mmsghdr, len(names))
+	for i, n := range names {
+		msgs[i].Hdr.Name, msgs[i].Hdr.Namelen = &n[0], uint32(len(n))
+		msgs[i].Hdr.Iov = &iov
+		msgs[i].Hdr.SetIovlen(1)
+	}
+	_, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), 0, 0, 0)
+	runtime.KeepAlive(names)
+	runtime.KeepAlive(payload)
+	if e != 0 {
+		return e
+	}
+	return nil
 }
 
 // dnsQuery asks resolver for example.com's A record.
