@@ -172,3 +172,28 @@ func TestAttachRefusesAWatchThatIsNotSeccomp(t *testing.T) {
 		t.Fatalf("setup failures %v", setup)
 	}
 }
+
+// A watch that breaks down while its session runs is a setup failure (the
+// run is blocked), not a quiet end: the record would have gaps from then on.
+func TestBrokenWatchIsAFailure(t *testing.T) {
+	l, _ := ParseList([]string{"127.0.0.1:8080"}, SourceFlag, nil)
+	f := New(Options{Policy: Policy{Case: l}})
+	defer f.Close()
+	s, err := f.newSession(NewPlan(CommandCase, l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A readable pipe stands in for the listener: receiving from it fails.
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	defer w.Close()
+	w.Write([]byte("x"))
+	stopR, stopW, _ := os.Pipe()
+	defer stopR.Close()
+	defer stopW.Close()
+	s.watch(int(r.Fd()), int(stopR.Fd()))
+	setup, _ := f.Failures()
+	if len(setup) != 1 || !strings.Contains(setup[0], "connection watch stopped") {
+		t.Fatalf("setup failures %v", setup)
+	}
+}

@@ -158,20 +158,31 @@ func checkSeccompListener(fd int) error {
 }
 
 // watch answers notifications until the listener hangs up (no process of
-// the command is left) or stop becomes readable (the session stopped).
+// the command is left) or stop becomes readable (the session stopped). A
+// watch that breaks down before either is a setup failure: from then on
+// the command's calls fail (ENOSYS), and the record would have gaps.
 func (s *session) watch(fd, stop int) {
+	broke := func(format string, a ...any) {
+		if s.ctx.Err() == nil {
+			s.f.fail("%s: the connection watch stopped: "+format, append([]any{s.plan.Command}, a...)...)
+		}
+	}
 	for {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, -1); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
+			broke("poll: %v", err)
 			return
 		}
 		if pfd[1].Revents != 0 {
 			return
 		}
 		if pfd[0].Revents&unix.POLLIN == 0 {
+			if pfd[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+				broke("poll events %#x", pfd[0].Revents)
+			}
 			return // POLLHUP: the filter has no users left
 		}
 		var n seccompNotif
@@ -179,6 +190,7 @@ func (s *session) watch(fd, stop int) {
 			if e == unix.EINTR || e == unix.ENOENT {
 				continue // the caller went away before it was received
 			}
+			broke("SECCOMP_IOCTL_NOTIF_RECV: %v", e)
 			return
 		}
 		s.answer(fd, &n)
