@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,6 +122,34 @@ func helper(args []string) int {
 			c.Close()
 			r.OK = true
 		}
+	case "udpsend": // N datagrams to the discard port on loopback, with sendto(2) and the address or write(2) on a connected socket; Count is the ns they took
+		n, _ := strconv.Atoi(arg(1))
+		connected := arg(2) == "write"
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		to := &unix.SockaddrInet4{Port: 9, Addr: [4]byte{127, 0, 0, 1}}
+		if err == nil && connected {
+			err = unix.Connect(fd, to)
+		}
+		if err == nil {
+			start := time.Now()
+			for i := 0; i < n && err == nil; i++ {
+				if connected {
+					_, err = unix.Write(fd, []byte("x"))
+				} else {
+					err = unix.Sendto(fd, []byte("x"), 0, to)
+				}
+				if err == unix.ECONNREFUSED {
+					err = nil // an earlier datagram's ICMP answer
+				}
+			}
+			r.Count = int(time.Since(start))
+			unix.Close(fd)
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
 	case "bind":
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 		if err == nil {
@@ -214,7 +243,7 @@ var (
 	facts     sandbox.Facts
 )
 
-func self(t *testing.T) string {
+func self(t testing.TB) string {
 	t.Helper()
 	p, err := os.Executable()
 	if err != nil {
@@ -224,7 +253,7 @@ func self(t *testing.T) string {
 }
 
 // requireSandbox skips when the machine cannot confine, naming what is missing.
-func requireSandbox(t *testing.T) sandbox.Facts {
+func requireSandbox(t testing.TB) sandbox.Facts {
 	t.Helper()
 	factsOnce.Do(func() { facts = sandbox.ProbeWith(self(t)) })
 	if !facts.Available() {
@@ -241,7 +270,7 @@ type outcome struct {
 	nsInode  string // the launcher's PID namespace, read while it ran
 }
 
-func (o outcome) result(t *testing.T) result {
+func (o outcome) result(t testing.TB) result {
 	t.Helper()
 	var r result
 	line, _, _ := strings.Cut(strings.TrimSpace(o.stdout), "\n")
@@ -255,7 +284,7 @@ func (o outcome) result(t *testing.T) result {
 // command and SysProcAttr from sandbox.Command, an explicit environment, a
 // working directory, and a timeout that kills the launcher (and so the
 // namespace) if the test goes wrong.
-func launch(t *testing.T, p sandbox.Policy, dir string, argv ...string) outcome {
+func launch(t testing.TB, p sandbox.Policy, dir string, argv ...string) outcome {
 	t.Helper()
 	return launchWith(t, p, dir, opts{}, argv...)
 }
@@ -265,9 +294,10 @@ type opts struct {
 	started func(*exec.Cmd)
 	stdout  io.Writer // instead of capturing stdout in outcome.stdout
 	bare    bool      // run argv directly, without the sandbox
+	extra   []*os.File
 }
 
-func launchWith(t *testing.T, p sandbox.Policy, dir string, o opts, argv ...string) outcome {
+func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...string) outcome {
 	t.Helper()
 	largv, attr, err := sandbox.Command(self(t), p, argv)
 	if err != nil {
@@ -280,6 +310,7 @@ func launchWith(t *testing.T, p sandbox.Policy, dir string, o opts, argv ...stri
 	defer cancel()
 	cmd := exec.CommandContext(ctx, largv[0], largv[1:]...)
 	cmd.SysProcAttr = attr
+	cmd.ExtraFiles = o.extra
 	cmd.Dir = dir
 	env := o.env
 	if env == nil {
@@ -295,6 +326,9 @@ func launchWith(t *testing.T, p sandbox.Policy, dir string, o opts, argv ...stri
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start launcher: %v", err)
+	}
+	for _, f := range o.extra {
+		f.Close()
 	}
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
 	if o.started != nil {
@@ -360,7 +394,7 @@ type box struct {
 	root, runDir, fixture, scratchRoot, tmp, source, report, task, events string
 }
 
-func newBox(t *testing.T) box {
+func newBox(t testing.TB) box {
 	t.Helper()
 	root := t.TempDir()
 	b := box{root: root, runDir: filepath.Join(root, "runs", "r1"), source: filepath.Join(root, "source"),

@@ -1,0 +1,56 @@
+package sandbox_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+)
+
+// BenchmarkWatchedSend measures what the connection watch adds to a call
+// it is handed. Inside a sandbox with an egress layout, it times 20,000
+// UDP datagrams to loopback sent with sendto(2) and the address (each call
+// goes to the harness and back) and 20,000 sent with write(2) on a
+// connected socket (not watched), and reports the difference per call
+// ("watch-us/call").
+func BenchmarkWatchedSend(b *testing.B) {
+	requireSandbox(b)
+	const calls = 20000
+	bx := newBox(b)
+	l, err := egress.ParseList([]string{"127.0.0.1:8080"}, egress.SourceFlag, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan := egress.NewPlan(egress.CommandCase, l)
+	hosts := filepath.Join(bx.root, "hosts")
+	if err := os.WriteFile(hosts, plan.Hosts(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	run := func(mode string) time.Duration {
+		f := egress.New(egress.Options{Policy: egress.Policy{Case: l}})
+		defer f.Close()
+		ctl, err := f.Attach(plan)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := bx.policy()
+		p.Network = &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, HostsFile: hosts}
+		r := launchWith(b, p, bx.fixture, opts{extra: []*os.File{ctl}}, self(b), helperCmd, "udpsend", strconv.Itoa(calls), mode).result(b)
+		if !r.OK {
+			b.Fatalf("udpsend %s: %s %s", mode, r.Errno, r.Err)
+		}
+		return time.Duration(r.Count)
+	}
+	var watched, plain time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		watched += run("sendto")
+		plain += run("write")
+	}
+	b.ReportMetric(float64(watched-plain)/float64(b.N)/calls/1e3, "watch-us/call")
+	b.ReportMetric(float64(plain)/float64(b.N)/calls/1e3, "plain-us/call")
+}
