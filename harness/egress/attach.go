@@ -95,7 +95,7 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 // not an error here.
 func (s *session) receive(uc *net.UnixConn) error {
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs))
+	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs)+unix.CmsgSpace(unix.SizeofUcred)) // SO_PASSCRED adds the sender
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil || (n == 0 && oobn == 0) {
 		return nil
