@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,7 +158,13 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	att.checkView(rep.RunArtifactDir, src, &res)
 	checkSpaceGivenBack(row, rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
-		res.fail("blockers %v, expected exactly %v", res.ActualBlockers, res.ExpectedBlockers)
+		var said []string
+		for _, b := range rep.Blockers {
+			if !slices.Contains(res.ExpectedBlockers, string(b.Code)) {
+				said = append(said, fmt.Sprintf("%s at %s: %s", b.Code, b.Step, b.Message))
+			}
+		}
+		res.fail("blockers %v, expected exactly %v (unexpected: %s)", res.ActualBlockers, res.ExpectedBlockers, strings.Join(said, "; "))
 	}
 	if res.ActualLastEvent != row.ExpectedLastEvent {
 		res.fail("last step event %q, expected %q", res.ActualLastEvent, row.ExpectedLastEvent)
