@@ -165,6 +165,9 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 			}
 		}
 		res.fail("blockers %v, expected exactly %v (unexpected: %s)", res.ActualBlockers, res.ExpectedBlockers, strings.Join(said, "; "))
+		if tail := logTail(filepath.Join(rep.RunArtifactDir, evidence.TestLog), 20); tail != "" {
+			res.fail("the end of %s: %s", evidence.TestLog, tail)
+		}
 	}
 	if res.ActualLastEvent != row.ExpectedLastEvent {
 		res.fail("last step event %q, expected %q", res.ActualLastEvent, row.ExpectedLastEvent)
@@ -420,4 +423,18 @@ func forgeRecordRun(rec *gates.Record, dir string, report []byte) error {
 	rec.RunDir, rec.ReportSHA256 = dir, sum
 	rec.Seal()
 	return nil
+}
+
+// logTail is the last n lines of a log, joined with " | " ("" when there is
+// none): enough of an unexpected failure to read in a one-line error.
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, " | "))
 }
