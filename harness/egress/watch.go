@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,17 +121,14 @@ func (s *session) receiveWatch(uc *net.UnixConn) error {
 		stopR.Close()
 		return fmt.Errorf("cannot acknowledge the launcher's connection watch: %w", err)
 	}
-	// The caller waits for each answer: waking the harness on the caller's
-	// CPU, and the caller on the harness's (Linux 6.6), saves two
-	// cross-CPU wake-ups per call. Older kernels go without.
-	flags := uint64(unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fds[0]), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, uintptr(flags))
 	s.f.wg.Add(1)
 	go func() {
 		defer s.f.wg.Done()
 		defer unix.Close(fds[0])
 		defer stopR.Close()
-		runtime.LockOSThread() // one thread sleeps in poll for the whole session
+		// No LockOSThread here: a locked goroutine that ends takes its
+		// thread with it, and a launcher forked from that thread earlier
+		// gets its parent-death signal (SIGKILL).
 		s.watch(fds[0], int(stopR.Fd()))
 	}()
 	return nil
