@@ -50,7 +50,7 @@ type seccompNotifResp struct {
 
 // watchMsg is the launcher's second message on the control socket: the
 // number of its descriptor of the seccomp listener for the command's
-// connect, sendto and sendmsg calls. The launcher cannot pass the listener
+// connect, sendto, sendmsg and sendmmsg calls. The launcher cannot pass the listener
 // with SCM_RIGHTS, since its own sendmsg is watched once the filter is in;
 // the harness takes it with pidfd_getfd from the sender the kernel names.
 type watchMsg struct {
@@ -73,19 +73,17 @@ func (s *session) receiveWatch(uc *net.UnixConn) error {
 	if err != nil || (n == 0 && oobn == 0) {
 		return nil
 	}
-	var fds []int
 	var cred *unix.Ucred
 	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
 		for _, m := range msgs {
 			if got, rerr := unix.ParseUnixRights(&m); rerr == nil {
-				fds = append(fds, got...)
+				for _, fd := range got {
+					unix.Close(fd) // the listener never travels as SCM_RIGHTS
+				}
 			} else if c, cerr := unix.ParseUnixCredentials(&m); cerr == nil {
 				cred = c
 			}
 		}
-	}
-	for _, fd := range fds {
-		unix.Close(fd) // the listener never travels as SCM_RIGHTS
 	}
 	refuse := func(format string, a ...any) error {
 		_, _ = uc.Write([]byte{AckRefuse})
@@ -102,43 +100,48 @@ func (s *session) receiveWatch(uc *net.UnixConn) error {
 	if err != nil {
 		return refuse("descriptor %d of process %d: %v", m.FD, cred.Pid, err)
 	}
-	fds = []int{fd}
 	if err := checkSeccompListener(fd); err != nil {
 		unix.Close(fd)
 		return refuse("%v", err)
 	}
 	stopR, stopW, err := os.Pipe()
 	if err != nil {
+		unix.Close(fd)
 		return refuse("pipe: %v", err)
 	}
 	if !s.onStop(stopW) {
+		unix.Close(fd)
 		stopR.Close()
 		stopW.Close()
 		return refuse("the command's session ended")
 	}
 	if _, err := uc.Write([]byte{AckOK}); err != nil {
-		unix.Close(fds[0])
+		unix.Close(fd)
 		stopR.Close()
 		return fmt.Errorf("cannot acknowledge the launcher's connection watch: %w", err)
 	}
 	s.f.wg.Add(1)
 	go func() {
 		defer s.f.wg.Done()
-		defer unix.Close(fds[0])
+		defer unix.Close(fd)
 		defer stopR.Close()
 		// No LockOSThread here: a locked goroutine that ends takes its
 		// thread with it, and a launcher forked from that thread earlier
 		// gets its parent-death signal (SIGKILL).
-		s.watch(fds[0], int(stopR.Fd()))
+		s.watch(fd, int(stopR.Fd()))
 	}()
 	return nil
 }
 
-// takeFD duplicates descriptor fd of process pid into this process.
-func takeFD(pid, fd int) (int, error) {
-	pidfd, err := unix.PidfdOpen(pid, 0)
+// takeFD duplicates descriptor fd of thread (or process) tid into this
+// process.
+func takeFD(tid, fd int) (int, error) {
+	pidfd, err := unix.PidfdOpen(tid, pidfdThread)
 	if err != nil {
-		return -1, fmt.Errorf("pidfd_open: %w", err)
+		// Before Linux 6.9 a pidfd names a thread group: open the thread's.
+		if pidfd, err = unix.PidfdOpen(threadGroup(tid), 0); err != nil {
+			return -1, fmt.Errorf("pidfd_open: %w", err)
+		}
 	}
 	defer unix.Close(pidfd)
 	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
@@ -365,15 +368,7 @@ func sockaddrPort(raw []byte) (netip.AddrPort, bool) {
 // peekSocket looks at the caller's descriptor through a duplicate: its type,
 // protocol and whether it is connected.
 func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
-	pidfd, err := unix.PidfdOpen(tid, pidfdThread)
-	if err != nil {
-		// Before Linux 6.9 a pidfd names a thread group: open the caller's.
-		if pidfd, err = unix.PidfdOpen(threadGroup(tid), 0); err != nil {
-			return 0, 0, false, false
-		}
-	}
-	defer unix.Close(pidfd)
-	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	dup, err := takeFD(tid, fd)
 	if err != nil {
 		return 0, 0, false, false
 	}

@@ -127,16 +127,25 @@ func setupNetwork(p Policy) (*net.UnixConn, error) {
 	if _, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(fds...), nil); err != nil {
 		return fail(failf("network egress: cannot hand the listeners to the harness: %v", err))
 	}
-	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))
-	ack := make([]byte, 1)
-	if k, err := uc.Read(ack); err != nil || k != 1 || ack[0] != 'Y' {
-		return fail(failf("network egress: the harness did not take the listeners (%q, %v)", ack[:k], err))
+	if err := awaitAck(uc, "the listeners"); err != nil {
+		return fail(err)
 	}
-	_ = uc.SetReadDeadline(time.Time{})
 	if err := MountHosts(n.HostsFile, "/etc/hosts"); err != nil {
 		return fail(err)
 	}
 	return uc, nil
+}
+
+// awaitAck waits for the harness to confirm it took what over the control
+// socket.
+func awaitAck(uc *net.UnixConn, what string) error {
+	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))
+	defer uc.SetReadDeadline(time.Time{})
+	ack := make([]byte, 1)
+	if k, err := uc.Read(ack); err != nil || k != 1 || ack[0] != 'Y' {
+		return failf("network egress: the harness did not take %s (%q, %v)", what, ack[:k], err)
+	}
+	return nil
 }
 
 // MountHosts bind-mounts src read-only over target (an /etc/hosts), in the

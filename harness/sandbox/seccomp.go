@@ -19,20 +19,11 @@ import (
 //   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
 //     filter cannot be bypassed through a second syscall table.
 func installSeccomp() error {
-	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-	if !ok {
-		return failf("no seccomp filter for %s", runtime.GOARCH)
+	arch, err := auditArch()
+	if err != nil {
+		return err
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-		// struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (low half
-		// on little-endian machines).
-		offNr, offArch, offArg0 = 0, 4, 16
-		x32Bit                  = 0x40000000
-	)
+	const x32Bit = 0x40000000
 	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
 	prog := []unix.SockFilter{
 		/* 0 */ {Code: ld, K: offArch},
@@ -49,9 +40,7 @@ func installSeccomp() error {
 		/* 11 */ {Code: ret, K: errno(unix.EACCES)},
 		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(prog)
+	r, e := setFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC)
 	if e != 0 {
 		return failf("seccomp(SECCOMP_SET_MODE_FILTER, TSYNC): %v", e)
 	}
@@ -59,4 +48,33 @@ func installSeccomp() error {
 		return failf("seccomp: thread %d could not be synchronized", r)
 	}
 	return nil
+}
+
+// Classic BPF opcodes the filters use, and where struct seccomp_data keeps
+// what they look at: nr at 0, arch at 4, args[i] at 16+8i (low half first
+// on little-endian machines).
+const (
+	ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+	ret = unix.BPF_RET | unix.BPF_K
+
+	offNr, offArch, offArg0 = 0, 4, 16
+)
+
+// auditArch is this build's AUDIT_ARCH, which every filter checks first.
+func auditArch() (uint32, error) {
+	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return 0, failf("no seccomp filter for %s", runtime.GOARCH)
+	}
+	return arch, nil
+}
+
+// setFilter installs prog with flags; it returns seccomp(2)'s result.
+func setFilter(prog []unix.SockFilter, flags uintptr) (uintptr, unix.Errno) {
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	runtime.KeepAlive(prog)
+	return r, e
 }

@@ -3,9 +3,6 @@ package sandbox
 import (
 	"encoding/json"
 	"net"
-	"runtime"
-	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,24 +25,18 @@ type watchMsg struct {
 
 // watchConnects installs a seccomp filter that hands every connect(2),
 // sendmsg(2) and sendmmsg(2), and every sendto(2) that names an address, to
-// the harness
-// before the kernel acts on it, and passes the filter's listener over the control socket. The
-// harness records each attempt that would leave the egress listeners, even
-// the ones the namespace or Landlock would refuse without a packet, and
-// answers it; the namespace and Landlock still decide everything it lets
-// through. Without the harness's acknowledgement the command does not start.
+// the harness before the kernel acts on it, and names the filter's listener
+// on the control socket. The harness records each attempt that would leave
+// the egress listeners, even the ones the namespace or Landlock would
+// refuse without a packet, and answers it; the namespace and Landlock still
+// decide everything it lets through. Without the harness's acknowledgement
+// the command does not start.
 func watchConnects(uc *net.UnixConn) error {
-	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-	if !ok {
-		return failf("network egress: no connection watch for %s", runtime.GOARCH)
+	arch, err := auditArch()
+	if err != nil {
+		return err
 	}
-	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-		// struct seccomp_data: nr at 0, arch at 4, args[i] at 16+8i.
-		offNr, offArch, offArg4Lo, offArg4Hi = 0, 4, 48, 52
-	)
+	const offArg4Lo, offArg4Hi = offArg0 + 32, offArg0 + 36
 	prog := []unix.SockFilter{
 		/* 0 */ {Code: ld, K: offArch},
 		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
@@ -63,16 +54,13 @@ func watchConnects(uc *net.UnixConn) error {
 		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 		/* 13 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
 	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC | filterFlagTsyncESRCH | filterFlagWaitKillableRecv)
-	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+	r, e := setFilter(prog, flags)
 	if e == unix.EINVAL {
 		// Before Linux 5.19 a signal can restart a notified call, which
 		// at worst records one attempt twice.
-		flags &^= filterFlagWaitKillableRecv
-		r, _, e = unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&fprog)))
+		r, e = setFilter(prog, flags&^filterFlagWaitKillableRecv)
 	}
-	runtime.KeepAlive(prog)
 	if e != 0 {
 		return failf("network egress: cannot install the connection watch (seccomp user notification): %v", e)
 	}
@@ -82,11 +70,5 @@ func watchConnects(uc *net.UnixConn) error {
 	if _, err := uc.Write(msg); err != nil {
 		return failf("network egress: cannot hand the connection watch to the harness: %v", err)
 	}
-	_ = uc.SetReadDeadline(time.Now().Add(ackTimeout))
-	defer uc.SetReadDeadline(time.Time{})
-	ack := make([]byte, 1)
-	if k, err := uc.Read(ack); err != nil || k != 1 || ack[0] != 'Y' {
-		return failf("network egress: the harness did not take the connection watch (%q, %v)", ack[:k], err)
-	}
-	return nil
+	return awaitAck(uc, "the connection watch")
 }
