@@ -105,6 +105,13 @@ const (
 	BlockCaseEventLimit BlockerCode = "CASE_EVENT_LIMIT"
 )
 
+// The verification checkout: a fresh checkout of the result that could not
+// be made, or that does not give the result tree.
+const (
+	BlockCheckoutFailed     BlockerCode = "CHECKOUT_FAILED"
+	BlockCheckoutUnfaithful BlockerCode = "CHECKOUT_UNFAITHFUL"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -136,6 +143,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
+		BlockCheckoutFailed, BlockCheckoutUnfaithful,
 	}
 }
 

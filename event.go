@@ -22,6 +22,7 @@ const (
 	EvCaseProcessStarted  EventType = "case_process_started"
 	EvCaseProcessExited   EventType = "case_process_exited"
 	EvChangesCollected    EventType = "changes_collected"
+	EvCheckoutMade        EventType = "checkout_made"
 	EvVerificationDone    EventType = "verification_finished"
 	EvFixtureCleanEnd     EventType = "fixture_clean_end"
 	EvSourceProofAfter    EventType = "source_proof_after"
@@ -47,7 +48,7 @@ func AllEventTypes() []EventType {
 	return []EventType{EvRunStarted, EvGateChecked, EvSourceClassified, EvSourceProofBefore,
 		EvFixtureCopied, EvBaselineCommitted, EvFixtureCleanStart, EvTaskContractWritten,
 		EvFakeChangeApplied, EvCaseProcessStarted, EvCaseProcessExited, EvChangesCollected,
-		EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
+		EvCheckoutMade, EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
 		EvRunBlocked, EvRunFinished,
 		EvCaseStarted, EvCaseFileChanged, EvCaseCommand, EvCaseLog, EvCaseFinished}
 }

@@ -115,5 +115,37 @@ type FixtureProof struct {
 	Status          []StatusEntry `json:"status"`
 	Problems        []string      `json:"problems"`
 	SymlinksOutside []string      `json:"symlinks_outside"`
-	TakenAt         time.Time     `json:"taken_at"`
+	// GitChanges is what changed under the fixture's .git while Case ran
+	// (clean_end only; the harness never reads or trusts it, but a later
+	// git command in the fixture would). GitChangesTotal counts them all
+	// when the list is capped.
+	GitChanges      []GitChange `json:"git_changes"`
+	GitChangesTotal int         `json:"git_changes_total"`
+	// Ignored lists what Case left in the worktree that the result commit
+	// leaves out (paths a .gitignore excludes): never verified, but named.
+	Ignored      []Leftover `json:"ignored"`
+	IgnoredTotal int        `json:"ignored_total"`
+	TakenAt      time.Time  `json:"taken_at"`
+}
+
+// GitChange is one entry of the fixture's .git that Case added, removed or
+// changed. Unsafe is set when it is not one of the files git itself writes
+// in everyday use (index, objects, branch and tag refs, logs, HEAD): such a
+// change could make a later git command run Case's code or show other
+// content, and the run is blocked.
+type GitChange struct {
+	Path   string    `json:"path"`
+	Change string    `json:"change"`
+	Type   EntryType `json:"type"`
+	Unsafe bool      `json:"unsafe"`
+}
+
+// Leftover is a file Case left in the worktree outside the result commit.
+// SHA256 is empty when the file was over the hashing budget or not a
+// regular file.
+type Leftover struct {
+	Path   string    `json:"path"`
+	Type   EntryType `json:"type"`
+	Size   int64     `json:"size"`
+	SHA256 string    `json:"sha256"`
 }

@@ -166,6 +166,10 @@ type TestsRecord struct {
 	Findings         []ScanFinding `json:"findings"`
 	Scripts          []string      `json:"scripts"`
 	DangerousAllowed bool          `json:"dangerous_allowed"`
+	// VerifiedCommit and VerifiedTree name the fresh checkout the command
+	// ran on; the tree must be the result tree.
+	VerifiedCommit string `json:"verified_commit,omitempty"`
+	VerifiedTree   string `json:"verified_tree,omitempty"`
 }
 
 // ScanFinding is one dangerous pattern the script-safety scanner found.

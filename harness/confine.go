@@ -7,6 +7,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 )
@@ -42,12 +43,23 @@ func (r *run) probeSandbox() {
 	rec.LandlockABI = r.facts.LandlockABI
 }
 
-// policy is what Case and the verification command may touch: the fixture
-// and the scratch directories (not the whole workspace root, which for
-// stages 1–2 also holds the materialized source).
-func (r *run) policy() sandbox.Policy {
+// roots are the directories a command works in and may write: Case's
+// fixture and scratch, or the verification's checkout and scratch (package
+// checkout), which Case never sees.
+func (r *run) roots(verification bool) (work, scratch string) {
+	if verification {
+		return checkout.Dirs(r.rep.RuntimeWorkspaceRoot)
+	}
+	return r.fixture, r.scratch
+}
+
+// policy is what Case or the verification command may touch: its work
+// directory and scratch directories (not the whole workspace root, which
+// for stages 1–2 also holds the materialized source).
+func (r *run) policy(verification bool) sandbox.Policy {
 	l := r.contract.Limits
-	return sandbox.Policy{Writable: append([]string{r.fixture}, backend.ScratchDirs(r.scratch)...), DenyNetwork: true,
+	work, scratch := r.roots(verification)
+	return sandbox.Policy{Writable: append([]string{work}, backend.ScratchDirs(scratch)...), DenyNetwork: true,
 		Rlimits: sandbox.Rlimits{CPUSeconds: l.CPUSeconds, FileSizeBytes: l.FileSizeBytes, OpenFiles: l.OpenFiles,
 			Processes: l.Processes, AddressSpaceBytes: l.AddressSpaceBytes}}
 }
@@ -64,7 +76,7 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network) ([]
 		}
 		return launch, attr, nil
 	}
-	pol := r.policy()
+	pol := r.policy(verification)
 	var files []sandbox.Bind
 	if nw != nil {
 		// The command's /etc/hosts names the allowed hosts' in-namespace

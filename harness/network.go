@@ -154,7 +154,9 @@ func (r *run) tryEgress(ctx context.Context) bool {
 		}
 		nw, extra, err := r.netLayout(cmd)
 		if err == nil {
-			pol := r.policy()
+			// Only the network is tried here: the verification's own
+			// directories do not exist yet, so Case's stand in.
+			pol := r.policy(false)
 			pol.Network = nw
 			err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, extra[0])
 		}

@@ -154,18 +154,20 @@ func (r *run) steps(ctx context.Context) {
 	if !clean {
 		return
 	}
-	if !r.copyFixture(ctx) {
+	rec, ok := r.copyFixture(ctx)
+	if !ok {
 		return
 	}
-	defer r.cleanEnd(proofCtx(ctx))
+	var col *collected
+	defer func() { r.cleanEnd(proofCtx(ctx), rec, col) }()
 	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
 	r.change(ctx)
-	r.collect(proofCtx(ctx))
+	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
-	r.verify(ctx)
+	r.verify(ctx, rec, col)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }

@@ -14,11 +14,13 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -184,18 +186,46 @@ func describeStatus(st []ctoharness.StatusEntry) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *run) copyFixture(ctx context.Context) bool {
+// record is the harness's own account of the fixture, made before Case
+// runs and kept where Case cannot write: the store holding the baseline
+// (and later the result), when the baseline was made, and the fixture's
+// .git as the harness left it.
+type record struct {
+	store      string // "" when it could not be made
+	baselineAt time.Time
+	gitBefore  []ctoharness.ManifestEntry
+}
+
+// collected is what the collect step made: the result's time (its tree and
+// commit are in the report).
+type collected struct {
+	at time.Time
+}
+
+// copyFixture copies the source into the fixture, commits the baseline and
+// makes the harness's store from it. It reports false only when there is
+// no fixture at all.
+func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.step(ctoharness.StepCopy)
 	dst := r.dir.Path(evidence.FixtureDir)
 	r.o.Progress.Step("copy")
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: r.o.Clock(), Tracer: r.tr, Progress: r.o.Progress})
+	rec := record{baselineAt: r.o.Clock()}
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
 	}
 	if err != nil {
 		r.blockErr(err, ctoharness.StepCopy)
-		return r.fixture != ""
+		return rec, r.fixture != ""
+	}
+	storeDir := r.dir.Path(evidence.StoreDir)
+	if err := store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, r.tr); err != nil {
+		r.blockErr(err, ctoharness.StepBaseline)
+	} else if rec.gitBefore, err = fixture.GitSnapshot(ctx, dst, r.tr); err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)
+	} else {
+		rec.store = storeDir
 	}
 	r.rep.Commits.BaselineCommit = res.BaselineCommit
 	r.rep.Commits.BaselineTree = res.BaselineTree
@@ -214,7 +244,7 @@ func (r *run) copyFixture(ctx context.Context) bool {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
 			Message: fmt.Sprintf("baseline tree %s differs from the source HEAD tree %s", res.BaselineTree, r.rep.Commits.SourceTree)})
 	}
-	return true
+	return rec, true
 }
 
 func (r *run) cleanStart(ctx context.Context) bool {
@@ -468,14 +498,17 @@ func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) 
 	return stdout, stderr, truncated
 }
 
-func (r *run) collect(ctx context.Context) {
+// collect turns what Case left in the fixture worktree into the result
+// commit in the harness's store, and the patch.
+func (r *run) collect(ctx context.Context, rec record) *collected {
 	r.step(ctoharness.StepCollect)
 	allowed := task.NewPathPolicy(r.spec.AllowedPaths).Check
 	if r.o.AllowedCheck != nil {
 		allowed = r.o.AllowedCheck
 	}
-	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Baseline: r.rep.Commits.BaselineCommit,
-		When: r.o.Clock(), Tracer: r.tr, Allowed: allowed})
+	col := &collected{at: r.o.Clock()}
+	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.rep.Commits.BaselineCommit,
+		When: col.at, Tracer: r.tr, Allowed: allowed})
 	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	if werr := r.dir.WriteFile(ctx, evidence.PatchFile, res.Patch); werr != nil {
 		r.blockWrite(werr, ctoharness.StepCollect)
@@ -497,6 +530,7 @@ func (r *run) collect(ctx context.Context) {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
 			Message: "Case changed paths outside the allowed paths: " + strings.Join(bad, ", ")})
 	}
+	return col
 }
 
 func (r *run) skipVerify(reason string) {
@@ -505,13 +539,27 @@ func (r *run) skipVerify(reason string) {
 
 // verify runs the verification command under the profile's policy: the
 // script-safety scan, the test scope, the test budget and flake reruns, in
-// the same sandbox as Case.
-func (r *run) verify(ctx context.Context) {
+// the sandbox, on a fresh checkout of the result commit made from the
+// harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
+// Case's fixture or scratch is visible to it.
+func (r *run) verify(ctx context.Context, own record, col *collected) {
 	r.step(ctoharness.StepVerify)
 	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
 		r.skipVerify("not run: the run was already blocked (" + string(r.rep.Blockers[0].Code) + ")")
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+		return
+	}
+	work, scratch := r.roots(true)
+	r.o.Progress.Step("checkout")
+	co, err := checkout.Make(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, Store: own.store,
+		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, BaselineTime: own.baselineAt, ResultTime: col.at,
+		Tracer: r.tr, Progress: r.o.Progress})
+	r.emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
+		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil})
+	if err != nil {
+		r.blockErr(err, ctoharness.StepVerify)
+		r.skipVerify("the verification checkout of the result could not be made")
 		return
 	}
 	f, err := r.dir.OpenAppend(evidence.TestLog)
@@ -520,14 +568,18 @@ func (r *run) verify(ctx context.Context) {
 		r.skipVerify("test.log could not be opened")
 		return
 	}
-	if err := r.makeScratch(); err != nil {
-		f.Close()
-		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the scratch directories"), ctoharness.StepVerify)
-		r.skipVerify("the scratch directories could not be created")
-		return
+	dirs := backend.ScratchDirs(scratch)
+	for _, d := range dirs {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			f.Close()
+			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
+			r.skipVerify("the scratch directories could not be created")
+			return
+		}
 	}
-	env := append(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
-	in := verify.Input{Command: r.spec.Verification.Command, Fixture: r.fixture, Env: env,
+	env := append(backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
+	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	if !r.o.Unsandboxed {
@@ -538,13 +590,14 @@ func (r *run) verify(ctx context.Context) {
 			return
 		}
 	}
-	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(r.scratch)}
+	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: dirs}
 	if r.net != nil {
 		pol.NetAllowed = r.net.policy.For(egress.CommandVerify).HasHost
 	}
 	r.o.Progress.Step("verification")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
+	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
 	r.rep.Tests = rec
 	if r.interrupted() {
 		r.rep.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
@@ -591,19 +644,32 @@ func (r *run) verify(ctx context.Context) {
 	}
 }
 
-func (r *run) cleanEnd(ctx context.Context) {
+// cleanEnd proves the fixture's end state. Once Case has worked in it (the
+// collect ran), its .git is never read: the proof compares the worktree
+// with the result in the store and the .git's lstat data with the
+// snapshot taken before Case. Before that, the fixture is still the
+// harness's own and the start proof's reading applies.
+func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	r.step(ctoharness.StepCleanEnd)
 	expected := r.rep.Commits.ResultTree
 	if expected == "" {
 		expected = r.rep.Commits.BaselineTree
 	}
-	p, err := fixture.CleanProof(ctx, r.runID, "clean_end", r.fixture, expected, r.o.Clock(), r.tr)
+	var p ctoharness.FixtureProof
+	var err error
+	if col != nil && rec.store != "" {
+		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.runID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
+			GitBefore: rec.gitBefore, Now: r.o.Clock(), Tracer: r.tr})
+	} else {
+		p, err = fixture.CleanProof(ctx, r.runID, "clean_end", r.fixture, expected, r.o.Clock(), r.tr)
+	}
 	if err != nil {
 		r.blockErr(err, ctoharness.StepCleanEnd)
 		return
 	}
 	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
-		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree})
+		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree,
+			"git_changes": p.GitChangesTotal, "ignored": p.IgnoredTotal})
 	}
 	if !p.Clean {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,

@@ -37,9 +37,10 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 		return nil, err
 	}
 	v.Files = append(v.Files, files...)
-	pol := r.policy()
+	pol := r.policy(verification)
 	pol.View = v
-	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, r.fixture)
+	work, _ := r.roots(verification)
+	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, work)
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
@@ -86,7 +87,8 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	}
 	hostPath := pathOf(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root))
 	system = append(system, toolchainRoots(hostPath)...)
-	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: r.fixture}
+	work, _ := r.roots(verification)
+	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
 	v.Read = append(v.Read, read...)
 	if len(argv) > 0 {
 		exe := argv[0]

@@ -154,6 +154,16 @@ func checkTests(v *runView, c collector) {
 		}
 	}
 	ran := v.has(ctoharness.EvVerificationDone) && t.Classification != ctoharness.TestNotRun
+	if ran || t.ExitCode != nil {
+		// What ran must have run on the result: a checkout of exactly the
+		// result tree, never the fixture Case left.
+		if t.VerifiedTree == "" || t.VerifiedTree != v.report.Commits.ResultTree {
+			c.fail(chk, evidence.ReportJSON, "the verification ran on tree %q, not on the result tree %q", t.VerifiedTree, v.report.Commits.ResultTree)
+		}
+		if !v.has(ctoharness.EvCheckoutMade) {
+			c.fail(chk, evidence.EventsFile, "the verification ran but no checkout_made event records its checkout")
+		}
+	}
 	if ran {
 		if data, err := os.ReadFile(v.path(evidence.TestLog)); err != nil || !strings.HasPrefix(string(data), "$ "+t.Command+"\n") {
 			c.fail(chk, evidence.TestLog, "the verification ran but its log is missing or does not start with its command")

@@ -44,7 +44,7 @@ var harnessOrder = []ctoharness.EventType{
 	ctoharness.EvRunStarted, ctoharness.EvGateChecked, ctoharness.EvSourceClassified, ctoharness.EvSourceProofBefore,
 	ctoharness.EvFixtureCopied, ctoharness.EvBaselineCommitted, ctoharness.EvFixtureCleanStart, ctoharness.EvTaskContractWritten,
 	ctoharness.EvFakeChangeApplied, ctoharness.EvCaseProcessStarted, ctoharness.EvCaseProcessExited, ctoharness.EvChangesCollected,
-	ctoharness.EvVerificationDone, ctoharness.EvFixtureCleanEnd, ctoharness.EvSourceProofAfter, ctoharness.EvSourceNonMutation,
+	ctoharness.EvCheckoutMade, ctoharness.EvVerificationDone, ctoharness.EvFixtureCleanEnd, ctoharness.EvSourceProofAfter, ctoharness.EvSourceNonMutation,
 	ctoharness.EvRunFinished,
 }
 

@@ -17,7 +17,8 @@ import (
 
 // checkPatchRederived re-derives the change instead of trusting the files
 // that describe it: the patch is recomputed from the baseline and result
-// commits held in the fixture and must equal patch.diff byte for byte; the
+// commits held in the harness's store (never the fixture, whose .git is
+// Case's to write) and must equal patch.diff byte for byte; the
 // changed files must equal the report's; every path the patch touches, in
 // any header form git apply reads, must be a listed changed file.
 func checkPatchRederived(v *runView, c collector) {
@@ -45,26 +46,27 @@ func checkPatchRederived(v *runView, c collector) {
 		}
 		return
 	}
-	if _, err := os.Stat(v.report.FixturePath); err != nil {
+	storeDir := v.path(evidence.StoreDir)
+	if _, err := os.Stat(storeDir); err != nil {
 		if v.report.Status == ctoharness.StatusPass {
-			c.fail(chk, evidence.ReportJSON, "the fixture %s the patch must be re-derived from is missing: %v", v.report.FixturePath, err)
+			c.fail(chk, evidence.ReportJSON, "the store %s the patch must be re-derived from is missing: %v", storeDir, err)
 		}
 		return
 	}
-	re, err := fixture.Rederive(v.report.FixturePath, cm.BaselineCommit, cm.ResultCommit, task.NewPathPolicy(v.report.AllowedPaths).Check)
+	re, err := fixture.Rederive(storeDir, cm.BaselineCommit, cm.ResultCommit, task.NewPathPolicy(v.report.AllowedPaths).Check)
 	if err != nil {
-		c.fail(chk, evidence.ReportJSON, "cannot re-derive the change from the fixture: %v", err)
+		c.fail(chk, evidence.ReportJSON, "cannot re-derive the change from the store: %v", err)
 		return
 	}
 	if re.ResultTree != cm.ResultTree {
 		c.fail(chk, evidence.ReportJSON, "the result commit's tree is %s, the report says %s", re.ResultTree, cm.ResultTree)
 	}
 	if !bytes.Equal(re.Patch, patch) && !redactedFrom(v.report, patch, re.Patch) {
-		c.fail(chk, evidence.PatchFile, "patch.diff differs from the diff between the baseline %s and result %s commits in the fixture",
+		c.fail(chk, evidence.PatchFile, "patch.diff differs from the diff between the baseline %s and result %s commits in the store",
 			short(cm.BaselineCommit), short(cm.ResultCommit))
 	}
 	if !reflect.DeepEqual(sortedChanges(re.Changed), sortedChanges(v.report.ChangedFiles)) {
-		c.fail(chk, evidence.ReportJSON, "changed_files %v differ from the change held in the fixture %v",
+		c.fail(chk, evidence.ReportJSON, "changed_files %v differ from the change held in the store %v",
 			sortedChanges(v.report.ChangedFiles), sortedChanges(re.Changed))
 	}
 }

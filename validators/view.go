@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
@@ -24,22 +25,35 @@ func checkSandboxView(v *runView, c collector) {
 		c.fail(chk, evidence.ReportJSON, "Case ran in the sandbox but report.json records no filesystem view (sandbox.view)")
 	}
 	for _, vv := range []struct {
-		name string
-		rec  *ctoharness.ViewRecord
-	}{{"sandbox.view", r.Sandbox.View}, {"sandbox.verification_view", r.Sandbox.VerificationView}} {
+		name         string
+		rec          *ctoharness.ViewRecord
+		verification bool
+	}{{"sandbox.view", r.Sandbox.View, false}, {"sandbox.verification_view", r.Sandbox.VerificationView, true}} {
 		if vv.rec != nil {
-			checkView(r, vv.name, vv.rec, func(format string, a ...any) { c.fail(chk, evidence.ReportJSON, vv.name+": "+format, a...) })
+			checkView(r, vv.name, vv.rec, vv.verification, func(format string, a ...any) { c.fail(chk, evidence.ReportJSON, vv.name+": "+format, a...) })
 		}
 	}
 }
 
-func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, fail func(string, ...any)) {
+// checkView checks one view. Case's may write its fixture and scratch; the
+// verification's only its own checkout and scratch, and must not show
+// Case's at all: what Case left outside the result must not reach it.
+func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, verification bool, fail func(string, ...any)) {
 	if got := ctoharness.ViewDigest(rec.Mounts); got != rec.Digest {
 		fail("digest %s does not match its mounts (%s)", rec.Digest, got)
 	}
-	scratch := filepath.Join(r.RuntimeWorkspaceRoot, "scratch")
+	work, scratch := r.FixturePath, filepath.Join(r.RuntimeWorkspaceRoot, "scratch")
+	if verification {
+		caseScratch := scratch
+		work, scratch = checkout.Dirs(r.RuntimeWorkspaceRoot)
+		for _, m := range rec.Mounts {
+			if m.Source != "" && ((r.FixturePath != "" && inside(m.Source, r.FixturePath)) || (r.RuntimeWorkspaceRoot != "" && inside(m.Source, caseScratch))) {
+				fail("Case's %s is visible to the verification through the mount at %s", m.Source, m.Path)
+			}
+		}
+	}
 	own := func(p string) bool {
-		return (r.FixturePath != "" && inside(p, r.FixturePath)) || (r.RuntimeWorkspaceRoot != "" && inside(p, scratch))
+		return (work != "" && inside(p, work)) || (r.RuntimeWorkspaceRoot != "" && inside(p, scratch))
 	}
 	for _, m := range rec.Mounts {
 		if m.Mode != ctoharness.ViewRW {
@@ -50,7 +64,7 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, fa
 		case m.Kind == ctoharness.ViewTmpfs && (m.Path == "/tmp" || m.Path == "/dev/shm"):
 		case m.Kind == ctoharness.ViewDevice && inside(m.Path, "/dev"):
 		default:
-			fail("writable %s mount at %s (from %q) lies outside the fixture and the scratch directory", m.Kind, m.Path, m.Source)
+			fail("writable %s mount at %s (from %q) lies outside its work and scratch directories", m.Kind, m.Path, m.Source)
 		}
 	}
 	type root struct {

@@ -24,25 +24,28 @@ import (
 
 // Artifact names, relative to the run directory.
 const (
-	ReportJSON      = "report.json"
-	ReportSum       = "report.sha256"
-	ReportMD        = "report.md"
-	ReportHTML      = "report.html"
-	EventsFile      = "events.normalized.jsonl"
-	TraceFile       = "trace.jsonl"
-	TaskFile        = "task.json"
-	PatchFile       = "patch.diff"
-	TestLog         = "test.log"
-	BackendDir      = "backend"
-	CaseStdout      = "backend/case.stdout.log"
-	CaseStderr      = "backend/case.stderr.log"
-	CaseEvents      = "backend/case.events.jsonl"
-	SourceBefore    = "proofs/source-before.json"
-	SourceAfter     = "proofs/source-after.json"
-	NonMutation     = "proofs/source-non-mutation.json"
-	CleanStart      = "proofs/fixture-clean-start.json"
-	CleanEnd        = "proofs/fixture-clean-end.json"
-	FixtureDir      = "fixture"
+	ReportJSON   = "report.json"
+	ReportSum    = "report.sha256"
+	ReportMD     = "report.md"
+	ReportHTML   = "report.html"
+	EventsFile   = "events.normalized.jsonl"
+	TraceFile    = "trace.jsonl"
+	TaskFile     = "task.json"
+	PatchFile    = "patch.diff"
+	TestLog      = "test.log"
+	BackendDir   = "backend"
+	CaseStdout   = "backend/case.stdout.log"
+	CaseStderr   = "backend/case.stderr.log"
+	CaseEvents   = "backend/case.events.jsonl"
+	SourceBefore = "proofs/source-before.json"
+	SourceAfter  = "proofs/source-after.json"
+	NonMutation  = "proofs/source-non-mutation.json"
+	CleanStart   = "proofs/fixture-clean-start.json"
+	CleanEnd     = "proofs/fixture-clean-end.json"
+	FixtureDir   = "fixture"
+	// StoreDir is the harness's own git store of the run's commits
+	// (package store): the record the patch is re-derived from.
+	StoreDir        = "store"
 	proofsDir       = "proofs"
 	tempPrefix      = ".tmp-"
 	digestsExcluded = ReportJSON + "|" + ReportSum
@@ -208,7 +211,8 @@ func Digests(root string) (map[string]string, error) {
 }
 
 // ListArtifacts returns every regular file under the run directory, as
-// slash paths, except the fixture tree. Anything else (a symlink, a device)
+// slash paths, except the fixture and the store (git repositories whose
+// content the validator checks by re-deriving, not by digest). Anything else (a symlink, a device)
 // is reported as an error, since evidence is only ever plain files.
 func ListArtifacts(root string) ([]string, error) {
 	var names []string
@@ -218,7 +222,7 @@ func ListArtifacts(root string) ([]string, error) {
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
-		if rel == FixtureDir && de.IsDir() {
+		if (rel == FixtureDir || rel == StoreDir) && de.IsDir() {
 			return filepath.SkipDir
 		}
 		switch {

@@ -574,7 +574,7 @@ func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.
 	}
 	conv := conversionFor(c.attrs(e.Name), c.autocrlf)
 	if conv.none() {
-		return c.h.file(c.in.Root+"/"+f.Path, f.Size)
+		return c.h.file(c.in.Root, f.Path, f.Size)
 	}
 	data, err := readExact(c.in.Root+"/"+f.Path, f.Size)
 	if err != nil {

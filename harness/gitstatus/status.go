@@ -23,13 +23,12 @@ import (
 	"crypto/sha1"
 	"errors"
 	"fmt"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -189,13 +188,15 @@ func (b *blobHasher) leaf(root string, m *ctoharness.ManifestEntry) (plumbing.Ha
 	if m.Type == ctoharness.EntrySymlink {
 		return ObjectHash("blob", []byte(m.Target)), nil
 	}
-	return b.file(root+"/"+m.Path, m.Size)
+	return b.file(root, m.Path, m.Size)
 }
 
-func (b *blobHasher) file(p string, size int64) (plumbing.Hash, error) {
+// file hashes root/rel, opened confined to root: a worktree Case wrote may
+// have swapped a directory for a symlink or a file for a FIFO since the walk.
+func (b *blobHasher) file(root, rel string, size int64) (plumbing.Hash, error) {
 	var out plumbing.Hash
-	// O_NONBLOCK: if the file was swapped for a FIFO since lstat, open must not hang.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	p := root + "/" + rel
+	f, err := caseworld.Open(root, rel)
 	if err != nil {
 		return out, fmt.Errorf("open %s for status: %w", p, err)
 	}

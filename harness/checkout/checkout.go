@@ -1,0 +1,269 @@
+// Package checkout makes the verification workspace: a fresh checkout of
+// the result commit, in a directory of its own that Case never saw. Its
+// baseline is copied from the source (the same hash-checked copy the
+// fixture gets) and the change is written from the harness's store, so
+// nothing Case left outside the result — ignored files, changes to the
+// fixture's .git, dotfiles in its HOME, caches, daemons — can reach the
+// verification. The checkout is then collected like a fixture and must give
+// the result tree exactly, which proves it is the result.
+package checkout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/store"
+)
+
+// Input says what to check out where.
+type Input struct {
+	SourceRoot string // the classified source, copied for the baseline
+	Dest       string // the checkout directory; must not exist
+	Store      string // the harness's store (git directory)
+	// Baseline and Result are commits in the store; BaselineTime and
+	// ResultTime are the times they were made with, so the checkout's own
+	// commits get the same hashes.
+	Baseline, Result         string
+	BaselineTime, ResultTime time.Time
+	Tracer                   ctoharness.Tracer
+	Progress                 fixture.Progress
+}
+
+// Result is the checkout that was made.
+type Result struct {
+	Dir, Commit, Tree string
+}
+
+// Make builds the checkout. Every failure is CHECKOUT_FAILED, and a
+// checkout that does not give the result tree is CHECKOUT_UNFAITHFUL.
+func Make(ctx context.Context, in Input) (Result, error) {
+	out := Result{Dir: in.Dest}
+	in.Tracer.Trace(ctoharness.TraceMkdir, filepath.Dir(in.Dest))
+	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
+		return out, failed(err, "create the directory of the verification checkout %s", in.Dest)
+	}
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress})
+	if err != nil {
+		return out, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
+	}
+	r, done, err := store.Open(in.Store, "")
+	if err != nil {
+		return out, failed(err, "open the store %s", in.Store)
+	}
+	defer done()
+	base, err := r.CommitObject(plumbing.NewHash(in.Baseline))
+	if err != nil {
+		return out, failed(err, "read the baseline %s from the store", in.Baseline)
+	}
+	res, err := r.CommitObject(plumbing.NewHash(in.Result))
+	if err != nil {
+		return out, failed(err, "read the result %s from the store", in.Result)
+	}
+	if cp.BaselineTree != base.TreeHash.String() {
+		return out, ctoharness.Block(ctoharness.BlockCheckoutUnfaithful, ctoharness.StepVerify, nil,
+			"the source's tree is now %s, the run's baseline was %s: the source changed during the run", cp.BaselineTree, base.TreeHash)
+	}
+	if res.Hash != base.Hash {
+		in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
+		if err := apply(ctx, in.Dest, base, res); err != nil {
+			return out, err
+		}
+	}
+	got, err := fixture.Collect(ctx, fixture.CollectInput{Root: in.Dest, Store: filepath.Join(in.Dest, ".git"), Baseline: cp.BaselineCommit,
+		When: in.ResultTime, Tracer: in.Tracer, Allowed: func(string) (bool, string) { return true, "" }})
+	if err != nil {
+		return out, failed(err, "commit the verification checkout %s", in.Dest)
+	}
+	out.Commit, out.Tree = got.ResultCommit, got.ResultTree
+	if got.ResultTree != res.TreeHash.String() {
+		return out, ctoharness.Block(ctoharness.BlockCheckoutUnfaithful, ctoharness.StepVerify, nil,
+			"the verification checkout %s gives tree %s, the result is %s", in.Dest, got.ResultTree, res.TreeHash)
+	}
+	return out, nil
+}
+
+func failed(err error, format string, args ...any) error {
+	var be *ctoharness.BlockerError
+	if errors.As(err, &be) && be.Blocker.Code == ctoharness.BlockCopyUnfaithful {
+		return ctoharness.Block(ctoharness.BlockCheckoutUnfaithful, ctoharness.StepVerify, err, format, args...)
+	}
+	return ctoharness.Block(ctoharness.BlockCheckoutFailed, ctoharness.StepVerify, err, format, args...)
+}
+
+// apply writes the change base -> res into dir: removals first, then every
+// added or modified leaf from the store's blobs.
+func apply(ctx context.Context, dir string, base, res *object.Commit) error {
+	from, err := base.Tree()
+	if err != nil {
+		return failed(err, "read the baseline tree")
+	}
+	to, err := res.Tree()
+	if err != nil {
+		return failed(err, "read the result tree")
+	}
+	changes, err := object.DiffTreeWithOptions(ctx, from, to, &object.DiffTreeOptions{})
+	if err != nil {
+		return failed(err, "diff the baseline and the result")
+	}
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return failed(err, "open the checkout %s", dir)
+	}
+	defer unix.Close(root)
+	for _, ch := range changes {
+		if ch.From.Name != "" {
+			if err := remove(root, ch.From.Name); err != nil {
+				return failed(err, "remove %s from the checkout", ch.From.Name)
+			}
+		}
+	}
+	for _, ch := range changes {
+		if err := ctx.Err(); err != nil {
+			return failed(err, "checkout interrupted")
+		}
+		if ch.To.Name == "" {
+			continue
+		}
+		e := ch.To.TreeEntry
+		blob, err := res.File(ch.To.Name)
+		if err != nil {
+			return failed(err, "read %s from the store", ch.To.Name)
+		}
+		if err := write(root, ch.To.Name, e.Mode, &blob.Blob); err != nil {
+			return failed(err, "write %s into the checkout", ch.To.Name)
+		}
+	}
+	return nil
+}
+
+// parent opens the directory holding rel below root, creating missing
+// directories, never through a symlink: the result tree is Case's, and a
+// link it committed must not lead a write out of the checkout.
+func parent(root int, rel string, create bool) (int, string, error) {
+	parts := strings.Split(rel, "/")
+	fd, err := unix.Dup(root)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, p := range parts[:len(parts)-1] {
+		if create {
+			if err := unix.Mkdirat(fd, p, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				unix.Close(fd)
+				return -1, "", err
+			}
+		}
+		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
+		next, err := unix.Openat2(fd, p, &how)
+		unix.Close(fd)
+		if err != nil {
+			return -1, "", fmt.Errorf("%s: %w", p, err)
+		}
+		fd = next
+	}
+	return fd, parts[len(parts)-1], nil
+}
+
+// remove deletes rel (a file or link; a directory with what it holds).
+func remove(root int, rel string) error {
+	dir, name, err := parent(root, rel, false)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil // already gone with its directory
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	return removeAt(dir, name)
+}
+
+func removeAt(dir int, name string) error {
+	err := unix.Unlinkat(dir, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) {
+		return err
+	}
+	sub, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(sub), name)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	for _, n := range names {
+		if err := removeAt(sub, n); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	f.Close()
+	return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
+}
+
+// write creates rel with the blob's content and the entry's mode.
+func write(root int, rel string, mode filemode.FileMode, blob *object.Blob) error {
+	dir, name, err := parent(root, rel, true)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	if err := removeAt(dir, name); err != nil { // a directory the result replaces with a file
+		return err
+	}
+	rd, err := blob.Reader()
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	if mode == filemode.Symlink {
+		target, err := io.ReadAll(io.LimitReader(rd, 4096))
+		if err != nil {
+			return err
+		}
+		return unix.Symlinkat(string(target), dir, name)
+	}
+	perm := uint32(0o644)
+	if mode == filemode.Executable {
+		perm = 0o755
+	}
+	fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := io.Copy(f, rd); err != nil {
+		f.Close()
+		return err
+	}
+	if err := unix.Fchmod(fd, perm); err != nil { // the umask must not decide the exec bit
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Dirs are the verification's own directories inside a run's workspace:
+// the checkout it runs in and its scratch (HOME, TMPDIR, caches), both
+// apart from Case's fixture and scratch.
+func Dirs(workspace string) (dir, scratch string) {
+	v := filepath.Join(workspace, "verify")
+	return filepath.Join(v, "checkout"), filepath.Join(v, "scratch")
+}
