@@ -23,6 +23,10 @@ import (
 // than its first MaxDepth+1 brackets.
 const MaxDepth = 32
 
+// MaxEnvelopedDepth is MaxDepth for a line of the normalized event log,
+// whose envelope carries a Case event's fields one level down, in "data".
+const MaxEnvelopedDepth = MaxDepth + 1
+
 // MaxLine bounds one event line in bytes; a longer line is malformed.
 const MaxLine = 64 * 1024
 
@@ -50,11 +54,21 @@ var (
 // refused rather than read one way here and another way elsewhere.
 func Parse(line []byte) (ctoharness.EventType, error) {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return "", ErrEmpty
-	}
 	if len(line) > MaxLine {
 		return "", fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, len(line), MaxLine)
+	}
+	return Type(line)
+}
+
+// Type checks one event as Parse does, except for its size, and returns its
+// type. It reads the events the harness builds from a coding agent's own
+// stream (their size is the agent's, as the lines of that stream are capped
+// where they are read) and the raw copies in backend/case.events.jsonl, which
+// hold both kinds.
+func Type(event []byte) (ctoharness.EventType, error) {
+	line := bytes.TrimSpace(event)
+	if len(line) == 0 {
+		return "", ErrEmpty
 	}
 	top, err := scan(line, MaxDepth, "type")
 	if err != nil {

@@ -130,3 +130,21 @@ func TestErrorsDoNotQuoteTheLine(t *testing.T) {
 		}
 	}
 }
+
+// Type is Parse without the size limit: an agent's translated event may be
+// longer than a line of Case's stdout, but not deeper or ambiguous.
+func TestType(t *testing.T) {
+	long := []byte(`{"type":"case.command","command":"` + strings.Repeat("x", 2*MaxLine) + `"}`)
+	if _, err := Parse(long); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Parse of a long event = %v, want %v", err, ErrTooLarge)
+	}
+	if got, err := Type(long); err != nil || got != ctoharness.EvCaseCommand {
+		t.Fatalf("Type of a long event = %q, %v", got, err)
+	}
+	if _, err := Type([]byte(nested(MaxDepth))); !errors.Is(err, ErrTooDeep) {
+		t.Fatalf("Type of a deep event = %v, want %v", err, ErrTooDeep)
+	}
+	if _, err := Type([]byte(`{"type":"case.log","Message":"a","message":"b"}`)); !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("Type of an ambiguous event = %v, want %v", err, ErrDuplicateKey)
+	}
+}
