@@ -130,16 +130,13 @@ func checkArtifactSchemas(v *runView, c collector) {
 	}
 	// Case's raw events can be long: streamed, stopping at the first bad
 	// line. The harness copies only the lines it accepted, so each must
-	// pass the same strict reading again, and its schema.
+	// pass the same strict reading again (their fields are held to the
+	// schema in the event log, by case_event_grammar).
 	if v.files[evidence.CaseEvents] {
 		bad := errors.New("not a Case event")
 		err := scanFile(v.ctx, v.path(evidence.CaseEvents), func(i int, l []byte) error {
 			if _, err := caseevent.Type(l); err != nil {
 				c.fail("artifact_schemas", evidence.CaseEvents, "line %d is not a Case event: %v", i+1, err)
-				return bad
-			}
-			if err := v.set.Validate(schemas.CaseEvent, l); err != nil {
-				c.fail("artifact_schemas", evidence.CaseEvents, "line %d: %v", i+1, err)
 				return bad
 			}
 			return nil
