@@ -82,14 +82,14 @@ func Type(event []byte) (ctoharness.EventType, error) {
 		return "", ErrNoType
 	}
 	t := ctoharness.EventType(s)
-	if !Known(t) {
+	if !known(t) {
 		return "", ErrUnknownType
 	}
 	return t, nil
 }
 
-// Known reports whether t is one of the event types the contract defines.
-func Known(t ctoharness.EventType) bool {
+// known reports whether t is one of the event types the contract defines.
+func known(t ctoharness.EventType) bool {
 	switch t {
 	case ctoharness.EvCaseStarted, ctoharness.EvCaseFileChanged, ctoharness.EvCaseCommand, ctoharness.EvCaseLog, ctoharness.EvCaseFinished:
 		return true
