@@ -468,7 +468,8 @@ func (r *run) runCase(ctx context.Context) {
 	}
 	if out.MalformedN > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventMalformed, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case wrote %d stdout line(s) that are not events (first: %q); stdout is reserved for JSON events, use stderr for logs", out.MalformedN, out.Malformed[0])})
+			Message: fmt.Sprintf("Case wrote %d stdout line(s) that are not events (%s); stdout is reserved for JSON events as docs/case-adapter.md defines them, use stderr for logs; the lines are in %s",
+				out.MalformedN, strings.Join(out.Malformed, "; "), evidence.CaseStdout)})
 	}
 	if len(out.OrderViolations) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventOrder, Step: ctoharness.StepCase,

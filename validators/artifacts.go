@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseevent"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -127,13 +128,15 @@ func checkArtifactSchemas(v *runView, c collector) {
 	if v.traceErr != "" {
 		c.fail("artifact_schemas", evidence.TraceFile, "%s", v.traceErr)
 	}
-	// Case's raw events can be long: streamed, stopping at the first bad line.
+	// Case's raw events can be long: streamed, stopping at the first bad
+	// line. The harness copies only the lines it accepted, so each must
+	// pass the same strict reading again (their fields are held to the
+	// schema in the event log, by case_event_grammar).
 	if v.files[evidence.CaseEvents] {
-		bad := errors.New("not a JSON object")
+		bad := errors.New("not a Case event")
 		err := scanFile(v.ctx, v.path(evidence.CaseEvents), func(i int, l []byte) error {
-			var m map[string]json.RawMessage
-			if json.Unmarshal(l, &m) != nil {
-				c.fail("artifact_schemas", evidence.CaseEvents, "line %d is not a JSON object", i+1)
+			if _, err := caseevent.Type(l); err != nil {
+				c.fail("artifact_schemas", evidence.CaseEvents, "line %d is not a Case event: %v", i+1, err)
 				return bad
 			}
 			return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseevent"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -45,6 +46,11 @@ type eventLog struct {
 func (v *runView) loadEvents() {
 	v.log = eventLog{types: map[ctoharness.EventType]bool{}}
 	err := scanFile(v.ctx, v.path(evidence.EventsFile), func(i int, line []byte) error {
+		// Case's data are in the log: the line is held to the ingest's
+		// depth and key rules before the schema check decodes it.
+		if err := caseevent.Check(line, caseevent.MaxEnvelopedDepth); err != nil {
+			return fmt.Errorf("line %d: %w", i+1, err)
+		}
 		if err := v.set.Validate(schemas.Event, line); err != nil {
 			return fmt.Errorf("line %d: %v", i+1, err)
 		}
@@ -78,7 +84,9 @@ func (v *runView) events(yield func(int, eventRec) bool) {
 			return stop
 		}
 		var e ctoharness.Event
-		if err := json.Unmarshal(line, &e); err != nil {
+		// load held each line to caseevent.Check once: doing it again on
+		// every pass would multiply its cost by the checks that stream.
+		if json.Unmarshal(line, &e) != nil {
 			return stop // changed since load; load's verdict stands
 		}
 		if !yield(i, eventRec{Event: e, line: line}) {

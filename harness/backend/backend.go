@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseevent"
 	"github.com/cto-harness/cto-harness/harness/proc"
 )
 
@@ -25,9 +27,6 @@ const EnvTaskFile = "CASE_TASK_FILE"
 
 // FakeSubcommand is the hidden harness subcommand that runs the fake Case.
 const FakeSubcommand = "__case-fake"
-
-// maxEventLine bounds one event line; longer lines are malformed.
-const maxEventLine = 64 * 1024
 
 // CaseEvent is one line Case wrote on stdout.
 type CaseEvent struct {
@@ -59,7 +58,7 @@ type Input struct {
 	// events it returns are Case's last events (an agent's translation
 	// finds the files its shell commands changed only then).
 	AfterExit func() []CaseEvent
-	// MaxLine bounds one stdout line (0: 64 KiB); a longer line is cut.
+	// MaxLine bounds one stdout line (0: caseevent.MaxLine); a longer line is cut.
 	MaxLine int
 	// ExtraFiles are passed to the launcher as fd 3, ... (closed once it started).
 	ExtraFiles []*os.File
@@ -70,9 +69,11 @@ type Input struct {
 // Outcome is how the Case run ended.
 type Outcome struct {
 	proc.Result
-	Events       int                           // well-formed events accepted
-	Types        map[ctoharness.EventType]bool // which types appeared (a set: the stream may be long)
-	Malformed    []string                      // first few malformed lines, for the blocker message
+	Events int                           // well-formed events accepted
+	Types  map[ctoharness.EventType]bool // which types appeared (a set: the stream may be long)
+	// Malformed says where and why the first few malformed lines were
+	// refused, for the blocker message; never what they said.
+	Malformed    []string
 	MalformedN   int
 	StdoutInline string
 	StderrInline string
@@ -97,16 +98,19 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	lim := &limiter{Limits: in.Limits, stop: stopCase}
 	var evErr error
 	var grammar Grammar
-	malformed := func(line []byte) {
+	malformed := func(where string, why error) {
 		out.MalformedN++
 		if len(out.Malformed) < 3 {
-			out.Malformed = append(out.Malformed, truncate(string(line), 200))
+			out.Malformed = append(out.Malformed, where+": "+why.Error())
 		}
 	}
-	accept := func(ev CaseEvent) {
-		if in.ValidateEvent != nil && in.ValidateEvent(ev.Raw) != nil {
-			malformed(ev.Raw)
-			return
+	// accept takes an event whose syntax has been checked (see caseevent).
+	accept := func(where string, ev CaseEvent) {
+		if in.ValidateEvent != nil {
+			if err := in.ValidateEvent(ev.Raw); err != nil {
+				malformed(where, errors.New("its fields do not match the Case event schema"))
+				return
+			}
 		}
 		if !lim.accept(len(ev.Raw) + 1) {
 			return // past a cap: Case is being stopped, the event is only counted
@@ -124,28 +128,45 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 			in.OnEvent(ev)
 		}
 	}
-	lines := &lineSplitter{max: in.MaxLine, fn: func(line []byte) {
+	translated := 0
+	acceptTranslated := func(ev CaseEvent) {
+		translated++
+		where := fmt.Sprintf("translated event %d", translated)
+		// The agent's stream is hostile too: what the harness built
+		// from it is held to the same rules, its size aside.
+		t, err := caseevent.Type(ev.Raw)
+		if err == nil && t != ev.Type {
+			err = fmt.Errorf("its line says %s, its translation %s", t, ev.Type)
+		}
+		if err != nil {
+			malformed(where, err)
+			return
+		}
+		accept(where, ev)
+	}
+	lines := &lineSplitter{max: in.MaxLine, fn: func(n int, line []byte) {
 		mu.Lock()
 		defer mu.Unlock()
 		if in.Translate != nil {
 			for _, ev := range in.Translate(line) {
-				accept(ev)
+				acceptTranslated(ev)
 			}
 			return
 		}
-		ev, ok := parseEvent(line)
-		if !ok {
-			malformed(line)
+		where := fmt.Sprintf("stdout line %d", n)
+		ev, err := parseEvent(line)
+		if err != nil {
+			malformed(where, err)
 			return
 		}
-		accept(ev)
+		accept(where, ev)
 	}}
 	res, err := proc.Run(ctx, proc.Spec{Argv: in.Argv, Dir: in.Fixture, Env: in.Env, Timeout: in.Timeout,
 		Stdout: teeWriter{stdout, lines}, Stderr: stderr, SysProcAttr: in.SysProcAttr, ExtraFiles: in.ExtraFiles})
 	lines.flush()
 	if in.AfterExit != nil {
 		for _, ev := range in.AfterExit() {
-			accept(ev)
+			acceptTranslated(ev)
 		}
 	}
 	out.OrderViolations = grammar.Violations()
@@ -172,37 +193,14 @@ func Run(ctx context.Context, in Input) (Outcome, error) {
 	return out, nil
 }
 
-func parseEvent(line []byte) (CaseEvent, bool) {
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 || len(line) > maxEventLine {
-		return CaseEvent{}, false
+// parseEvent reads one line of Case's stdout strictly (see caseevent.Parse):
+// nothing decodes a line, or renders it, before it has passed.
+func parseEvent(line []byte) (CaseEvent, error) {
+	t, err := caseevent.Parse(line)
+	if err != nil {
+		return CaseEvent{}, err
 	}
-	var ev struct {
-		Type ctoharness.EventType `json:"type"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&ev); err != nil || dec.More() {
-		return CaseEvent{}, false
-	}
-	if !strings.HasPrefix(string(ev.Type), "case.") || !knownCaseEvent(ev.Type) {
-		return CaseEvent{}, false
-	}
-	return CaseEvent{Type: ev.Type, Raw: append(json.RawMessage(nil), line...)}, true
-}
-
-func knownCaseEvent(t ctoharness.EventType) bool {
-	switch t {
-	case ctoharness.EvCaseStarted, ctoharness.EvCaseFileChanged, ctoharness.EvCaseCommand, ctoharness.EvCaseLog, ctoharness.EvCaseFinished:
-		return true
-	}
-	return false
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return CaseEvent{Type: t, Raw: append(json.RawMessage(nil), bytes.TrimSpace(line)...)}, nil
 }
 
 // Missing returns the required Case events that never appeared.
@@ -227,12 +225,14 @@ func (t teeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lineSplitter calls fn for each complete line; an over-long line is cut and
-// passed on (it will be malformed) rather than buffered without bound.
+// lineSplitter calls fn for each complete line with its 1-based number; an
+// over-long line is cut and passed on in pieces (each will be malformed)
+// rather than buffered without bound.
 type lineSplitter struct {
 	buf []byte
 	max int
-	fn  func([]byte)
+	n   int // lines ended so far
+	fn  func(n int, line []byte)
 }
 
 func (l *lineSplitter) Write(p []byte) (int, error) {
@@ -241,13 +241,14 @@ func (l *lineSplitter) Write(p []byte) (int, error) {
 		if i < 0 {
 			l.buf = append(l.buf, p...)
 			if len(l.buf) > l.limit() {
-				l.fn(l.buf)
+				l.fn(l.n+1, l.buf)
 				l.buf = l.buf[:0]
 			}
 			break
 		}
 		l.buf = append(l.buf, p[:i]...)
-		l.fn(l.buf)
+		l.n++
+		l.fn(l.n, l.buf)
 		l.buf = l.buf[:0]
 		p = p[i+1:]
 	}
@@ -258,12 +259,12 @@ func (l *lineSplitter) limit() int {
 	if l.max > 0 {
 		return l.max
 	}
-	return maxEventLine
+	return caseevent.MaxLine
 }
 
 func (l *lineSplitter) flush() {
 	if len(bytes.TrimSpace(l.buf)) > 0 {
-		l.fn(l.buf)
+		l.fn(l.n+1, l.buf)
 	}
 	l.buf = nil
 }

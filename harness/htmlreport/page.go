@@ -18,6 +18,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseevent"
 )
 
 // FileName is the page's name inside the run directory.
@@ -33,6 +34,10 @@ const (
 	testLogHead    = 40      // lines shown from the start of test.log
 	testLogTail    = 160     // and from its end
 	maxCaseMessage = 8000    // runes of one conversation message
+	// maxReportDepth bounds report.json's nesting (the harness writes a
+	// few levels); flatten walks what it is given, so a deeper (forged)
+	// report is refused before anything decodes it.
+	maxReportDepth = 64
 )
 
 //go:embed page.html.tmpl page.css
@@ -49,6 +54,9 @@ var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncM
 // artifact_digests is ignored: the page is written before the digests are
 // computed, and the digests cover it.
 func Render(reportJSON []byte, dir string) ([]byte, error) {
+	if err := caseevent.Check(reportJSON, maxReportDepth); err != nil {
+		return nil, fmt.Errorf("render %s: report: %w", FileName, err)
+	}
 	var rep ctoharness.Report
 	if err := json.Unmarshal(reportJSON, &rep); err != nil {
 		return nil, fmt.Errorf("render %s: decode report: %w", FileName, err)
@@ -286,9 +294,17 @@ func (r reader) json(name string, v any) bool {
 	return true
 }
 
+// events reads the event log up to its first bad line. Each line passes the
+// same depth and key check as Case's events at ingest before it is decoded:
+// the page walks event data (flatten, scalar), and must not do so on a
+// nesting Case or a forger chose.
 func (r reader) events() []ctoharness.Event {
 	var out []ctoharness.Event
 	for i, line := range lines(r.text("events.normalized.jsonl")) {
+		if err := caseevent.Check([]byte(line), caseevent.MaxEnvelopedDepth); err != nil {
+			*r.notes = append(*r.notes, fmt.Sprintf("events.normalized.jsonl line %d is not an event: %v", i+1, err))
+			break
+		}
 		var e ctoharness.Event
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			*r.notes = append(*r.notes, fmt.Sprintf("events.normalized.jsonl line %d is not an event: %v", i+1, err))

@@ -119,7 +119,7 @@ func Lookup(name string) (Scenario, error) {
 			}}, nil
 	}
 	var names []string
-	for _, s := range append(append(Scenarios(), HostileEventScenarios()...), UntrustedWorldScenarios()...) {
+	for _, s := range allScenarios() {
 		if s.Name == name {
 			return s, nil
 		}
@@ -127,6 +127,15 @@ func Lookup(name string) (Scenario, error) {
 	}
 	sort.Strings(names)
 	return Scenario{}, fmt.Errorf("unknown fake Case scenario %q; known: %s", name, strings.Join(names, ", "))
+}
+
+// allScenarios is every named scenario, in groups.
+func allScenarios() []Scenario {
+	var all []Scenario
+	for _, g := range [][]Scenario{Scenarios(), HostileEventScenarios(), StrictEventScenarios(), UntrustedWorldScenarios()} {
+		all = append(all, g...)
+	}
+	return all
 }
 
 type caseRun struct {
