@@ -119,7 +119,7 @@ func Lookup(name string) (Scenario, error) {
 			}}, nil
 	}
 	var names []string
-	for _, s := range append(Scenarios(), HostileEventScenarios()...) {
+	for _, s := range append(append(Scenarios(), HostileEventScenarios()...), NameScenarios()...) {
 		if s.Name == name {
 			return s, nil
 		}
