@@ -223,7 +223,7 @@ func printJSON(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	_, err = fmt.Fprintln(w, string(display.JSON(b))) // no raw bidi or format character reaches the terminal
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -205,7 +206,7 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		if err := opts.Schemas.Validate(schemas.DryRun, data); err != nil {
 			return fmt.Errorf("the dry-run plan does not match its schema (a bug; please report it): %w", err)
 		}
-		fmt.Fprintln(env.Stdout, string(data))
+		fmt.Fprintln(env.Stdout, string(display.JSON(data)))
 	} else {
 		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
 		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", term(plan.Source), plan.SourceClean, term(plan.CopyTarget))

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -144,4 +145,29 @@ func MarkdownCode(s string) string {
 		t = " " + t + " " // CommonMark strips one space on each side
 	}
 	return fence + t + fence
+}
+
+// JSON makes encoding/json output safe to print: encoding/json escapes C0
+// controls but writes a bidi override or another format character as
+// itself, which a terminal may act on. Each hidden rune is rewritten as its
+// \uXXXX escape (a surrogate pair above U+FFFF); the JSON means the same.
+// data must be encoding/json output (hidden runes can only be in strings).
+func JSON(data []byte) []byte {
+	if clean(string(data)) {
+		return data
+	}
+	var b strings.Builder
+	for _, r := range string(data) {
+		if !Hidden(r) {
+			b.WriteRune(r)
+			continue
+		}
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
+			continue
+		}
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return []byte(b.String())
 }

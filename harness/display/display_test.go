@@ -1,6 +1,7 @@
 package display_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -100,5 +101,26 @@ func TestMarkHTML(t *testing.T) {
 		if display.Hidden(r) && r != '\n' && r != '\t' && r != '\r' {
 			t.Errorf("MarkHTML left %U", r)
 		}
+	}
+}
+
+func TestJSONKeepsMeaningAndHidesNothing(t *testing.T) {
+	in := map[string]string{"path": "docs/\u202etxt.md\x1b[31m\U000E0041\u00e9"}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := display.JSON(raw)
+	for _, r := range string(got) {
+		if display.Hidden(r) {
+			t.Errorf("JSON left %U in %s", r, got)
+		}
+	}
+	var back map[string]string
+	if err := json.Unmarshal(got, &back); err != nil || back["path"] != in["path"] {
+		t.Errorf("JSON changed the meaning: %s -> %q, %v", got, back["path"], err)
+	}
+	if !strings.Contains(string(got), `\u202e`) || !strings.Contains(string(got), "é") {
+		t.Errorf("JSON = %s", got)
 	}
 }
