@@ -112,6 +112,12 @@ const (
 	BlockCheckoutUnfaithful BlockerCode = "CHECKOUT_UNFAITHFUL"
 )
 
+// BlockUnsafeFileName: Case left a file whose name holds a control, format
+// or bidi character (an escape sequence, a newline, U+202E). No honest change
+// needs one, and such a name can repaint a terminal or reorder what a
+// reviewer reads, so the run is refused however the name is displayed.
+const BlockUnsafeFileName BlockerCode = "UNSAFE_FILE_NAME"
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -144,6 +150,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
 		BlockCheckoutFailed, BlockCheckoutUnfaithful,
+		BlockUnsafeFileName,
 	}
 }
 

@@ -1,6 +1,12 @@
 package ctoharness
 
-import "time"
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
 
 // Backend is who makes the change: the harness itself (stage 1) or a Case process.
 type Backend string
@@ -93,11 +99,58 @@ const (
 )
 
 // ChangedFile is one path Case changed, with the allowed-path verdict.
+//
+// A file name is bytes, and JSON strings are UTF-8: encoding/json would turn
+// every invalid byte into U+FFFD, so "x\xff" and "x\xfe" would read the same.
+// Path is therefore the name when it is UTF-8, and otherwise a display form
+// with each invalid byte written as git writes it (\377); PathB64 then holds
+// the exact bytes. Name gives the name back either way.
 type ChangedFile struct {
 	Path    string     `json:"path"`
+	PathB64 string     `json:"path_b64,omitempty"`
 	Change  ChangeKind `json:"change"`
 	Allowed bool       `json:"allowed"`
 	Reason  string     `json:"reason,omitempty"`
+}
+
+// NewChangedFile records the file named name (raw bytes), filling Path and,
+// for a name that is not UTF-8, PathB64.
+func NewChangedFile(name string, kind ChangeKind, allowed bool, reason string) ChangedFile {
+	path, b64 := PathForms(name)
+	return ChangedFile{Path: path, PathB64: b64, Change: kind, Allowed: allowed, Reason: reason}
+}
+
+// Name is the file's exact name: PathB64 decoded when it is set, else Path.
+// A PathB64 that is not base64 names no file: Name returns "" and ok false.
+func (c ChangedFile) Name() (name string, ok bool) {
+	if c.PathB64 == "" {
+		return c.Path, true
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(c.PathB64)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// PathForms is how a name is stored: its display form (the name itself when
+// it is UTF-8, else the name with each invalid byte as a backslash and three
+// octal digits) and, only for a name that is not UTF-8, its bytes in base64.
+func PathForms(name string) (path, b64 string) {
+	if utf8.ValidString(name) {
+		return name, ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\%03o`, name[i])
+		} else {
+			b.WriteString(name[i : i+n])
+		}
+		i += n
+	}
+	return b.String(), base64.StdEncoding.EncodeToString([]byte(name))
 }
 
 // CaseRecord is what happened to the Case process (or the in-harness change for stage 1).

@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -155,7 +156,16 @@ func exitCode(stderr io.Writer, name string, err error) int {
 	}
 }
 
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+// oneLine is an error on one terminal line: its newlines become "; " and
+// anything else a terminal would act on is escaped, since an error may quote
+// a file name or a message Case chose.
+func oneLine(err error) string { return display.Terminal(strings.ReplaceAll(err.Error(), "\n", "; ")) }
+
+// term is v as the CLI prints it: everything a run's evidence holds (file
+// names, blocker messages, validator findings that quote them) could have
+// been chosen by Case, so control, format and bidi characters are shown as
+// escapes (display.Terminal) and no name can repaint the terminal.
+func term(v any) string { return display.Terminal(fmt.Sprint(v)) }
 
 func (g *Globals) runsDir(env *Env) string {
 	if g.RunsDir != "" {
@@ -213,7 +223,7 @@ func printJSON(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(w, string(b))
+	_, err = fmt.Fprintln(w, string(display.JSON(b))) // no raw bidi or format character reaches the terminal
 	return err
 }
 

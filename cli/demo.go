@@ -64,7 +64,7 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 			fmt.Fprintf(env.Stdout, "  validation record:     %s\n", res.RecordPath)
 		}
 		for _, e := range res.Errors {
-			fmt.Fprintf(env.Stdout, "  error: %s\n", e)
+			fmt.Fprintf(env.Stdout, "  error: %s\n", term(e))
 		}
 		if !res.OK {
 			fmt.Fprintf(env.Stderr, "cto-harness: demo stopped: stage %d did not validate\n", n)

@@ -87,20 +87,20 @@ func demoAgent(ctx context.Context, env *Env, set *schemas.Set, cfg config.Confi
 
 // printAgentRun reports the agent demo's run and validates its evidence.
 func printAgentRun(env *Env, set *schemas.Set, rep *ctoharness.Report) error {
-	fmt.Fprintf(env.Stdout, "  run: %s (evidence %s)\n", rep.Status, rep.RunArtifactDir)
+	fmt.Fprintf(env.Stdout, "  run: %s (evidence %s)\n", term(rep.Status), term(rep.RunArtifactDir))
 	if a := rep.Agent; a != nil {
 		fmt.Fprintf(env.Stdout, "  agent: %s %s, model %s, %d turns, %d in / %d out / %d cached tokens, %d commands, %d file writes\n",
-			a.Name, a.Version, a.Model, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.Commands, a.FileWrites)
+			term(a.Name), term(a.Version), term(a.Model), a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.Commands, a.FileWrites)
 	}
 	for _, c := range rep.ChangedFiles {
-		fmt.Fprintf(env.Stdout, "  changed: %s (%s)\n", c.Path, c.Change)
+		fmt.Fprintf(env.Stdout, "  changed: %s (%s)\n", term(c.Path), term(c.Change))
 	}
 	for _, b := range rep.Blockers {
-		fmt.Fprintf(env.Stdout, "  blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
+		fmt.Fprintf(env.Stdout, "  blocker: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 	}
 	res := validators.Run(env.Ctx, rep.RunArtifactDir, set, validators.RunOptions{ExpectPass: true})
 	for _, e := range res.Errors {
-		fmt.Fprintf(env.Stdout, "  evidence error: %v\n", e)
+		fmt.Fprintf(env.Stdout, "  evidence error: %s\n", term(e))
 	}
 	if rep.Status != ctoharness.StatusPass || !res.OK {
 		fmt.Fprintf(env.Stderr, "cto-harness: the agent demo did not pass\n")

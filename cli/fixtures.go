@@ -148,16 +148,16 @@ func (c *FixturesReplayCmd) Run(g *Globals, env *Env) error {
 		_ = printJSON(env.Stdout, res)
 	} else {
 		fmt.Fprintf(env.Stdout, "row %s: %s\n", row.Name, map[bool]string{true: "failed closed as expected", false: "NOT as expected"}[res.OK])
-		fmt.Fprintf(env.Stdout, "  blockers:   expected %s, actual %s\n", strings.Join(res.ExpectedBlockers, " "), strings.Join(res.ActualBlockers, " "))
-		fmt.Fprintf(env.Stdout, "  last step:  expected %s, actual %s\n", res.ExpectedLastEvent, res.ActualLastEvent)
-		fmt.Fprintf(env.Stdout, "  Case started: %v, status: %s, evidence valid: %v\n", res.CaseProcessStarted, res.Status, res.EvidenceValid)
-		fmt.Fprintf(env.Stdout, "  evidence:   %s\n", res.RunDir)
+		fmt.Fprintf(env.Stdout, "  blockers:   expected %s, actual %s\n", strings.Join(res.ExpectedBlockers, " "), term(strings.Join(res.ActualBlockers, " ")))
+		fmt.Fprintf(env.Stdout, "  last step:  expected %s, actual %s\n", res.ExpectedLastEvent, term(res.ActualLastEvent))
+		fmt.Fprintf(env.Stdout, "  Case started: %v, status: %s, evidence valid: %v\n", res.CaseProcessStarted, term(res.Status), res.EvidenceValid)
+		fmt.Fprintf(env.Stdout, "  evidence:   %s\n", term(res.RunDir))
 		for _, e := range res.Errors {
-			fmt.Fprintf(env.Stdout, "  error: %s\n", e)
+			fmt.Fprintf(env.Stdout, "  error: %s\n", term(e))
 		}
 	}
 	if !res.OK {
-		fmt.Fprintf(env.Stderr, "cto-harness: row %s did not fail closed as expected (see %s)\n", row.Name, res.RunDir)
+		fmt.Fprintf(env.Stderr, "cto-harness: row %s did not fail closed as expected (see %s)\n", row.Name, term(res.RunDir))
 		return exitError{ExitFailed}
 	}
 	return nil

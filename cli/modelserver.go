@@ -44,7 +44,7 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 			if r.Turn >= 0 {
 				turn = fmt.Sprint(r.Turn + 1)
 			}
-			fmt.Fprintf(env.Stderr, "modelserver: %s %s (%s) turn %s -> %d\n", r.Method, r.Path, r.API, turn, r.Status)
+			fmt.Fprintf(env.Stderr, "modelserver: %s %s (%s) turn %s -> %d\n", term(r.Method), term(r.Path), term(r.API), term(turn), r.Status)
 		}
 	}
 	srv, err := modelserver.Start(opts, c.Listen)

@@ -10,6 +10,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -124,8 +125,8 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		for i, b := range rep.Blockers {
 			codes[i] = string(b.Code)
 		}
-		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s (%s): %s (evidence: %s)\n", rep.RunID, rep.Status,
-			strings.Join(codes, ", "), rep.Blockers[0].Message, rep.RunArtifactDir)
+		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s (%s): %s (evidence: %s)\n", term(rep.RunID), term(rep.Status),
+			term(strings.Join(codes, ", ")), term(rep.Blockers[0].Message), term(rep.RunArtifactDir))
 		return exitError{ExitFailed}
 	}
 	return nil
@@ -151,11 +152,11 @@ func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 			Signed: rep.Signed, KeyID: rep.SigningKeyID})
 		return
 	}
-	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", rep.RunID, rep.Status, rep.Stage, rep.Backend, rep.CaseLane)
-	fmt.Fprintf(env.Stdout, "evidence: %s\n", rep.RunArtifactDir)
-	fmt.Fprintln(env.Stdout, signedLine(rep.Signed, rep.SigningKeyID))
+	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", term(rep.RunID), term(rep.Status), rep.Stage, term(rep.Backend), term(rep.CaseLane))
+	fmt.Fprintf(env.Stdout, "evidence: %s\n", term(rep.RunArtifactDir))
+	fmt.Fprintln(env.Stdout, term(signedLine(rep.Signed, rep.SigningKeyID)))
 	for _, b := range rep.Blockers {
-		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
+		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 	}
 }
 
@@ -205,19 +206,19 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		if err := opts.Schemas.Validate(schemas.DryRun, data); err != nil {
 			return fmt.Errorf("the dry-run plan does not match its schema (a bug; please report it): %w", err)
 		}
-		fmt.Fprintln(env.Stdout, string(data))
+		fmt.Fprintln(env.Stdout, string(display.JSON(data)))
 	} else {
 		fmt.Fprintf(env.Stdout, "dry run: stage %d, profile %s; nothing was executed\n", plan.Stage, plan.Profile.Name)
-		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", plan.Source, plan.SourceClean, plan.CopyTarget)
+		fmt.Fprintf(env.Stdout, "source: %s (clean: %v)\ncopy target: %s\n", term(plan.Source), plan.SourceClean, term(plan.CopyTarget))
 		fmt.Fprintf(env.Stdout, "steps: %s\n", strings.Join(plan.Steps, " -> "))
 		for _, cmd := range plan.Commands {
-			fmt.Fprintf(env.Stdout, "would run (%s): %q in %s, timeout %ds, sandboxed %v\n", cmd.Role, cmd.Argv, cmd.Dir, cmd.TimeoutSeconds, cmd.Sandboxed)
+			fmt.Fprintf(env.Stdout, "would run (%s): %q in %s, timeout %ds, sandboxed %v\n", cmd.Role, cmd.Argv, term(cmd.Dir), cmd.TimeoutSeconds, cmd.Sandboxed)
 		}
 		for _, f := range plan.Verification.Findings {
-			fmt.Fprintf(env.Stdout, "finding: %s %s at %s:%d: %s\n", f.Severity, f.Pattern, f.File, f.Line, f.Command)
+			fmt.Fprintf(env.Stdout, "finding: %s %s at %s:%d: %s\n", term(f.Severity), term(f.Pattern), term(f.File), f.Line, term(f.Command))
 		}
 		for _, b := range plan.Blockers {
-			fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", b.Code, b.Step, b.Message)
+			fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 		}
 	}
 	if len(plan.Blockers) > 0 {

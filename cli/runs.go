@@ -75,7 +75,7 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 		if blockers == "" {
 			blockers = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", id, r.Stage, lane, status, blockers,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", term(id), r.Stage, term(lane), term(status), term(blockers),
 			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes))
 	}
 	return tw.Flush()
@@ -120,7 +120,7 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 		verb = "would remove"
 	}
 	for _, r := range p.Removed {
-		fmt.Fprintf(env.Stdout, "%s %s\n", verb, r.Dir)
+		fmt.Fprintf(env.Stdout, "%s %s\n", verb, term(r.Dir))
 	}
 	protected := 0
 	for _, r := range p.Kept {

@@ -51,11 +51,13 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 		} `json:"agent"`
 	}
 	_ = json.Unmarshal(data, &extra)
+	// report.json is evidence a Case run wrote names and messages into, and
+	// anyone may have edited it since: every string goes through term.
 	w := env.Stdout
-	fmt.Fprintf(w, "run %s: %s\n", rep.RunID, strings.ToUpper(string(rep.Status)))
-	fmt.Fprintf(w, "  stage %d (%s), backend %s, lane %s", rep.Stage, rep.StageName, rep.Backend, rep.CaseLane)
+	fmt.Fprintf(w, "run %s: %s\n", term(rep.RunID), term(strings.ToUpper(string(rep.Status))))
+	fmt.Fprintf(w, "  stage %d (%s), backend %s, lane %s", rep.Stage, term(rep.StageName), term(rep.Backend), term(rep.CaseLane))
 	if extra.Agent != nil {
-		fmt.Fprintf(w, ", agent %s %s", extra.Agent.Name, extra.Agent.Model)
+		fmt.Fprintf(w, ", agent %s %s", term(extra.Agent.Name), term(extra.Agent.Model))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  started %s, took %s\n", rep.Freshness.StartedAt.UTC().Format(time.RFC3339),
@@ -68,12 +70,12 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 	if extra.Signed {
 		signed = "signed (key " + extra.KeyID + "; verify with 'cto-harness validate --pubkey')"
 	}
-	fmt.Fprintf(w, "  harness %s, sandbox %s, %s\n", rep.Freshness.HarnessVersion, sandbox, signed)
+	fmt.Fprintf(w, "  harness %s, sandbox %s, %s\n", term(rep.Freshness.HarnessVersion), term(sandbox), term(signed))
 	if len(rep.Blockers) == 0 {
 		fmt.Fprintln(w, "blockers: none")
 	}
 	for _, b := range rep.Blockers {
-		fmt.Fprintf(w, "blocker %s at %s: %s\n", b.Code, b.Step, b.Message)
+		fmt.Fprintf(w, "blocker %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 	}
 	fmt.Fprintf(w, "changed files: %d\n", len(rep.ChangedFiles))
 	for _, f := range rep.ChangedFiles {
@@ -81,15 +83,15 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 		if !f.Allowed {
 			verdict = "OUTSIDE the allowed paths"
 		}
-		fmt.Fprintf(w, "  %-8s %s (%s)\n", f.Change, f.Path, verdict)
+		fmt.Fprintf(w, "  %-8s %s (%s)\n", term(f.Change), term(f.Path), verdict)
 	}
 	exit := "none"
 	if rep.Tests.ExitCode != nil {
 		exit = fmt.Sprint(*rep.Tests.ExitCode)
 	}
-	fmt.Fprintf(w, "verification: %s (exit %s) %s\n", rep.Tests.Classification, exit, rep.Tests.Command)
+	fmt.Fprintf(w, "verification: %s (exit %s) %s\n", term(rep.Tests.Classification), exit, term(rep.Tests.Command))
 	page := filepath.Join(dir, evidence.ReportHTML)
-	fmt.Fprintf(w, "page: %s\n", page)
+	fmt.Fprintf(w, "page: %s\n", term(page))
 	if !c.Open {
 		return nil
 	}

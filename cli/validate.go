@@ -53,16 +53,16 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 		_ = printJSON(env.Stdout, res)
 	} else {
 		if res.OK {
-			fmt.Fprintf(env.Stdout, "valid: %s (status %s, %d checks)\n", c.RunDir, res.Status, len(res.Checked))
+			fmt.Fprintf(env.Stdout, "valid: %s (status %s, %d checks)\n", term(c.RunDir), term(res.Status), len(res.Checked))
 		}
-		fmt.Fprintln(env.Stdout, verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
+		fmt.Fprintln(env.Stdout, term(verifiedLine(res.Signed, res.KeyID, res.SignatureOK)))
 		for _, f := range res.Errors {
-			fmt.Fprintf(env.Stdout, "invalid: %s\n", f)
+			fmt.Fprintf(env.Stdout, "invalid: %s\n", term(f))
 		}
 	}
 	if !res.OK {
 		if !c.JSON {
-			fmt.Fprintf(env.Stderr, "cto-harness: %s is not valid evidence: %s\n", c.RunDir, res.Errors[0])
+			fmt.Fprintf(env.Stderr, "cto-harness: %s is not valid evidence: %s\n", term(c.RunDir), term(res.Errors[0]))
 		}
 		return exitError{ExitFailed}
 	}
@@ -132,17 +132,17 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 	} else {
 		fmt.Fprintf(env.Stdout, "stage %d: ok=%v, %d checks\n", stage, res.OK, len(res.Checked))
 		if res.PassArtifactPath != "" {
-			fmt.Fprintf(env.Stdout, "pass evidence: %s\n", res.PassArtifactPath)
+			fmt.Fprintf(env.Stdout, "pass evidence: %s\n", term(res.PassArtifactPath))
 		}
 		for name, p := range res.FailureArtifactPaths {
-			fmt.Fprintf(env.Stdout, "failure evidence (%s): %s\n", name, p)
+			fmt.Fprintf(env.Stdout, "failure evidence (%s): %s\n", term(name), term(p))
 		}
 		if res.RecordPath != "" {
-			fmt.Fprintf(env.Stdout, "record: %s\n", res.RecordPath)
+			fmt.Fprintf(env.Stdout, "record: %s\n", term(res.RecordPath))
 		}
-		fmt.Fprintln(env.Stdout, verifiedLine(res.Signed, res.KeyID, res.SignatureOK))
+		fmt.Fprintln(env.Stdout, term(verifiedLine(res.Signed, res.KeyID, res.SignatureOK)))
 		for _, e := range res.Errors {
-			fmt.Fprintf(env.Stdout, "error: %s\n", e)
+			fmt.Fprintf(env.Stdout, "error: %s\n", term(e))
 		}
 	}
 	if !res.OK {

@@ -12,7 +12,7 @@ import (
 func warnWriteFailures(env *Env, rep *ctoharness.Report) {
 	for _, b := range rep.Blockers {
 		if b.Code == ctoharness.BlockArtifactWriteFailed {
-			fmt.Fprintf(env.Stderr, "cto-harness: %s at %s: %s\n", b.Code, b.Step, b.Message)
+			fmt.Fprintf(env.Stderr, "cto-harness: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 		}
 	}
 }

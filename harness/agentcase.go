@@ -306,7 +306,9 @@ func (r *run) agentAfterCollect() {
 		paths[p] = true
 	}
 	for _, c := range r.rep.ChangedFiles {
-		paths[c.Path] = true
+		if name, ok := c.Name(); ok {
+			paths[name] = true
+		}
 	}
 	list := make([]string, 0, len(paths))
 	for p := range paths {
@@ -441,22 +443,22 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 	if a == nil {
 		return
 	}
-	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", a.Name, a.Version, orNone(a.Model), orNone(a.Endpoint))
+	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", mdText(a.Name), mdText(a.Version), mdText(orNone(a.Model)), mdText(orNone(a.Endpoint)))
 	fmt.Fprintf(b, "- finished: %v, turns %d, tokens %d in / %d out / %d cached, API time %d ms, reported cost $%.4f\n",
 		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs, a.ReportedCostUSD)
 	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
-		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, a.StreamPath)
+		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, mdText(a.StreamPath))
 	if a.ResultError != "" {
-		fmt.Fprintf(b, "- error: %s\n", a.ResultError)
+		fmt.Fprintf(b, "- error: %s\n", mdText(a.ResultError))
 	}
 	if len(a.AttemptedEscapes) > 0 {
-		fmt.Fprintf(b, "- attempted writes outside the fixture: %s\n", strings.Join(a.AttemptedEscapes, ", "))
+		fmt.Fprintf(b, "- attempted writes outside the fixture: %s\n", mdText(strings.Join(a.AttemptedEscapes, ", ")))
 	}
 	if len(a.SecretEnv) > 0 {
-		fmt.Fprintf(b, "- secrets passed (values redacted): %s\n", strings.Join(a.SecretEnv, ", "))
+		fmt.Fprintf(b, "- secrets passed (values redacted): %s\n", mdText(strings.Join(a.SecretEnv, ", ")))
 	}
 	for _, n := range a.Notes {
-		fmt.Fprintf(b, "- %s\n", n)
+		fmt.Fprintf(b, "- %s\n", mdText(n))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
@@ -96,18 +97,19 @@ func (r *run) ensureFile(ctx context.Context, name string, data []byte) {
 // Markdown renders the report for a person.
 func Markdown(rep *ctoharness.Report) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# cto-harness run %s\n\n", rep.RunID)
-	fmt.Fprintf(&b, "- status: **%s**\n- stage: %d (%s)\n- backend: %s, lane: %s\n", rep.Status, rep.Stage, rep.StageName, rep.Backend, rep.CaseLane)
+	fmt.Fprintf(&b, "# cto-harness run %s\n\n", mdText(rep.RunID))
+	fmt.Fprintf(&b, "- status: **%s**\n- stage: %d (%s)\n- backend: %s, lane: %s\n", mdText(string(rep.Status)), rep.Stage, mdText(rep.StageName),
+		mdText(string(rep.Backend)), mdText(string(rep.CaseLane)))
 	fmt.Fprintf(&b, "- Case process started: %v\n- source repository mutated: %v\n", rep.CaseProcessStarted, rep.SourceRepositoryMutated)
 	fmt.Fprintf(&b, "- source: %s\n- fixture: %s\n- run artifact dir: %s\n- runtime workspace root: %s\n",
-		orNone(rep.SourcePath), orNone(rep.FixturePath), rep.RunArtifactDir, rep.RuntimeWorkspaceRoot)
+		mdPath(rep.SourcePath), mdPath(rep.FixturePath), mdPath(rep.RunArtifactDir), mdPath(rep.RuntimeWorkspaceRoot))
 	fmt.Fprintf(&b, "- started: %s, finished: %s\n\n", rep.Freshness.StartedAt.Format("2006-01-02T15:04:05.000Z07:00"), rep.Freshness.FinishedAt.Format("2006-01-02T15:04:05.000Z07:00"))
 	b.WriteString("## Blockers\n\n")
 	if len(rep.Blockers) == 0 {
 		b.WriteString("none\n")
 	}
 	for _, bl := range rep.Blockers {
-		fmt.Fprintf(&b, "- `%s` at %s: %s\n", bl.Code, bl.Step, bl.Message)
+		fmt.Fprintf(&b, "- %s at %s: %s\n", display.MarkdownCode(string(bl.Code)), mdText(string(bl.Step)), mdText(bl.Message))
 	}
 	b.WriteString("\n## Changed files\n\n")
 	if len(rep.ChangedFiles) == 0 {
@@ -116,35 +118,48 @@ func Markdown(rep *ctoharness.Report) []byte {
 	for _, c := range rep.ChangedFiles {
 		verdict := "allowed"
 		if !c.Allowed {
-			verdict = "NOT allowed: " + c.Reason
+			verdict = "NOT allowed: " + mdText(c.Reason)
 		}
-		fmt.Fprintf(&b, "- %s (%s, %s)\n", c.Path, c.Change, verdict)
+		fmt.Fprintf(&b, "- %s (%s, %s)\n", mdText(c.Path), mdText(string(c.Change)), verdict)
 	}
-	fmt.Fprintf(&b, "\n## Verification\n\n- command: `%s`\n- classification: %s\n", rep.Tests.Command, rep.Tests.Classification)
+	fmt.Fprintf(&b, "\n## Verification\n\n- command: %s\n- classification: %s\n", display.MarkdownCode(rep.Tests.Command), mdText(string(rep.Tests.Classification)))
 	if rep.Tests.ExitCode != nil {
 		fmt.Fprintf(&b, "- exit code: %d\n", *rep.Tests.ExitCode)
 	}
 	if rep.Tests.Reason != "" {
-		fmt.Fprintf(&b, "- reason: %s\n", rep.Tests.Reason)
+		fmt.Fprintf(&b, "- reason: %s\n", mdText(rep.Tests.Reason))
 	}
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
-		orNone(rep.Commits.SourceHead), orNone(rep.Commits.SourceTree), orNone(rep.Commits.BaselineCommit),
-		orNone(rep.Commits.BaselineTree), orNone(rep.Commits.ResultCommit), orNone(rep.Commits.ResultTree))
+		mdText(orNone(rep.Commits.SourceHead)), mdText(orNone(rep.Commits.SourceTree)), mdText(orNone(rep.Commits.BaselineCommit)),
+		mdText(orNone(rep.Commits.BaselineTree)), mdText(orNone(rep.Commits.ResultCommit)), mdText(orNone(rep.Commits.ResultTree)))
 	agentMarkdown(&b, rep.Agent)
-	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, strings.Join(rep.Sandbox.Mechanisms, ", "),
-		strings.Join(rep.Sandbox.WritableRoots, ", "))
+	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, mdText(strings.Join(rep.Sandbox.Mechanisms, ", ")),
+		mdText(strings.Join(rep.Sandbox.WritableRoots, ", ")))
 	if rep.Sandbox.NotEnforcedReason != "" {
-		fmt.Fprintf(&b, "- %s\n", rep.Sandbox.NotEnforcedReason)
+		fmt.Fprintf(&b, "- %s\n", mdText(rep.Sandbox.NotEnforcedReason))
 	}
 	networkMarkdown(&b, rep.Network)
 	fmt.Fprintf(&b, "\n## Freshness\n\n- nonce %s\n- events %d, final hash %s\n- harness %s\n",
-		rep.Freshness.Nonce, rep.Freshness.Events, rep.Freshness.FinalEventHash, rep.Freshness.HarnessVersion)
+		mdText(rep.Freshness.Nonce), rep.Freshness.Events, mdText(rep.Freshness.FinalEventHash), mdText(rep.Freshness.HarnessVersion))
 	if rep.Signed {
-		fmt.Fprintf(&b, "\n## Signature\n\n- signed by key %s: attestation.dsse.json follows this report and covers every other file\n", rep.SigningKeyID)
+		fmt.Fprintf(&b, "\n## Signature\n\n- signed by key %s: attestation.dsse.json follows this report and covers every other file\n", mdText(rep.SigningKeyID))
 	} else {
 		b.WriteString("\n## Signature\n\n- unsigned (no signing key configured): the digests show the evidence is intact, not who made it\n")
 	}
 	return []byte(b.String())
+}
+
+// mdText is report.md's form of any text the report holds: whatever a field
+// says (a blocker message quoting Case's file names, a reason), it cannot
+// start a line, a heading or a tag.
+func mdText(s string) string { return display.MarkdownText(s) }
+
+// mdPath shows a path as a code span, or (none).
+func mdPath(p string) string {
+	if p == "" {
+		return "(none)"
+	}
+	return display.MarkdownCode(p)
 }
 
 func fileExists(p string) bool {

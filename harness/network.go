@@ -268,13 +268,13 @@ func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
 		}
 		return strings.Join(out, ", ")
 	}
-	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", rules(n.Policy.Case), rules(n.Policy.Verification))
+	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", mdText(rules(n.Policy.Case)), mdText(rules(n.Policy.Verification)))
 	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
-		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, n.LogPath)
+		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, mdText(n.LogPath))
 	for _, d := range n.DeniedLog {
-		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", d.Command, d.Host, d.Port, d.Reason)
+		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", mdText(d.Command), mdText(d.Host), d.Port, mdText(d.Reason))
 	}
 	if len(n.Limits.Exceeded) > 0 {
-		fmt.Fprintf(b, "- limits reached: %s\n", strings.Join(n.Limits.Exceeded, ", "))
+		fmt.Fprintf(b, "- limits reached: %s\n", mdText(strings.Join(n.Limits.Exceeded, ", ")))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/checkout"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
@@ -531,7 +532,34 @@ func (r *run) collect(ctx context.Context, rec record) *collected {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
 			Message: "Case changed paths outside the allowed paths: " + strings.Join(bad, ", ")})
 	}
+	if unsafe := UnsafeNames(res.Changed); len(unsafe) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockUnsafeFileName, Step: ctoharness.StepCollect,
+			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + strings.Join(unsafe, ", ")})
+	}
 	return col
+}
+
+// UnsafeNames lists, escaped for display, the changed files whose names hold
+// a character display.Hidden reports: no honest change needs one, so each
+// blocks the run (UNSAFE_FILE_NAME) whatever the allowed paths say. Bytes
+// that are not UTF-8 are not in this list: such names are stored exactly
+// (path_b64) and shown escaped.
+func UnsafeNames(changed []ctoharness.ChangedFile) []string {
+	var out []string
+	for _, c := range changed {
+		name, ok := c.Name()
+		if !ok {
+			out = append(out, display.Terminal(c.Path))
+			continue
+		}
+		for _, r := range name {
+			if display.Hidden(r) {
+				out = append(out, display.Terminal(name))
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (r *run) skipVerify(reason string) {

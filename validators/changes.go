@@ -8,7 +8,10 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/gitquote"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -18,12 +21,20 @@ func checkChangedFiles(v *runView, c collector) {
 	const chk = "changed_files_allowed"
 	pol := task.NewPathPolicy(v.report.AllowedPaths)
 	disallowed := false
-	listed := map[string]bool{}
+	listed := map[string]bool{} // exact names
 	for _, f := range v.report.ChangedFiles {
-		listed[f.Path] = true
-		ok, _ := pol.Check(f.Path)
+		name, ok := f.Name()
+		if !ok {
+			c.fail(chk, evidence.ReportJSON, "changed file %s has a path_b64 that is not base64", display.Terminal(f.Path))
+			continue
+		}
+		if path, b64 := ctoharness.PathForms(name); path != f.Path || b64 != f.PathB64 {
+			c.fail(chk, evidence.ReportJSON, "changed file %s: path %q and path_b64 %q are not the stored forms of one name", display.Terminal(f.Path), f.Path, f.PathB64)
+		}
+		listed[name] = true
+		ok, _ = pol.Check(name)
 		if ok != f.Allowed {
-			c.fail(chk, evidence.ReportJSON, "%s is marked allowed=%v but the allowed paths say %v", f.Path, f.Allowed, ok)
+			c.fail(chk, evidence.ReportJSON, "%s is marked allowed=%v but the allowed paths say %v", display.Terminal(f.Path), f.Allowed, ok)
 		}
 		if !ok {
 			disallowed = true
@@ -32,26 +43,33 @@ func checkChangedFiles(v *runView, c collector) {
 	if disallowed && !v.hasBlocker(ctoharness.BlockDisallowedChange) {
 		c.fail(chk, evidence.ReportJSON, "a change outside the allowed paths carries no DISALLOWED_CHANGE blocker")
 	}
+	if unsafe := harness.UnsafeNames(v.report.ChangedFiles); len(unsafe) > 0 && !v.hasBlocker(ctoharness.BlockUnsafeFileName) {
+		c.fail(chk, evidence.ReportJSON, "changed file names with control, format or bidi characters (%s) carry no UNSAFE_FILE_NAME blocker", strings.Join(unsafe, ", "))
+	}
 	patch, err := os.ReadFile(v.path(evidence.PatchFile))
 	if err != nil {
 		return
 	}
 	inPatch := map[string]bool{}
 	for _, line := range strings.Split(string(patch), "\n") {
-		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
-			if i := strings.Index(rest, " b/"); i >= 0 {
-				inPatch[rest[i+3:]] = true
-			}
+		if !strings.HasPrefix(line, "diff --git ") {
+			continue
+		}
+		_, b, err := gitquote.DiffHeader(line)
+		if p, ok := strings.CutPrefix(b, "b/"); err == nil && ok {
+			inPatch[p] = true
+		} else {
+			c.fail(chk, evidence.PatchFile, "cannot read the header %s", display.Terminal(line))
 		}
 	}
 	for p := range listed {
 		if !inPatch[p] && v.report.Commits.ResultCommit != "" && v.report.Commits.ResultCommit != v.report.Commits.BaselineCommit {
-			c.fail(chk, evidence.PatchFile, "changed file %s is missing from the patch", p)
+			c.fail(chk, evidence.PatchFile, "changed file %s is missing from the patch", display.Terminal(p))
 		}
 	}
 	for p := range inPatch {
 		if !listed[p] {
-			c.fail(chk, evidence.PatchFile, "the patch changes %s, which changed_files does not list", p)
+			c.fail(chk, evidence.PatchFile, "the patch changes %s, which changed_files does not list", display.Terminal(p))
 		}
 	}
 }

@@ -2,16 +2,18 @@ package validators
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/gitquote"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -29,11 +31,13 @@ func checkPatchRederived(v *runView, c collector) {
 	}
 	listed := map[string]bool{}
 	for _, f := range v.report.ChangedFiles {
-		listed[f.Path] = true
+		if name, ok := f.Name(); ok {
+			listed[name] = true
+		}
 	}
 	for _, p := range PatchPaths(patch) {
 		if !listed[p] {
-			c.fail(chk, evidence.PatchFile, "the patch touches %s, which changed_files does not list", p)
+			c.fail(chk, evidence.PatchFile, "the patch touches %s, which changed_files does not list", display.Terminal(p))
 		}
 	}
 	cm := v.report.Commits
@@ -66,8 +70,8 @@ func checkPatchRederived(v *runView, c collector) {
 			short(cm.BaselineCommit), short(cm.ResultCommit))
 	}
 	if !reflect.DeepEqual(sortedChanges(re.Changed), sortedChanges(v.report.ChangedFiles)) {
-		c.fail(chk, evidence.ReportJSON, "changed_files %v differ from the change held in the store %v",
-			sortedChanges(v.report.ChangedFiles), sortedChanges(re.Changed))
+		c.fail(chk, evidence.ReportJSON, "changed_files %s differ from the change held in the store %s",
+			display.Terminal(fmt.Sprint(sortedChanges(v.report.ChangedFiles))), display.Terminal(fmt.Sprint(sortedChanges(re.Changed))))
 	}
 }
 
@@ -101,15 +105,13 @@ func sortedChanges(in []ctoharness.ChangedFile) []ctoharness.ChangedFile {
 
 // PatchPaths lists every path a patch names in a header git apply reads:
 // "diff --git a/X b/Y", "--- X" and "+++ Y" (with or without the a/ b/
-// prefixes), and the rename and copy headers. A hunk with a plain ---/+++
-// header and no diff --git line is still a change git apply makes.
+// prefixes), and the rename and copy headers, each plain or C-quoted. A hunk
+// with a plain ---/+++ header and no diff --git line is still a change git
+// apply makes. A quoted name git would not have written is listed as it
+// stands, so that it matches no changed file.
 func PatchPaths(patch []byte) []string {
 	seen := map[string]bool{}
 	add := func(p string) {
-		p = unquotePath(strings.TrimRight(p, "\t\r"))
-		if i := strings.IndexByte(p, '\t'); i >= 0 {
-			p = p[:i]
-		}
 		if p == "" || p == "/dev/null" {
 			return
 		}
@@ -121,21 +123,31 @@ func PatchPaths(patch []byte) []string {
 		}
 		seen[p] = true
 	}
+	name := func(s string) {
+		n, err := gitquote.Name(s)
+		if err != nil {
+			n = s
+		}
+		add(n)
+	}
 	for _, line := range strings.Split(string(patch), "\n") {
 		switch {
 		case strings.HasPrefix(line, "diff --git "):
-			rest := strings.TrimPrefix(line, "diff --git ")
-			a, b := splitGitHeader(rest)
+			a, b, err := gitquote.DiffHeader(line)
+			if err != nil {
+				add(strings.TrimPrefix(line, "diff --git "))
+				continue
+			}
 			add(a)
 			add(b)
 		case strings.HasPrefix(line, "--- "), strings.HasPrefix(line, "+++ "):
-			add(line[4:])
+			name(line[4:])
 		case strings.HasPrefix(line, "rename from "), strings.HasPrefix(line, "copy from "):
 			_, p, _ := strings.Cut(line, " from ")
-			add(p)
+			name(p)
 		case strings.HasPrefix(line, "rename to "), strings.HasPrefix(line, "copy to "):
 			_, p, _ := strings.Cut(line, " to ")
-			add(p)
+			name(p)
 		}
 	}
 	out := make([]string, 0, len(seen))
@@ -144,29 +156,4 @@ func PatchPaths(patch []byte) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// splitGitHeader splits "a/X b/Y" (either side possibly quoted).
-func splitGitHeader(s string) (string, string) {
-	if strings.HasPrefix(s, `"`) {
-		if q, err := strconv.QuotedPrefix(s); err == nil {
-			return q, strings.TrimSpace(s[len(q):])
-		}
-	}
-	if i := strings.Index(s, " b/"); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	if i := strings.Index(s, ` "b/`); i >= 0 {
-		return s[:i], s[i+1:]
-	}
-	return s, ""
-}
-
-func unquotePath(p string) string {
-	if strings.HasPrefix(p, `"`) {
-		if u, err := strconv.Unquote(p); err == nil {
-			return u
-		}
-	}
-	return p
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -360,7 +361,7 @@ func (s *stageRun) compareWithStage2(rep3 *ctoharness.Report) {
 	}
 	for _, c := range rep3.ChangedFiles {
 		if !c.Allowed {
-			s.fail("%s: stage 3 changed %s outside its allowed paths", name, c.Path)
+			s.fail("%s: stage 3 changed %s outside its allowed paths", name, display.Terminal(c.Path))
 		}
 	}
 	if !rep3.Freshness.StartedAt.After(rec.ValidatedAt) && !rep3.Freshness.StartedAt.Equal(rec.ValidatedAt) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitquote"
 )
 
 // fileView is one changed file: its verdict from the report and its part of patch.diff.
@@ -31,10 +32,12 @@ type diffLine struct {
 // diff for a file the report does not list is shown and marked.
 func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
 	chunks := splitPatch(patch)
-	byPath := map[string]int{}
+	byPath := map[string]int{} // by exact name
 	var out []fileView
 	for _, c := range changed {
-		byPath[c.Path] = len(out)
+		if name, ok := c.Name(); ok {
+			byPath[name] = len(out)
+		}
 		out = append(out, fileView{Path: c.Path, Change: string(c.Change), Allowed: c.Allowed, Reason: c.Reason})
 	}
 	budget := maxDiffLines
@@ -44,7 +47,8 @@ func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
 		if !ok {
 			byPath[ch.path] = len(out)
 			i = len(out)
-			out = append(out, fileView{Path: ch.path, Change: "in patch only", Reason: "not listed in the report's changed_files"})
+			shown, _ := ctoharness.PathForms(ch.path)
+			out = append(out, fileView{Path: shown, Change: "in patch only", Reason: "not listed in the report's changed_files"})
 		}
 		f := &out[i]
 		f.Lang = language(ch.path)
@@ -81,31 +85,39 @@ func splitPatch(patch string) []chunk {
 			out = append(out, chunk{path: patchPath(l)})
 		}
 		c := &out[len(out)-1]
-		if p, ok := strings.CutPrefix(l, "+++ b/"); ok && c.path == "" {
-			c.path = p
-		}
-		if p, ok := strings.CutPrefix(l, "--- a/"); ok && c.path == "" {
-			c.path = p
+		for _, pre := range []string{"+++ ", "--- "} {
+			if p, ok := strings.CutPrefix(l, pre); ok && c.path == "" {
+				if name, err := gitquote.Name(p); err == nil && name != "/dev/null" {
+					c.path = trimSide(name)
+				}
+			}
 		}
 		c.lines = append(c.lines, l)
 	}
 	return out
 }
 
-// patchPath reads the path from "diff --git a/P b/P" (the two are equal: no renames).
+// patchPath reads the path from "diff --git a/P b/P", plain or C-quoted
+// (the two are equal: no renames).
 func patchPath(header string) string {
-	rest, ok := strings.CutPrefix(header, "diff --git a/")
-	if !ok {
+	a, b, err := gitquote.DiffHeader(header)
+	if err != nil {
 		return ""
 	}
-	n := len(rest)
-	if i := strings.Index(rest, " b/"); i >= 0 && rest[:i] == rest[i+3:] {
-		return rest[:i]
+	if b != "" {
+		return trimSide(b)
 	}
-	if i := strings.LastIndex(rest, " b/"); i >= 0 {
-		return rest[i+3:]
+	return trimSide(a)
+}
+
+// trimSide drops the a/ or b/ of a patch name.
+func trimSide(p string) string {
+	for _, pre := range []string{"a/", "b/"} {
+		if q, ok := strings.CutPrefix(p, pre); ok {
+			return q
+		}
 	}
-	return rest[:n]
+	return p
 }
 
 func classify(l, lang string) diffLine {

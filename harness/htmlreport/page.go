@@ -19,6 +19,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/caseevent"
+	"github.com/cto-harness/cto-harness/harness/display"
 )
 
 // FileName is the page's name inside the run directory.
@@ -70,7 +71,9 @@ func Render(reportJSON []byte, dir string) ([]byte, error) {
 	if err := pageTmpl.Execute(&b, p); err != nil {
 		return nil, fmt.Errorf("render %s: %w", FileName, err)
 	}
-	return b.Bytes(), nil
+	// html/template neutralizes markup, not characters that reorder or hide
+	// text: a U+202E in a file name or a diff line is marked where it stands.
+	return display.MarkHTML(b.Bytes()), nil
 }
 
 // RenderReport renders from the in-memory report, by way of its JSON so that
