@@ -140,6 +140,13 @@ type GitChange struct {
 	Unsafe bool      `json:"unsafe"`
 }
 
+// How a .git entry changed while Case ran (GitChange.Change).
+const (
+	GitChangeAdded   = "added"
+	GitChangeRemoved = "removed"
+	GitChangeChanged = "changed"
+)
+
 // Leftover is a file Case left in the worktree outside the result commit.
 // SHA256 is empty when the file was over the hashing budget or not a
 // regular file.
