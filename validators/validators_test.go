@@ -273,6 +273,31 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			})
 			reseal(t, dir)
 		}},
+		{"tests", func(t *testing.T, dir string) {
+			// The verification claims to have run on the baseline, not the result.
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+				m["tests"].(map[string]any)["verified_tree"] = m["commits"].(map[string]any)["baseline_tree"]
+			})
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// Case's fixture shown to the verification, read-only.
+			editVerificationView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/case", Kind: ctoharness.ViewBind, Source: rep.FixturePath, Mode: ctoharness.ViewRO})
+			})
+			reseal(t, dir)
+		}},
+		{"patch_rederived", func(t *testing.T, dir string) {
+			// The store's branch moved back to the baseline: the record no
+			// longer holds the result the report names.
+			var rep ctoharness.Report
+			data, _ := os.ReadFile(filepath.Join(dir, evidence.ReportJSON))
+			json.Unmarshal(data, &rep)
+			ref := filepath.Join(dir, evidence.StoreDir, "refs", "heads", "main")
+			if err := os.WriteFile(ref, []byte(rep.Commits.BaselineCommit+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"event_order", func(t *testing.T, dir string) {
 			// Drop fixture_clean_start and rebuild a consistent chain: only the order check can object.
 			p := filepath.Join(dir, evidence.EventsFile)
@@ -450,7 +475,19 @@ func TestGovernanceDocs(t *testing.T) {
 
 // editView changes the recorded Case view and recomputes its digest, so only
 // the view's own rules can object.
+// editVerificationView is editView for the verification command's view.
+func editVerificationView(t *testing.T, dir string, edit func(*ctoharness.Report, *ctoharness.ViewRecord)) {
+	t.Helper()
+	editViewOf(t, dir, func(r *ctoharness.Report) *ctoharness.ViewRecord { return r.Sandbox.VerificationView }, edit)
+}
+
 func editView(t *testing.T, dir string, edit func(*ctoharness.Report, *ctoharness.ViewRecord)) {
+	t.Helper()
+	editViewOf(t, dir, func(r *ctoharness.Report) *ctoharness.ViewRecord { return r.Sandbox.View }, edit)
+}
+
+// editViewOf edits the view pick names in report.json and re-digests it.
+func editViewOf(t *testing.T, dir string, pick func(*ctoharness.Report) *ctoharness.ViewRecord, edit func(*ctoharness.Report, *ctoharness.ViewRecord)) {
 	t.Helper()
 	p := filepath.Join(dir, evidence.ReportJSON)
 	var rep ctoharness.Report
@@ -458,11 +495,12 @@ func editView(t *testing.T, dir string, edit func(*ctoharness.Report, *ctoharnes
 	if err := json.Unmarshal(data, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Sandbox.View == nil {
-		t.Fatal("the pass run recorded no sandbox view")
+	v := pick(&rep)
+	if v == nil {
+		t.Fatal("the pass run recorded no such sandbox view")
 	}
-	edit(&rep, rep.Sandbox.View)
-	rep.Sandbox.View.Digest = ctoharness.ViewDigest(rep.Sandbox.View.Mounts)
+	edit(&rep, v)
+	v.Digest = ctoharness.ViewDigest(v.Mounts)
 	out, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(p, append(out, '\n'), 0o644); err != nil {
 		t.Fatal(err)
