@@ -3,10 +3,11 @@ package agent
 import (
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
+
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 )
 
 // Snapshot is what the fixture's files looked like at one moment (every
@@ -73,12 +74,14 @@ func Changed(before, after Snapshot) []string {
 func (r *Redactor) Holding(root string, paths []string) ([]string, error) {
 	var out []string
 	for _, p := range paths {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		fi, err := os.Lstat(full)
-		if err != nil || !fi.Mode().IsRegular() {
-			continue // removed, or not a file: nothing to read
+		// Confined: the fixture is Case's, and a link it left must not make
+		// the harness read (and report on) a file outside it.
+		f, err := caseworld.Open(root, p)
+		if err != nil {
+			continue // removed, a link, or not a regular file: nothing to read
 		}
-		hit, err := r.inFile(full)
+		hit, err := r.inReader(f)
+		f.Close()
 		if err != nil {
 			return out, err
 		}
@@ -89,12 +92,7 @@ func (r *Redactor) Holding(root string, paths []string) ([]string, error) {
 	return out, nil
 }
 
-func (r *Redactor) inFile(p string) (bool, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
+func (r *Redactor) inReader(f io.Reader) (bool, error) {
 	longest := 0
 	for _, s := range r.secrets {
 		longest = max(longest, len(s.Value))

@@ -114,3 +114,20 @@ func TestPromptNamesPathsAndRules(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldingNeverFollowsLinks: a directory Case replaced with a link out of
+// the fixture is not read through, even when the path names a file below it.
+func TestHoldingNeverFollowsLinks(t *testing.T) {
+	r, _ := NewRedactor(Secret{Var: "K", Value: "sk-abcdefgh12345"})
+	dir, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "host.txt"), []byte("sk-abcdefgh12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "docs")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Holding(dir, []string{"docs/host.txt"})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Holding read through a link: %v %v", got, err)
+	}
+}
