@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
+	"io"
 	"slices"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 )
 
 // loadIgnore loads ignore patterns the way go-git's gitignore.ReadPatterns
@@ -52,9 +53,9 @@ func loadIgnore(root string, manifest []ctoharness.ManifestEntry) (gitignore.Mat
 		}
 		var ps []gitignore.Pattern
 		if f := prefix + ".gitignore"; files[f] {
-			data, err := os.ReadFile(root + "/" + f)
+			data, err := readIgnoreFile(root, f)
 			if err != nil {
-				return nil, fmt.Errorf("read ignore file %s: %w", f, err)
+				return nil, err
 			}
 			ps = parseIgnore(data, domain)
 		}
@@ -92,4 +93,26 @@ func parseIgnore(data []byte, domain []string) []gitignore.Pattern {
 		}
 	}
 	return ps
+}
+
+// maxIgnoreFile bounds one .gitignore: the worktree may be Case's, and its
+// size must not decide the harness's memory.
+const maxIgnoreFile = 4 << 20
+
+// readIgnoreFile reads root/rel confined (no link followed, no FIFO
+// opened) and refuses one larger than maxIgnoreFile.
+func readIgnoreFile(root, rel string) ([]byte, error) {
+	f, err := caseworld.Open(root, rel)
+	if err != nil {
+		return nil, fmt.Errorf("read ignore file %s: %w", rel, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxIgnoreFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read ignore file %s: %w", rel, err)
+	}
+	if len(data) > maxIgnoreFile {
+		return nil, fmt.Errorf("ignore file %s is larger than %d bytes; the harness does not read it", rel, maxIgnoreFile)
+	}
+	return data, nil
 }
