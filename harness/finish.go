@@ -126,6 +126,9 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if rep.Tests.ExitCode != nil {
 		fmt.Fprintf(&b, "- exit code: %d\n", *rep.Tests.ExitCode)
 	}
+	if rep.Tests.VerifiedCommit != "" {
+		fmt.Fprintf(&b, "- ran on a fresh checkout of the result: commit %s (tree %s)\n", mdText(rep.Tests.VerifiedCommit), mdText(rep.Tests.VerifiedTree))
+	}
 	if rep.Tests.Reason != "" {
 		fmt.Fprintf(&b, "- reason: %s\n", mdText(rep.Tests.Reason))
 	}
