@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
@@ -77,7 +78,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
-			"write task contract", "change (Case)", "collect", "verification", "clean-end proof", "source proof (after)",
+			"write task contract", "change (Case)", "collect", "checkout of the result", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
 	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Trusted: o.Signing.Trusted})
 	plan.Blockers = append(plan.Blockers, d.Blockers...)
@@ -161,12 +162,15 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
 	}
-	venv := backend.Env(scratch, "", o.Getenv("PATH"), repo.Root)
+	// The verification runs in a fresh checkout of the result, with a
+	// scratch of its own (package checkout).
+	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, ".work", runID))
+	venv := backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root)
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
-		Dir: plan.CopyTarget, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+		Dir: vdir, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
 		NetworkAllow: nonNil(netPol.Verify.Strings())})
 	// The scanner reads the source's scripts: the fixture would be their copy.
-	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(scratch)}
+	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(vscratch)}
 	if !o.Unsandboxed {
 		vpol.NetAllowed = netPol.Verify.HasHost
 	}
