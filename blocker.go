@@ -110,6 +110,9 @@ const (
 const (
 	BlockCheckoutFailed     BlockerCode = "CHECKOUT_FAILED"
 	BlockCheckoutUnfaithful BlockerCode = "CHECKOUT_UNFAITHFUL"
+	// BlockSetupFailed: the task's setup command failed, timed out or was
+	// refused, so the verification did not run.
+	BlockSetupFailed BlockerCode = "SETUP_FAILED"
 )
 
 // BlockUnsafeFileName: Case left a file whose name holds a control, format
@@ -149,7 +152,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceFilterConfigured, BlockSourceFsmonitorConfigured, BlockSourceCoreWorktree,
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
-		BlockCheckoutFailed, BlockCheckoutUnfaithful,
+		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
 		BlockUnsafeFileName,
 	}
 }

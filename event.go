@@ -23,6 +23,7 @@ const (
 	EvCaseProcessExited   EventType = "case_process_exited"
 	EvChangesCollected    EventType = "changes_collected"
 	EvCheckoutMade        EventType = "checkout_made"
+	EvSetupDone           EventType = "setup_finished"
 	EvVerificationDone    EventType = "verification_finished"
 	EvFixtureCleanEnd     EventType = "fixture_clean_end"
 	EvSourceProofAfter    EventType = "source_proof_after"
@@ -48,7 +49,7 @@ func AllEventTypes() []EventType {
 	return []EventType{EvRunStarted, EvGateChecked, EvSourceClassified, EvSourceProofBefore,
 		EvFixtureCopied, EvBaselineCommitted, EvFixtureCleanStart, EvTaskContractWritten,
 		EvFakeChangeApplied, EvCaseProcessStarted, EvCaseProcessExited, EvChangesCollected,
-		EvCheckoutMade, EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
+		EvCheckoutMade, EvSetupDone, EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
 		EvRunBlocked, EvRunFinished,
 		EvCaseStarted, EvCaseFileChanged, EvCaseCommand, EvCaseLog, EvCaseFinished}
 }

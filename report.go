@@ -50,6 +50,7 @@ type Report struct {
 	Blockers                []Blocker         `json:"blockers"`
 	Case                    CaseRecord        `json:"case"`
 	Tests                   TestsRecord       `json:"tests"`
+	Setup                   *SetupRecord      `json:"setup,omitempty"`
 	Sandbox                 SandboxRecord     `json:"sandbox"`
 	Network                 *NetworkSummary   `json:"network,omitempty"`
 	Profile                 string            `json:"profile"`
@@ -223,6 +224,19 @@ type TestsRecord struct {
 	// ran on; the tree must be the result tree.
 	VerifiedCommit string `json:"verified_commit,omitempty"`
 	VerifiedTree   string `json:"verified_tree,omitempty"`
+}
+
+// SetupRecord is the task's setup command, run in the verification
+// checkout before the verification command (setup.log holds its output).
+type SetupRecord struct {
+	Command        string    `json:"command"`
+	ExitCode       *int      `json:"exit_code"`
+	Classification TestClass `json:"classification"`
+	Reason         string    `json:"reason,omitempty"`
+	DurationMs     int64     `json:"duration_ms"`
+	TimeoutSeconds int       `json:"timeout_seconds"`
+	TimedOut       bool      `json:"timed_out"`
+	LogPath        string    `json:"log_path"`
 }
 
 // ScanFinding is one dangerous pattern the script-safety scanner found.

@@ -591,38 +591,40 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		r.skipVerify("the verification checkout of the result could not be made")
 		return
 	}
+	dirs := backend.ScratchDirs(scratch)
+	for _, d := range dirs {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
+			r.skipVerify("the scratch directories could not be created")
+			return
+		}
+	}
+	if !r.o.Unsandboxed {
+		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
+			r.skipVerify("the verification command's sandbox could not be built")
+			return
+		}
+	}
+	env := append(backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
+	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: dirs}
+	if r.net != nil {
+		pol.NetAllowed = r.net.policy.For(egress.CommandVerify).HasHost
+	}
+	if !r.setup(ctx, work, env, pol) {
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+		return
+	}
 	f, err := r.dir.OpenAppend(evidence.TestLog)
 	if err != nil {
 		r.blockWrite(err, ctoharness.StepVerify)
 		r.skipVerify("test.log could not be opened")
 		return
 	}
-	dirs := backend.ScratchDirs(scratch)
-	for _, d := range dirs {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			f.Close()
-			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
-			r.skipVerify("the scratch directories could not be created")
-			return
-		}
-	}
-	env := append(backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
-	if !r.o.Unsandboxed {
-		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
-			f.Close()
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
-			r.skipVerify("the verification command's sandbox could not be built")
-			return
-		}
-	}
-	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: dirs}
-	if r.net != nil {
-		pol.NetAllowed = r.net.policy.For(egress.CommandVerify).HasHost
-	}
 	r.o.Progress.Step("verification")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()

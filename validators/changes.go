@@ -190,4 +190,15 @@ func checkTests(v *runView, c collector) {
 	if v.report.Status == ctoharness.StatusPass && t.Classification != ctoharness.TestPass {
 		c.fail(chk, evidence.ReportJSON, "a passing run needs a passing verification, got %s", t.Classification)
 	}
+	if s := v.report.Setup; s != nil {
+		if !v.files[evidence.SetupLog] {
+			c.fail(chk, evidence.SetupLog, "the report records a setup command but setup.log is missing")
+		}
+		if s.Classification != ctoharness.TestPass && !v.hasBlocker(ctoharness.BlockSetupFailed) && !v.hasBlocker(ctoharness.BlockSandboxUnavailable) && !v.hasBlocker(ctoharness.BlockInterrupted) {
+			c.fail(chk, evidence.ReportJSON, "the setup command ended %s without a SETUP_FAILED blocker", s.Classification)
+		}
+		if ran && s.Classification != ctoharness.TestPass {
+			c.fail(chk, evidence.ReportJSON, "the verification ran although the setup command ended %s", s.Classification)
+		}
+	}
 }

@@ -44,7 +44,7 @@ var harnessOrder = []ctoharness.EventType{
 	ctoharness.EvRunStarted, ctoharness.EvGateChecked, ctoharness.EvSourceClassified, ctoharness.EvSourceProofBefore,
 	ctoharness.EvFixtureCopied, ctoharness.EvBaselineCommitted, ctoharness.EvFixtureCleanStart, ctoharness.EvTaskContractWritten,
 	ctoharness.EvFakeChangeApplied, ctoharness.EvCaseProcessStarted, ctoharness.EvCaseProcessExited, ctoharness.EvChangesCollected,
-	ctoharness.EvCheckoutMade, ctoharness.EvVerificationDone, ctoharness.EvFixtureCleanEnd, ctoharness.EvSourceProofAfter, ctoharness.EvSourceNonMutation,
+	ctoharness.EvCheckoutMade, ctoharness.EvSetupDone, ctoharness.EvVerificationDone, ctoharness.EvFixtureCleanEnd, ctoharness.EvSourceProofAfter, ctoharness.EvSourceNonMutation,
 	ctoharness.EvRunFinished,
 }
 
@@ -55,9 +55,22 @@ func ExpectedEvents(stage int) []ctoharness.EventType {
 		switch {
 		case stage == 1 && (t == ctoharness.EvCaseProcessStarted || t == ctoharness.EvCaseProcessExited):
 		case stage != 1 && t == ctoharness.EvFakeChangeApplied:
+		case t == ctoharness.EvSetupDone: // only when the task has a setup command
 		default:
 			out = append(out, t)
 		}
+	}
+	return out
+}
+
+// withSetup is a pass run's event sequence with setup_finished in its place.
+func withSetup(events []ctoharness.EventType) []ctoharness.EventType {
+	var out []ctoharness.EventType
+	for _, t := range events {
+		if t == ctoharness.EvVerificationDone {
+			out = append(out, ctoharness.EvSetupDone)
+		}
+		out = append(out, t)
 	}
 	return out
 }
@@ -126,8 +139,14 @@ func checkEventOrder(v *runView, c collector) {
 			c.fail(chk, evidence.EventsFile, "the gate blocked (%s) but a Case process was started", b.Code)
 		}
 	}
+	if (seen[ctoharness.EvSetupDone] > 0) != (v.report.Setup != nil) {
+		c.fail(chk, evidence.EventsFile, "setup_finished present=%v but report.json has a setup record=%v", seen[ctoharness.EvSetupDone] > 0, v.report.Setup != nil)
+	}
 	if v.report.Status == ctoharness.StatusPass {
 		want := ExpectedEvents(v.report.Stage)
+		if v.report.Setup != nil {
+			want = withSetup(want)
+		}
 		if !reflect.DeepEqual(harness, want) {
 			c.fail(chk, evidence.EventsFile, "a passing stage %d run must have events %v, got %v", v.report.Stage, want, harness)
 		}

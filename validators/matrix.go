@@ -369,6 +369,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if st.Verification != "" {
 		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
 	}
+	if st.SetupCommand != "" {
+		spec.Setup = &task.Verification{Command: st.SetupCommand, TimeoutSeconds: 60}
+	}
 	if st.VerifyTimeout > 0 {
 		spec.Verification.TimeoutSeconds = st.VerifyTimeout
 	}

@@ -33,6 +33,7 @@ const (
 	TaskFile     = "task.json"
 	PatchFile    = "patch.diff"
 	TestLog      = "test.log"
+	SetupLog     = "setup.log"
 	BackendDir   = "backend"
 	CaseStdout   = "backend/case.stdout.log"
 	CaseStderr   = "backend/case.stderr.log"

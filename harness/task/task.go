@@ -27,11 +27,14 @@ type Verification struct {
 
 // Spec is what a user writes (--task FILE).
 type Spec struct {
-	Task               string       `json:"task"`
-	AllowedPaths       []string     `json:"allowed_paths"`
-	ForbiddenActions   []string     `json:"forbidden_actions,omitempty"`
-	Verification       Verification `json:"verification"`
-	CaseTimeoutSeconds int          `json:"case_timeout_seconds,omitempty"`
+	Task             string       `json:"task"`
+	AllowedPaths     []string     `json:"allowed_paths"`
+	ForbiddenActions []string     `json:"forbidden_actions,omitempty"`
+	Verification     Verification `json:"verification"`
+	// Setup prepares the verification checkout (installs dependencies)
+	// before the verification command runs; Case never sees it.
+	Setup              *Verification `json:"setup,omitempty"`
+	CaseTimeoutSeconds int           `json:"case_timeout_seconds,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
 	// Network lists the endpoints the task needs; the config or the run's

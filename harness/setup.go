@@ -1,0 +1,72 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/verify"
+)
+
+// setup runs the task's setup command (installing dependencies, say) in the
+// verification checkout before the verification command: the same sandbox,
+// view, scratch and network allowlist as the verification, its own timeout,
+// its own log (setup.log), no reruns. Dependencies Case installed in its
+// fixture never reach the checkout, so this is where they come from. It
+// reports whether the verification may run; a setup that fails, times out
+// or is refused blocks the run with SETUP_FAILED.
+func (r *run) setup(ctx context.Context, work string, env []string, pol verify.Policy) bool {
+	s := r.spec.Setup
+	if s == nil || !r.profile.RunTests {
+		return true // no setup, or a profile that runs no verification either
+	}
+	f, err := r.dir.OpenAppend(evidence.SetupLog)
+	if err != nil {
+		r.blockWrite(err, ctoharness.StepVerify)
+		r.skipVerify("setup.log could not be opened")
+		return false
+	}
+	timeout := time.Duration(s.TimeoutSeconds) * time.Second
+	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
+		Tracer: r.tr, Wrap: r.wrapFor(egress.CommandVerify)}
+	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
+	r.o.Progress.Step("setup")
+	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(timeout, 1))
+	rec := &ctoharness.SetupRecord{Command: s.Command, ExitCode: out.ExitCode, Classification: out.Classification, Reason: out.Reason,
+		DurationMs: out.DurationMs, TimeoutSeconds: s.TimeoutSeconds, TimedOut: out.TimedOut, LogPath: evidence.SetupLog}
+	r.rep.Setup = rec
+	r.emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+		"duration_ms": rec.DurationMs, "log": evidence.SetupLog})
+	if r.interrupted() {
+		r.skipVerify("the setup was stopped by an interrupt")
+		return false
+	}
+	fail := func(format string, args ...any) bool {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSetupFailed, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
+		r.skipVerify("the setup command did not succeed, so the verification did not run")
+		return false
+	}
+	if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), out.StderrInline); ok && !r.o.Unsandboxed {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
+		r.skipVerify("the setup command's sandbox could not be set up")
+		return false
+	}
+	switch {
+	case err != nil:
+		return fail("the setup command %q could not run: %v", s.Command, err)
+	case rec.Classification != ctoharness.TestPass:
+		return fail("the setup command %q did not succeed (%s%s); see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason), evidence.SetupLog)
+	}
+	return true
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
+}
