@@ -322,8 +322,8 @@ func (r *run) agentAfterCollect() {
 	}
 	if len(holding) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
-			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture itself holds it: delete %s after reading the report",
-				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture)})
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture and the harness's store of the result hold it: delete %s and %s after reading the report",
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture, r.dir.Path(evidence.StoreDir))})
 	}
 	if esc := a.tr.Result().Escapes; len(esc) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
