@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -47,7 +48,8 @@ func (r *run) freeSpace() {
 	}
 	r.freed = true
 	var removed, failed []string
-	for _, p := range []string{r.fixture, r.scratch} {
+	verifyDir, _ := r.roots(true)
+	for _, p := range []string{r.fixture, r.scratch, filepath.Dir(verifyDir)} {
 		if p == "" || !fileExists(p) {
 			continue
 		}

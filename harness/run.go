@@ -164,10 +164,12 @@ func (r *run) steps(ctx context.Context) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
+	base := r.beginCheckout(ctx, rec)
+	defer base.Wait() // nothing may still write once the report is written
 	r.change(ctx)
 	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
-	r.verify(ctx, rec, col)
+	r.verify(ctx, rec, col, base)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }

@@ -566,12 +566,20 @@ func (r *run) skipVerify(reason string) {
 	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
 }
 
+// beginCheckout starts copying the source's baseline into the verification
+// checkout while Case works (the source is out of Case's reach): by the time
+// the verification needs the checkout, only the change is left to write.
+func (r *run) beginCheckout(ctx context.Context, own record) *checkout.Baseline {
+	work, _ := r.roots(true)
+	return checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr})
+}
+
 // verify runs the verification command under the profile's policy: the
 // script-safety scan, the test scope, the test budget and flake reruns, in
 // the sandbox, on a fresh checkout of the result commit made from the
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected) {
+func (r *run) verify(ctx context.Context, own record, col *collected, base *checkout.Baseline) {
 	r.step(ctoharness.StepVerify)
 	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
@@ -581,9 +589,8 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	}
 	work, scratch := r.roots(true)
 	r.o.Progress.Step("checkout")
-	co, err := checkout.Make(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, Store: own.store,
-		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, BaselineTime: own.baselineAt, ResultTime: col.at,
-		Tracer: r.tr, Progress: r.o.Progress})
+	co, err := base.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
+		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, ResultTime: col.at, Tracer: r.tr})
 	r.emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
 		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil})
 	if err != nil {

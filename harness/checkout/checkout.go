@@ -50,15 +50,54 @@ type Result struct {
 // Make builds the checkout. Every failure is CHECKOUT_FAILED, and a
 // checkout that does not give the result tree is CHECKOUT_UNFAITHFUL.
 func Make(ctx context.Context, in Input) (Result, error) {
-	out := Result{Dir: in.Dest}
+	return Begin(ctx, in).Finish(ctx, in)
+}
+
+// Baseline is the first half of a checkout: the source's baseline copied
+// into the checkout directory. The source is out of Case's reach, so the
+// copy can run while Case works and cost the run little but the change.
+type Baseline struct {
+	done chan struct{}
+	res  fixture.CopyResult
+	err  error
+}
+
+// Begin starts copying the baseline (in's SourceRoot, Dest, BaselineTime,
+// Tracer and Progress) in the background.
+func Begin(ctx context.Context, in Input) *Baseline {
+	b := &Baseline{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.res, b.err = copyBaseline(ctx, in)
+	}()
+	return b
+}
+
+// Wait returns once the baseline copy has ended, whatever its outcome; a
+// run calls it before its evidence is closed.
+func (b *Baseline) Wait() { <-b.done }
+
+func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, error) {
 	in.Tracer.Trace(ctoharness.TraceMkdir, filepath.Dir(in.Dest))
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
-		return out, failed(err, "create the directory of the verification checkout %s", in.Dest)
+		return fixture.CopyResult{}, failed(err, "create the directory of the verification checkout %s", in.Dest)
 	}
 	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress})
 	if err != nil {
-		return out, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
+		return cp, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}
+	return cp, nil
+}
+
+// Finish completes the checkout begun by b: in's Store, Baseline, Result
+// and ResultTime say what to write on top of the copied baseline.
+func (b *Baseline) Finish(ctx context.Context, in Input) (Result, error) {
+	out := Result{Dir: in.Dest}
+	b.Wait()
+	if b.err != nil {
+		return out, b.err
+	}
+	cp := b.res
 	r, done, err := store.Open(in.Store, "")
 	if err != nil {
 		return out, failed(err, "open the store %s", in.Store)
