@@ -3,9 +3,9 @@ package execwatch
 import (
 	"bytes"
 	"encoding/binary"
-	"path"
 	"strings"
 
+	"github.com/cto-harness/cto-harness/harness/profile"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -115,55 +115,10 @@ func readMem(pid int, addr uint64, buf []byte) bool {
 	return err == nil && k == len(buf)
 }
 
-// shells are the programs whose -c string is the command.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ash": true, "ksh": true, "mksh": true}
-
-// ShellString returns the command string of a shell invoked with -c (in
-// any option cluster: -c, -lc, -ec, ...), and whether argv is one. The
-// program is named by the executed file, or by argv[0] when the file's
-// name says nothing (a relative or empty path).
-func ShellString(file string, argv []string) (string, bool) {
-	name := path.Base(file)
-	if file == "" || !shells[name] {
-		if len(argv) == 0 {
-			return "", false
-		}
-		name = path.Base(strings.TrimPrefix(argv[0], "-"))
-	}
-	if !shells[name] {
-		return "", false
-	}
-	c := false
-	for i := 1; i < len(argv); i++ {
-		a := argv[i]
-		switch {
-		case a == "--" || a == "-":
-			if c && i+1 < len(argv) {
-				return argv[i+1], true
-			}
-			return "", false
-		case a == "-o" || a == "+o" || a == "-O" || a == "+O":
-			i++ // the option's name
-		case strings.HasPrefix(a, "--"):
-			// --login, --norc, --noprofile, ...
-		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
-			if a[0] == '-' && strings.Contains(a[1:], "c") {
-				c = true
-			}
-		default:
-			if c {
-				return a, true
-			}
-			return "", false // a script file: the shell runs it, it is the command
-		}
-	}
-	return "", false
-}
-
 // command is the call as a Command.
 func (c call) command() Command {
 	cmd := Command{Pid: c.tid, Path: c.path, Argv: c.argv, Truncated: c.truncated}
-	if s, ok := ShellString(c.path, c.argv); ok {
+	if s, ok := profile.ShellString(c.path, c.argv); ok {
 		cmd.Line, cmd.Shell = s, true
 		return cmd
 	}
