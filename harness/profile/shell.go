@@ -49,4 +49,3 @@ func ShellString(file string, argv []string) (string, bool) {
 	}
 	return "", false
 }
-
