@@ -28,6 +28,10 @@ const (
 	EvSourceProofAfter    EventType = "source_proof_after"
 	EvSourceNonMutation   EventType = "source_non_mutation_checked"
 	EvRunBlocked          EventType = "run_blocked"
+	// EvCommandRefused is a command of Case's that the exec watch refused
+	// (over the profile's budget, or an install it does not allow); it may
+	// repeat while the Case process lives.
+	EvCommandRefused EventType = "command_refused"
 	EvRunFinished         EventType = "run_finished"
 )
 
@@ -49,7 +53,7 @@ func AllEventTypes() []EventType {
 		EvFixtureCopied, EvBaselineCommitted, EvFixtureCleanStart, EvTaskContractWritten,
 		EvFakeChangeApplied, EvCaseProcessStarted, EvCaseProcessExited, EvChangesCollected,
 		EvCheckoutMade, EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
-		EvRunBlocked, EvRunFinished,
+		EvRunBlocked, EvRunFinished, EvCommandRefused,
 		EvCaseStarted, EvCaseFileChanged, EvCaseCommand, EvCaseLog, EvCaseFinished}
 }
 
