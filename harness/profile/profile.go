@@ -12,6 +12,7 @@ package profile
 import (
 	"fmt"
 	"github.com/cto-harness/cto-harness/harness/scan"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -375,15 +376,20 @@ func NewCounter(p Policy, tests ...string) *Counter {
 	return &Counter{p: p, tests: t}
 }
 
-// isTest is IsTest, or one of the counter's own test commands.
-func (c *Counter) isTest(cmd string) bool {
-	cmd = strings.TrimSpace(cmd)
+// IsTest is IsTest, or one of the counter's own test commands, compared
+// as simple commands (so `bash -lc 'sh scripts/check.sh'` is
+// `sh scripts/check.sh`).
+func (c *Counter) IsTest(cmd string) bool {
+	if IsTest(cmd) {
+		return true
+	}
+	words := simple(cmd)
 	for _, t := range c.tests {
-		if cmd == t {
+		if slices.EqualFunc(simple(t), words, slices.Equal[[]string]) {
 			return true
 		}
 	}
-	return IsTest(cmd)
+	return false
 }
 
 // Refusal reasons, as prefixes of Command's reason.
@@ -401,7 +407,7 @@ func (c *Counter) Command(cmd string) (ok bool, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	heavy := IsHeavy(cmd)
-	test := c.isTest(cmd)
+	test := c.IsTest(cmd)
 	w := 1
 	if heavy {
 		w = max(c.p.HeavyWeight, 1)

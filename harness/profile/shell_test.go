@@ -46,6 +46,9 @@ func TestClassifiersLookInsideShells(t *testing.T) {
 	if ok, why := c.Command(" sh scripts/check.sh "); ok || why[:len(ReasonTests)] != ReasonTests {
 		t.Errorf("a fourth verification run: %v %q", ok, why)
 	}
+	if !c.IsTest(`bash -lc 'sh  scripts/check.sh'`) || c.IsTest("sh scripts/build.sh") {
+		t.Error("the verification command behind bash -lc is not a test, or another script is")
+	}
 	if u := c.Usage(); u.Tests != 3 || u.Refused != 1 {
 		t.Errorf("usage %+v", u)
 	}
