@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/profile"
 )
@@ -13,8 +14,9 @@ import (
 // caseCommands holds Case's command budget for one Case process: the
 // commands the exec watch observes (the count, enforced by refusing the
 // exec) and the ones Case's case.command events claim (kept beside it).
-// Unsandboxed nothing is observed: the claims are then all there is, and
-// the only way to hold Case to the budget is to stop it.
+// Where nothing is observed (unsandboxed, or see canWatchExecs) the claims
+// are all there is, and the only way to hold Case to the budget is to stop
+// it.
 type caseCommands struct {
 	r        *run
 	ctx      context.Context
@@ -31,8 +33,26 @@ type caseCommands struct {
 }
 
 func (r *run) newCaseCommands(ctx context.Context) *caseCommands {
-	return &caseCommands{r: r, ctx: ctx, observed: !r.o.Unsandboxed,
+	return &caseCommands{r: r, ctx: ctx, observed: r.canWatchExecs(),
 		counter: profile.NewCounter(r.profile, r.contract.Verification.Command)}
+}
+
+// canWatchExecs reports whether Case's execs can be observed. Unsandboxed
+// they cannot. With a network allowlist they cannot either, yet: the
+// kernel gives a process one seccomp listener, which the connection watch
+// holds, so the two watches must first become one filter with one
+// dispatcher on the harness's side. Until then such a run records
+// observed=false and counts Case's claims.
+func (r *run) canWatchExecs() bool {
+	if r.o.Unsandboxed {
+		return false
+	}
+	if r.net != nil {
+		if _, ok := r.net.plans[egress.CommandCase]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // decide is the exec watch's verdict on one observed command: the profile
