@@ -32,7 +32,7 @@ const (
 	// (over the profile's budget, or an install it does not allow); it may
 	// repeat while the Case process lives.
 	EvCommandRefused EventType = "command_refused"
-	EvRunFinished         EventType = "run_finished"
+	EvRunFinished    EventType = "run_finished"
 )
 
 // Case events: what a Case process writes as JSON lines on stdout.
