@@ -29,7 +29,11 @@ const (
 	EvSourceProofAfter    EventType = "source_proof_after"
 	EvSourceNonMutation   EventType = "source_non_mutation_checked"
 	EvRunBlocked          EventType = "run_blocked"
-	EvRunFinished         EventType = "run_finished"
+	// EvCommandRefused is a command of Case's that the exec watch refused
+	// (over the profile's budget, or an install it does not allow); it may
+	// repeat while the Case process lives.
+	EvCommandRefused EventType = "command_refused"
+	EvRunFinished    EventType = "run_finished"
 )
 
 // Case events: what a Case process writes as JSON lines on stdout.
@@ -50,7 +54,7 @@ func AllEventTypes() []EventType {
 		EvFixtureCopied, EvBaselineCommitted, EvFixtureCleanStart, EvTaskContractWritten,
 		EvFakeChangeApplied, EvCaseProcessStarted, EvCaseProcessExited, EvChangesCollected,
 		EvCheckoutMade, EvSetupDone, EvVerificationDone, EvFixtureCleanEnd, EvSourceProofAfter, EvSourceNonMutation,
-		EvRunBlocked, EvRunFinished,
+		EvRunBlocked, EvRunFinished, EvCommandRefused,
 		EvCaseStarted, EvCaseFileChanged, EvCaseCommand, EvCaseLog, EvCaseFinished}
 }
 

@@ -167,6 +167,45 @@ type CaseRecord struct {
 	StderrInline   string      `json:"stderr_inline"`
 	OutputTrunc    bool        `json:"output_truncated"`
 	EventLimits    EventLimits `json:"event_limits"`
+	// Commands is Case's use of the profile's command budget; absent when no
+	// Case process was started.
+	Commands *CommandsRecord `json:"commands,omitempty"`
+}
+
+// CommandsRecord is what Case ran, counted against the execution profile.
+// In a sandbox the harness sees every execve/execveat of Case's processes
+// (the exec watch) and counts commands itself: Observed is true and a
+// command over the budget was refused, not run. Unsandboxed nothing can be
+// observed: Observed is false and the counts are Case's own claims.
+type CommandsRecord struct {
+	Observed bool `json:"observed"`
+	Budget   int  `json:"budget"`
+	Used     int  `json:"used"`
+	Commands int  `json:"commands"`
+	Heavy    int  `json:"heavy"`
+	Tests    int  `json:"tests"`
+	Refused  int  `json:"refused"`
+	// Execs is every exec the watch saw: the agent's own, the commands and
+	// what they started; Inside is the part that ran inside commands.
+	Execs  int `json:"execs"`
+	Inside int `json:"inside"`
+	// RefusalEvents is how many refusals have a command_refused event (at
+	// most MaxCommandRefusalEvents).
+	RefusalEvents int `json:"refusal_events"`
+	// Claimed is what Case's case.command events said, kept beside the
+	// count; it is never counted against the budget when Observed.
+	Claimed CommandClaims `json:"claimed"`
+}
+
+// MaxCommandRefusalEvents bounds the command_refused events of one run.
+const MaxCommandRefusalEvents = 10_000
+
+// CommandClaims classifies the commands Case's events claim it ran.
+type CommandClaims struct {
+	Commands int `json:"commands"`
+	Tests    int `json:"tests"`
+	Heavy    int `json:"heavy"`
+	Installs int `json:"installs"`
 }
 
 // EventLimits are the caps on Case's event stream for one run (from the

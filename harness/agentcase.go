@@ -59,6 +59,7 @@ type agentRun struct {
 	spec     agent.Spec
 	adapter  agent.Adapter
 	exe      []string
+	home     string // the pinned release's install directory; "" for a configured command
 	key      string
 	endpoint string // host:port of the base URL
 	red      *agent.Redactor
@@ -132,6 +133,9 @@ func (r *run) checkAgent() {
 	if a.exe, err = spec.Resolve(dir, o.Command); err != nil {
 		bad(ctoharness.BlockAgentNotInstalled, "%v", err)
 		return
+	}
+	if dir != "" && len(o.Command) == 0 {
+		a.home = spec.InstallDir(dir)
 	}
 	r.rep.Agent.Executable = a.exe
 	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
@@ -494,4 +498,18 @@ func planAgent(o Options, c task.Contract, scratch string, env []string, plan *D
 		return refuse(ctoharness.BlockAgentConfigInvalid, err)
 	}
 	return cmd.Argv, cmd.Env
+}
+
+// ownPaths are the agent's own executables for the exec watch: its install
+// directory and the program it is started as. What they run is counted;
+// they themselves are the agent, not its commands.
+func (a *agentRun) ownPaths() []string {
+	var out []string
+	if a.home != "" {
+		out = append(out, a.home)
+	}
+	if len(a.exe) > 0 && filepath.IsAbs(a.exe[0]) {
+		out = append(out, a.exe[0])
+	}
+	return out
 }

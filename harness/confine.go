@@ -66,9 +66,9 @@ func (r *run) policy(verification bool) sandbox.Policy {
 
 // confine wraps argv in the sandbox launcher with its command's filesystem
 // view (Case's, or the verification command's when verification is set)
-// and, when nw is set, its network egress layout, and records what it
-// enforces.
-func (r *run) confine(verification bool, argv []string, nw *sandbox.Network) ([]string, *syscall.SysProcAttr, error) {
+// and, when nw is set, its network egress layout, with the exec watch when
+// execWatch is set, and records what it enforces.
+func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch bool) ([]string, *syscall.SysProcAttr, error) {
 	if r.o.Unsandboxed {
 		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
 		if err != nil {
@@ -89,6 +89,7 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network) ([]
 	}
 	pol.View = view
 	pol.Network = nw
+	pol.ExecWatch = execWatch
 	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

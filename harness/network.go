@@ -230,19 +230,22 @@ func (r *run) stopEgress() {
 }
 
 // wrapFor is the sandbox wrapper of cmd (Case or the verification command).
-func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+// execCtl, when set, is the exec watch's control socket: it follows the
+// egress control socket among the extra files (sandbox.Policy.ExecFD).
+func (r *run) wrapFor(cmd egress.Command, execCtl ...*os.File) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 		if r.o.Unsandboxed {
 			// No forwarder and no namespace: only the supervisor, so that
 			// nothing the command starts outlives the harness.
-			launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nil)
+			launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nil, false)
 			return launch, attr, nil, err
 		}
 		nw, extra, err := r.netLayout(cmd)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nw)
+		extra = append(extra, execCtl...)
+		launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nw, len(execCtl) > 0)
 		if err != nil {
 			for _, f := range extra {
 				f.Close()

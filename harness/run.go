@@ -42,7 +42,6 @@ type run struct {
 	contract    *task.Contract
 	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
 	profile     profile.Policy // the execution profile's limits
-	counter     *profile.Counter
 	agent       *agentRun      // set at the gate when a coding agent runs as Case
 	net         *netState      // network egress, when an allowlist is in force
 	prev        *gates.Record  // the previous stage's record the gate accepted
@@ -86,7 +85,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		return nil, err
 	}
 	now := o.Clock().UTC()
-	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof, counter: profile.NewCounter(prof)}
+	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof}
 	r.tr = evidence.NewTrace(r.runID)
 	runDir := filepath.Join(o.RunsDir, r.runID)
 	workspace := filepath.Join(o.RunsDir, ".work", r.runID)

@@ -18,6 +18,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
@@ -353,7 +354,27 @@ func (r *run) runCase(ctx context.Context) {
 		}
 		files[name] = f
 	}
-	launch, attr, extra, err := r.wrapFor(egress.CommandCase)(argv)
+	// Every exec of Case's processes is seen by the exec watch, which counts
+	// and refuses commands; Case's own case.command events are claims.
+	cmds := r.newCaseCommands(ctx)
+	defer cmds.close()
+	var execCtl []*os.File
+	if cmds.observed {
+		var own []string
+		if r.agent != nil {
+			own = r.agent.ownPaths()
+		}
+		ctl, w, werr := execwatch.Attach(execwatch.Options{AgentPaths: own, Decide: cmds.decide})
+		if werr != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: werr.Error()})
+			for _, f := range files {
+				f.Close()
+			}
+			return
+		}
+		cmds.watch, execCtl = w, []*os.File{ctl}
+	}
+	launch, attr, extra, err := r.wrapFor(egress.CommandCase, execCtl...)(argv)
 	if err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		for _, f := range files {
@@ -364,8 +385,8 @@ func (r *run) runCase(ctx context.Context) {
 	r.tr.TraceExec(argv, r.fixture)
 	r.rep.CaseProcessStarted = true
 	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
-	// The profile's command budget is counted live from Case's case.command
-	// events; when it is spent, Case is stopped.
+	// Unsandboxed, the profile's command budget can only be counted from
+	// Case's case.command events; when it is spent, Case is stopped.
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	var budgetStop string
@@ -375,6 +396,8 @@ func (r *run) runCase(ctx context.Context) {
 		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
 		OnEvent: func(e backend.CaseEvent) {
+			cmds.mu.Lock()
+			defer cmds.mu.Unlock()
 			if e.Type == ctoharness.EvCaseStarted {
 				r.caseStarted()
 			}
@@ -382,8 +405,8 @@ func (r *run) runCase(ctx context.Context) {
 			_ = json.Unmarshal(e.Raw, &data)
 			delete(data, "type")
 			r.emit(ctx, e.Type, data)
-			if cmd, _ := data["command"].(string); e.Type == ctoharness.EvCaseCommand && budgetStop == "" {
-				if ok, reason := r.counter.Command(cmd); !ok {
+			if cmd, _ := data["command"].(string); e.Type == ctoharness.EvCaseCommand {
+				if reason := cmds.claim(cmd); reason != "" && budgetStop == "" {
 					budgetStop = fmt.Sprintf("%s (command %q, profile %s)", reason, cmd, r.profile.Name)
 					stopCase()
 				}
@@ -404,6 +427,8 @@ func (r *run) runCase(ctx context.Context) {
 			r.blockWrite(rerr, ctoharness.StepCase)
 		}
 	}
+	watchErr := cmds.close()
+	r.rep.Case.Commands = cmds.record()
 	r.rep.Case.ExitCode = out.ExitCode
 	r.rep.Case.DurationMs = out.Duration.Milliseconds()
 	r.rep.Case.TimedOut = out.TimedOut
@@ -427,6 +452,10 @@ func (r *run) runCase(ctx context.Context) {
 		return
 	case err != nil:
 		r.blockWrite(err, ctoharness.StepCase)
+	}
+	if watchErr != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase,
+			Message: fmt.Sprintf("Case's execs were not all observed, so its command count cannot be trusted: %v", watchErr)})
 	}
 	if out.Usage.Hit != "" {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,

@@ -115,6 +115,12 @@ func checkEventOrder(v *runView, c collector) {
 			continue
 		case e.Type == ctoharness.EvRunBlocked:
 			continue
+		case e.Type == ctoharness.EvCommandRefused:
+			// The exec watch refuses commands while Case's processes live.
+			if !inCase {
+				c.fail(chk, evidence.EventsFile, "event %s (seq %d) outside the Case process's lifetime", e.Type, e.Seq)
+			}
+			continue
 		}
 		seen[e.Type]++
 		if seen[e.Type] > 1 {

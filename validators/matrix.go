@@ -154,6 +154,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		att.checkDenied(rep.RunArtifactDir, &res)
 	}
 	att.net.check(rep.RunArtifactDir, row, &res)
+	checkCommands(row, rep, &res)
 	att.checkAfter(rep, &res)
 	att.checkView(rep.RunArtifactDir, src, &res)
 	checkSpaceGivenBack(row, rep, &res)
@@ -440,4 +441,22 @@ func logTail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.TrimSpace(strings.Join(lines, " | "))
+}
+
+// checkCommands compares the report's account of Case's commands with the
+// row's.
+func checkCommands(row fixtures.Row, rep *ctoharness.Report, res *RowResult) {
+	x := row.ExpectCommands
+	if x == nil {
+		return
+	}
+	c := rep.Case.Commands
+	if c == nil {
+		res.fail("report.json has no case.commands")
+		return
+	}
+	got := fixtures.CommandsExpect{Observed: c.Observed, Commands: c.Commands, Tests: c.Tests, Refused: c.Refused, Claimed: c.Claimed.Commands}
+	if got != *x {
+		res.fail("case.commands %+v, expected %+v", got, *x)
+	}
 }

@@ -12,6 +12,7 @@ package profile
 import (
 	"fmt"
 	"github.com/cto-harness/cto-harness/harness/scan"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -113,7 +114,12 @@ func Lookup(name string) (Policy, error) {
 // looking through &&, ||, ;, pipelines, subshells and wrappers like env/sudo.
 // A command that does not parse is split on blanks: classification must not
 // fail open because of odd quoting.
-func simple(command string) [][]string {
+func simple(command string) [][]string { return simpleDepth(command, 0) }
+
+// maxShellDepth bounds how many nested `sh -c` strings are looked into.
+const maxShellDepth = 4
+
+func simpleDepth(command string, depth int) [][]string {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(command), "")
 	if err != nil {
 		return [][]string{strings.Fields(command)}
@@ -128,7 +134,13 @@ func simple(command string) [][]string {
 		for _, w := range c.Args {
 			words = append(words, wordText(w))
 		}
-		out = append(out, unwrap(words))
+		words = unwrap(words)
+		if inner, ok := ShellString("", words); ok && depth < maxShellDepth {
+			// `bash -lc 'go test ./...'` runs what its string says.
+			out = append(out, simpleDepth(inner, depth+1)...)
+			return true
+		}
+		out = append(out, words)
 		return true
 	})
 	return out
@@ -343,15 +355,42 @@ func Weight(p Policy, command string) int {
 type Counter struct {
 	mu       sync.Mutex
 	p        Policy
+	tests    []string // commands that are test runs whatever IsTest says (the task's verification)
 	used     int
 	commands int
 	heavy    int
-	tests    int
+	testRuns int
 	refused  int
 }
 
-// NewCounter starts an empty count for p.
-func NewCounter(p Policy) *Counter { return &Counter{p: p} }
+// NewCounter starts an empty count for p. tests are commands that count as
+// test runs besides what IsTest recognizes: the task's verification
+// command, which Case may run itself.
+func NewCounter(p Policy, tests ...string) *Counter {
+	var t []string
+	for _, s := range tests {
+		if s = strings.TrimSpace(s); s != "" {
+			t = append(t, s)
+		}
+	}
+	return &Counter{p: p, tests: t}
+}
+
+// IsTest is IsTest, or one of the counter's own test commands, compared
+// as simple commands (so `bash -lc 'sh scripts/check.sh'` is
+// `sh scripts/check.sh`).
+func (c *Counter) IsTest(cmd string) bool {
+	if IsTest(cmd) {
+		return true
+	}
+	words := simple(cmd)
+	for _, t := range c.tests {
+		if slices.EqualFunc(simple(t), words, slices.Equal[[]string]) {
+			return true
+		}
+	}
+	return false
+}
 
 // Refusal reasons, as prefixes of Command's reason.
 const (
@@ -368,7 +407,7 @@ func (c *Counter) Command(cmd string) (ok bool, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	heavy := IsHeavy(cmd)
-	test := IsTest(cmd)
+	test := c.IsTest(cmd)
 	w := 1
 	if heavy {
 		w = max(c.p.HeavyWeight, 1)
@@ -382,8 +421,8 @@ func (c *Counter) Command(cmd string) (ok bool, reason string) {
 		return refuse(ReasonInstall, "package installs are not allowed in the %s profile; skipped %q", c.p.Name, cmd)
 	case heavy && c.heavy >= c.p.MaxHeavy:
 		return refuse(ReasonHeavy, "the %s profile allows %d heavy command(s) and %d ran; skipped %q", c.p.Name, c.p.MaxHeavy, c.heavy, cmd)
-	case test && c.tests >= c.p.MaxTestRuns:
-		return refuse(ReasonTests, "the %s profile allows %d test run(s) and %d ran; skipped %q", c.p.Name, c.p.MaxTestRuns, c.tests, cmd)
+	case test && c.testRuns >= c.p.MaxTestRuns:
+		return refuse(ReasonTests, "the %s profile allows %d test run(s) and %d ran; skipped %q", c.p.Name, c.p.MaxTestRuns, c.testRuns, cmd)
 	case c.used+w > c.p.MaxCaseCommands:
 		return refuse(ReasonBudget, "the %s profile's command budget is %d and %d is used; %q costs %d; skipped", c.p.Name, c.p.MaxCaseCommands, c.used, cmd, w)
 	}
@@ -393,7 +432,7 @@ func (c *Counter) Command(cmd string) (ok bool, reason string) {
 		c.heavy++
 	}
 	if test {
-		c.tests++
+		c.testRuns++
 	}
 	return true, ""
 }
@@ -414,7 +453,7 @@ func (c *Counter) Usage() Usage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Usage{Profile: c.p.Name, Budget: c.p.MaxCaseCommands, Used: c.used, Commands: c.commands, Heavy: c.heavy,
-		Tests: c.tests, Refused: c.refused}
+		Tests: c.testRuns, Refused: c.refused}
 }
 
 // Markdown renders the profile table for docs/execution-profiles.md.

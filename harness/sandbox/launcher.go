@@ -174,6 +174,20 @@ func establish(l launch) (enforced, error) {
 		}
 		got.Mechanisms = append(got.Mechanisms, "connect_watch")
 	}
+	if p.ExecWatch {
+		// The exec control socket is taken only now, so an exec watch
+		// that cannot be established fails the launch before any command.
+		uc, err := openExecControl(p)
+		if err != nil {
+			return got, err
+		}
+		err = watchExecs(uc)
+		uc.Close()
+		if err != nil {
+			return got, err
+		}
+		got.Mechanisms = append(got.Mechanisms, "exec_watch")
+	}
 	abi, mech, err := applyLandlock(p, got.Writable)
 	if err != nil {
 		return got, err

@@ -127,7 +127,7 @@ func setupNetwork(p Policy) (*net.UnixConn, error) {
 	if _, _, err := uc.WriteMsgUnix(msg, unix.UnixRights(fds...), nil); err != nil {
 		return fail(failf("network egress: cannot hand the listeners to the harness: %v", err))
 	}
-	if err := awaitAck(uc, "the listeners"); err != nil {
+	if err := awaitAck(uc, "the network listeners"); err != nil {
 		return fail(err)
 	}
 	if err := MountHosts(n.HostsFile, "/etc/hosts"); err != nil {
@@ -143,7 +143,7 @@ func awaitAck(uc *net.UnixConn, what string) error {
 	defer uc.SetReadDeadline(time.Time{})
 	ack := make([]byte, 1)
 	if k, err := uc.Read(ack); err != nil || k != 1 || ack[0] != 'Y' {
-		return failf("network egress: the harness did not take %s (%q, %v)", what, ack[:k], err)
+		return failf("the harness did not take %s (%q, %v)", what, ack[:k], err)
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func TestTryNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = sandbox.TryNetwork(context.Background(), self(t), p, ctl)
-	if err == nil || !strings.Contains(err.Error(), "did not take the listeners") {
+	if err == nil || !strings.Contains(err.Error(), "did not take the network listeners") {
 		t.Fatalf("trial with mismatched ports: %v", err)
 	}
 	f.Close()

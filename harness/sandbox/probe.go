@@ -177,6 +177,9 @@ func (p Policy) Mechanisms(f Facts) []string {
 		m = append(m, "fs_view")
 	}
 	m = append(m, "no_new_privs", "capabilities_dropped", "seccomp", "rlimits")
+	if p.ExecWatch {
+		m = append(m, "exec_watch")
+	}
 	if f.PidLimit && p.Rlimits.Effective().Processes != Unlimited {
 		m = append(m, "pid_limit")
 	}

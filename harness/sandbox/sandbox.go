@@ -71,6 +71,10 @@ type Policy struct {
 	// harness's egress forwarder (see net.go); nil keeps the namespace empty.
 	// The harness must pass the control socket as the first extra file.
 	Network *Network `json:"network,omitempty"`
+	// ExecWatch hands every execve/execveat of the command's processes to
+	// the harness (see execwatch.go); the harness must pass the exec control
+	// socket as the extra file ExecFD names.
+	ExecWatch bool `json:"exec_watch,omitempty"`
 	// View, when set, replaces the host filesystem with a constructed view
 	// (see View and docs/sandbox.md).
 	View *View `json:"view,omitempty"`

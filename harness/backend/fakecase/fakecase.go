@@ -62,14 +62,14 @@ func Scenarios() []Scenario {
 		{"break-verification", "make a change the verification command rejects", func(c *caseRun) error {
 			return c.writeNote("- a note the verification check does not accept\n")
 		}},
-		{"run-commands", "report 40 shell commands, more than the fast profile's budget", func(c *caseRun) error {
+		{"run-commands", "report and run 40 shell commands, more than the fast profile's budget", func(c *caseRun) error {
 			for i := 1; i <= 40; i++ {
-				c.emit(ctoharness.EvCaseCommand, map[string]any{"command": fmt.Sprintf("echo step %d", i)})
+				c.runAll(1, true, "sh", "-c", fmt.Sprintf("echo step %d", i))
 			}
 			return c.edit()
 		}},
-		{"install", "report a package install, which the fast profile refuses", func(c *caseRun) error {
-			c.emit(ctoharness.EvCaseCommand, map[string]any{"command": "pip install requests"})
+		{"install", "report and run a package install, which the fast profile refuses", func(c *caseRun) error {
+			c.runAll(1, true, "sh", "-c", "pip install requests")
 			return c.edit()
 		}},
 		{"nested-repo", "make the change and create a nested git repository under the first allowed path", func(c *caseRun) error {
@@ -132,7 +132,7 @@ func Lookup(name string) (Scenario, error) {
 // allScenarios is every named scenario, in groups.
 func allScenarios() []Scenario {
 	var all []Scenario
-	for _, g := range [][]Scenario{Scenarios(), HostileEventScenarios(), StrictEventScenarios(), UntrustedWorldScenarios(), NameScenarios()} {
+	for _, g := range [][]Scenario{Scenarios(), HostileEventScenarios(), StrictEventScenarios(), UntrustedWorldScenarios(), NameScenarios(), ProcScenarios()} {
 		all = append(all, g...)
 	}
 	return all

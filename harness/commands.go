@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/execwatch"
+	"github.com/cto-harness/cto-harness/harness/profile"
+)
+
+// caseCommands holds Case's command budget for one Case process: the
+// commands the exec watch observes (the count, enforced by refusing the
+// exec) and the ones Case's case.command events claim (kept beside it).
+// Where nothing is observed (unsandboxed, or see canWatchExecs) the claims
+// are all there is, and the only way to hold Case to the budget is to stop
+// it.
+type caseCommands struct {
+	r        *run
+	ctx      context.Context
+	observed bool
+	counter  *profile.Counter
+	watch    *execwatch.Watch
+
+	// mu serializes the event log between Case's event reader and the exec
+	// watch, and guards the fields below.
+	mu            sync.Mutex
+	claims        ctoharness.CommandClaims
+	refusalEvents int
+	stats         execwatch.Stats
+}
+
+func (r *run) newCaseCommands(ctx context.Context) *caseCommands {
+	return &caseCommands{r: r, ctx: ctx, observed: r.canWatchExecs(),
+		counter: profile.NewCounter(r.profile, r.contract.Verification.Command)}
+}
+
+// canWatchExecs reports whether Case's execs can be observed. Unsandboxed
+// they cannot. With a network allowlist they cannot either, yet: the
+// kernel gives a process one seccomp listener, which the connection watch
+// holds, so the two watches must first become one filter with one
+// dispatcher on the harness's side. Until then such a run records
+// observed=false and counts Case's claims.
+func (r *run) canWatchExecs() bool {
+	if r.o.Unsandboxed {
+		return false
+	}
+	if r.net != nil {
+		if _, ok := r.net.plans[egress.CommandCase]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// decide is the exec watch's verdict on one observed command: the profile
+// counts it, or refuses it; a refusal is recorded as a command_refused
+// event (at most MaxCommandRefusalEvents of them).
+func (c *caseCommands) decide(cmd execwatch.Command) error {
+	ok, reason := c.counter.Command(cmd.Line)
+	if ok {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refusalEvents < ctoharness.MaxCommandRefusalEvents {
+		c.refusalEvents++
+		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": cmd.Line, "shell": cmd.Shell,
+			"path": cmd.Path, "argv": cmd.Argv, "truncated": cmd.Truncated, "reason": reason,
+			"profile": string(c.r.profile.Name)})
+	}
+	return errors.New(reason)
+}
+
+// claim records one case.command event. Unsandboxed, it is also counted
+// against the budget: it returns the reason Case must be stopped, if any.
+func (c *caseCommands) claim(cmd string) string {
+	c.claims.Commands++
+	if c.counter.IsTest(cmd) {
+		c.claims.Tests++
+	}
+	if profile.IsHeavy(cmd) {
+		c.claims.Heavy++
+	}
+	if profile.IsInstall(cmd) {
+		c.claims.Installs++
+	}
+	if c.observed {
+		return ""
+	}
+	if ok, reason := c.counter.Command(cmd); !ok {
+		return reason
+	}
+	return ""
+}
+
+// close stops the exec watch once Case's processes are gone; an error is
+// a watch that could not be trusted to have seen everything.
+func (c *caseCommands) close() error {
+	if c.watch == nil {
+		return nil
+	}
+	stats, err := c.watch.Close()
+	c.mu.Lock()
+	c.stats = stats
+	c.mu.Unlock()
+	return err
+}
+
+// record is the report's account.
+func (c *caseCommands) record() *ctoharness.CommandsRecord {
+	u := c.counter.Usage()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &ctoharness.CommandsRecord{Observed: c.observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
+		Heavy: u.Heavy, Tests: u.Tests, Refused: u.Refused, Execs: c.stats.Execs, Inside: c.stats.Inside,
+		RefusalEvents: c.refusalEvents, Claimed: c.claims}
+}
