@@ -46,7 +46,7 @@ type Report struct {
 	FixturePath             string            `json:"fixture_path"`
 	Commits                 Commits           `json:"commits"`
 	AllowedPaths            []string          `json:"allowed_paths"`
-	ChangedFiles            []ChangedFile     `json:"changed_files"`
+	ChangedFiles            []ChangedFile     `json:"changed_files"` // all of them; the pages show MaxFilesShown
 	Blockers                []Blocker         `json:"blockers"`
 	Case                    CaseRecord        `json:"case"`
 	Tests                   TestsRecord       `json:"tests"`
@@ -362,4 +362,23 @@ type AgentRecord struct {
 	AttemptedEscapes []string `json:"attempted_escapes"`
 	SecretEnv        []string `json:"secret_env"`
 	Notes            []string `json:"notes"`
+}
+
+// MaxFilesShown is how many changed files report.md and report.html list,
+// so that a page's size does not follow what Case wrote; they summarise the
+// rest, which report.json and patch.diff hold.
+const MaxFilesShown = 1000
+
+// FilesNotShown counts the changed files past MaxFilesShown, and how many of
+// them lie outside the allowed paths.
+func FilesNotShown(changed []ChangedFile) (more, outside int) {
+	if len(changed) <= MaxFilesShown {
+		return 0, 0
+	}
+	for _, c := range changed[MaxFilesShown:] {
+		if !c.Allowed {
+			outside++
+		}
+	}
+	return len(changed) - MaxFilesShown, outside
 }

@@ -115,12 +115,15 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if len(rep.ChangedFiles) == 0 {
 		b.WriteString("none\n")
 	}
-	for _, c := range rep.ChangedFiles {
+	for _, c := range rep.ChangedFiles[:min(len(rep.ChangedFiles), ctoharness.MaxFilesShown)] {
 		verdict := "allowed"
 		if !c.Allowed {
 			verdict = "NOT allowed: " + mdText(c.Reason)
 		}
 		fmt.Fprintf(&b, "- %s (%s, %s)\n", mdText(c.Path), mdText(string(c.Change)), verdict)
+	}
+	if more, outside := ctoharness.FilesNotShown(rep.ChangedFiles); more > 0 {
+		fmt.Fprintf(&b, "- and %d more (%d of them NOT allowed); report.json's changed_files and patch.diff list them all\n", more, outside)
 	}
 	fmt.Fprintf(&b, "\n## Verification\n\n- command: %s\n- classification: %s\n", display.MarkdownCode(rep.Tests.Command), mdText(string(rep.Tests.Classification)))
 	if rep.Tests.ExitCode != nil {

@@ -359,14 +359,14 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 }
 
 // A command that loops on refused connects cannot grow network.jsonl without
-// bound: past egress.MaxRefusalRecords the calls are still refused, but
+// bound: past egress.MaxRecords the calls are still refused, but
 // unrecorded, and the report says the limit was reached.
 func TestEgressRefusalRecordsAreCapped(t *testing.T) {
 	requireEgress(t)
 	set := compile(t)
 	o, _ := stage3(t, set)
 	o.AllowNetCase = []string{"localhost:8080"}
-	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080", egress.MaxRefusalRecords+50)
+	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080", egress.MaxRecords+50)
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -380,10 +380,10 @@ func TestEgressRefusalRecordsAreCapped(t *testing.T) {
 		}
 	}
 	recs := networkRecords(t, rep.RunArtifactDir)
-	if len(recs) != egress.MaxRefusalRecords {
-		t.Errorf("%d records, want %d", len(recs), egress.MaxRefusalRecords)
+	if len(recs) != egress.MaxRecords {
+		t.Errorf("%d records, want %d", len(recs), egress.MaxRecords)
 	}
-	if rep.Network == nil || !slices.Contains(rep.Network.Limits.Exceeded, egress.LimitRefusals) || rep.Network.Denied != egress.MaxRefusalRecords {
+	if rep.Network == nil || !slices.Contains(rep.Network.Limits.Exceeded, egress.LimitRecords) || rep.Network.Denied != egress.MaxRecords {
 		t.Errorf("report network %+v", rep.Network)
 	}
 	mustValidate(t, set, rep, true)

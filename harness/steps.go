@@ -3,7 +3,9 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -541,8 +543,19 @@ func (r *run) collect(ctx context.Context, rec record) *collected {
 	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.rep.Commits.BaselineCommit,
 		When: col.at, Tracer: r.tr, Allowed: allowed})
 	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
-	if werr := r.dir.WriteFile(ctx, evidence.PatchFile, res.Patch); werr != nil {
+	// The patch is streamed from the store (capped, never whole in
+	// memory); a failed collect has none, as it has no result commit.
+	werr := r.dir.WriteStream(ctx, evidence.PatchFile, func(w io.Writer) error {
+		if err != nil {
+			return nil
+		}
+		return fixture.WritePatch(ctx, w, rec.store, r.rep.Commits.BaselineCommit, res.ResultCommit)
+	})
+	switch {
+	case errors.Is(werr, evidence.ErrWrite):
 		r.blockWrite(werr, ctoharness.StepCollect)
+	case werr != nil && err == nil:
+		err = werr
 	}
 	if err != nil {
 		r.blockErr(err, ctoharness.StepCollect)

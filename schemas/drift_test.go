@@ -168,7 +168,7 @@ var plainEnums = map[string][]string{
 	"network-record:/protocol":           {egress.ProtoTCP, egress.ProtoUDP, egress.ProtoICMP, egress.ProtoOther},
 	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
 	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
-	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes, egress.LimitRefusals},
+	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes, egress.LimitRecords},
 }
 
 func setDiff(want, got []string) string {

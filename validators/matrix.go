@@ -1,9 +1,11 @@
 package validators
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -155,6 +157,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	}
 	att.net.check(rep.RunArtifactDir, row, &res)
 	checkCommands(row, rep, &res)
+	checkArtifacts(rep.RunArtifactDir, row.ExpectArtifacts, &res)
 	att.checkAfter(rep, &res)
 	att.checkView(rep.RunArtifactDir, src, &res)
 	checkSpaceGivenBack(row, rep, &res)
@@ -208,6 +211,42 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		}
 	}
 	return res
+}
+
+// maxExpectRead bounds what checkArtifacts reads of one artifact: the
+// artifacts it looks into are capped well below it.
+const maxExpectRead = 64 << 20
+
+// checkArtifacts holds the run's artifacts to the row's requirements.
+func checkArtifacts(runDir string, want []fixtures.ArtifactExpect, res *RowResult) {
+	for _, w := range want {
+		p := filepath.Join(runDir, filepath.FromSlash(w.Artifact))
+		fi, err := os.Stat(p)
+		if err != nil {
+			res.fail("artifact %s: %v", w.Artifact, err)
+			continue
+		}
+		if w.MaxBytes > 0 && fi.Size() > w.MaxBytes {
+			res.fail("artifact %s is %d bytes, over the row's %d", w.Artifact, fi.Size(), w.MaxBytes)
+		}
+		if w.Contains == "" {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			res.fail("artifact %s: %v", w.Artifact, err)
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxExpectRead))
+		f.Close()
+		if err != nil {
+			res.fail("artifact %s: %v", w.Artifact, err)
+			continue
+		}
+		if !bytes.Contains(data, []byte(w.Contains)) {
+			res.fail("artifact %s does not hold %q", w.Artifact, w.Contains)
+		}
+	}
 }
 
 func uniq(s []string) []string {

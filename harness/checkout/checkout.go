@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"golang.org/x/sys/unix"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -117,7 +118,7 @@ func (b *Baseline) Finish(ctx context.Context, in Input) (Result, error) {
 	}
 	if res.Hash != base.Hash {
 		in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
-		if err := apply(ctx, in.Dest, base, res); err != nil {
+		if err := apply(ctx, in.Dest, r.Storer, base, res); err != nil {
 			return out, err
 		}
 	}
@@ -143,8 +144,10 @@ func failed(err error, format string, args ...any) error {
 }
 
 // apply writes the change base -> res into dir: removals first, then every
-// added or modified leaf from the store's blobs.
-func apply(ctx context.Context, dir string, base, res *object.Commit) error {
+// added or modified leaf from the store's blobs. A blob is read by the hash
+// its change names: a look-up by path would decode every tree on the path
+// again for each file, quadratic in a directory of many changed files.
+func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, base, res *object.Commit) error {
 	from, err := base.Tree()
 	if err != nil {
 		return failed(err, "read the baseline tree")
@@ -177,11 +180,11 @@ func apply(ctx context.Context, dir string, base, res *object.Commit) error {
 			continue
 		}
 		e := ch.To.TreeEntry
-		blob, err := res.File(ch.To.Name)
+		blob, err := object.GetBlob(objects, e.Hash)
 		if err != nil {
 			return failed(err, "read %s from the store", ch.To.Name)
 		}
-		if err := write(root, ch.To.Name, e.Mode, &blob.Blob); err != nil {
+		if err := write(root, ch.To.Name, e.Mode, blob); err != nil {
 			return failed(err, "write %s into the checkout", ch.To.Name)
 		}
 	}

@@ -381,3 +381,41 @@ func TestThreadGroup(t *testing.T) {
 		t.Errorf("unknown thread: %d", got)
 	}
 }
+
+// Refused proxy requests share the one cap of network.jsonl with every
+// other kind of record: past MaxRecords they are still refused, now
+// unrecorded and uncounted, and the summary names the limit.
+func TestProxyRefusalsAreCapped(t *testing.T) {
+	fx := newFixture(t, "127.0.0.1:9", Limits{}, "exact.test:443")
+	const extra = 25
+	for i := range MaxRecords + extra {
+		c, err := net.Dial("tcp", fx.proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT other.test:443 HTTP/1.1\r\nHost: other.test:443\r\n\r\n")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		want := "403"
+		if i >= MaxRecords {
+			want = "503"
+		}
+		if !strings.Contains(line, want) {
+			t.Fatalf("request %d: %q, want %s", i+1, line, want)
+		}
+	}
+	fx.f.Close()
+	recs := fx.log.records(t)
+	if len(recs) != MaxRecords {
+		t.Errorf("%d records, want %d", len(recs), MaxRecords)
+	}
+	for i, r := range recs {
+		if r.Seq != i+1 || r.Decision != Denied {
+			t.Fatalf("record %d: %+v", i+1, r)
+		}
+	}
+	sum := fx.f.Summary()
+	if sum.Attempts != MaxRecords || sum.Denied != MaxRecords || len(sum.Limits.Exceeded) != 1 || sum.Limits.Exceeded[0] != LimitRecords {
+		t.Errorf("summary attempts %d denied %d exceeded %v", sum.Attempts, sum.Denied, sum.Limits.Exceeded)
+	}
+}

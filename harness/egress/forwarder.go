@@ -34,15 +34,17 @@ const (
 const (
 	LimitConnections = "connections"
 	LimitBytes       = "bytes"
-	// LimitRefusals is reached when more calls were refused at the system
-	// call than are recorded (MaxRefusalRecords); later ones are refused
-	// unrecorded.
-	LimitRefusals = "refusal_records"
+	// LimitRecords is reached when network.jsonl holds MaxRecords lines:
+	// every later attempt, of any kind, is refused unrecorded (and
+	// uncounted in the summary, which says what the log holds).
+	LimitRecords = "records"
 )
 
-// MaxRefusalRecords bounds the lines that refusals at the system call add
-// to network.jsonl, so a command looping on connect cannot fill the disk.
-const MaxRefusalRecords = 10000
+// MaxRecords bounds network.jsonl, whatever kind of record it is filled
+// with (refusals at the system call, refused or allowed proxy and direct
+// connections), so a command looping on connect cannot fill the disk or
+// the validator's time.
+const MaxRecords = 10000
 
 // LogName is the run artifact the records go to.
 const LogName = "network.jsonl"
@@ -78,7 +80,7 @@ type Forwarder struct {
 
 	mu        sync.Mutex
 	seq       int
-	refusals  int
+	records   int // slots taken in network.jsonl, at most MaxRecords
 	active    int
 	bytesLeft int64
 	summary   ctoharness.NetworkSummary
@@ -309,6 +311,9 @@ func (s *session) newAttempt(c net.Conn, via string) *attempt {
 // direct handles a connection to an allowed name's address or an allowed IP.
 func (s *session) direct(c *net.TCPConn) {
 	defer c.Close()
+	if !s.f.reserveRecord() {
+		return // refused unrecorded: the log is full
+	}
 	a := s.newAttempt(c, ViaDirect)
 	dst := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	host := s.plan.target(dst.Addr())
@@ -408,6 +413,22 @@ func (s *session) relay(c *net.TCPConn, br *bufio.Reader, a *attempt, rule Rule,
 	}
 	<-down
 	s.finish(a, Allowed, "")
+}
+
+// reserveRecord takes one of the MaxRecords lines of network.jsonl for an
+// attempt about to be decided, and notes the limit once none is left: an
+// attempt without a line is refused, never let through unrecorded. A line
+// is taken when an attempt starts, so a connection that outlives the
+// limit still gets its record.
+func (f *Forwarder) reserveRecord() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.records >= MaxRecords {
+		f.exceeded(LimitRecords)
+		return false
+	}
+	f.records++
+	return true
 }
 
 // acquire takes a connection slot; it returns the limit that refuses it.

@@ -18,6 +18,10 @@ const proxyHeaderTimeout = 30 * time.Second
 // wildcards included; one proxy connection reaches one endpoint.
 func (s *session) proxy(c *net.TCPConn) {
 	defer c.Close()
+	if !s.f.reserveRecord() {
+		refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("the egress limit is reached (%s): network.jsonl holds %d records", LimitRecords, MaxRecords))
+		return
+	}
 	a := s.newAttempt(c, ViaConnect)
 	br := bufio.NewReaderSize(c, maxHello)
 	_ = c.SetReadDeadline(time.Now().Add(proxyHeaderTimeout))

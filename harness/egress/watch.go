@@ -216,7 +216,7 @@ func (s *session) answer(fd int, n *seccompNotif) {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))); e != 0 {
 		return // the caller is gone: the call never completed
 	}
-	if a != nil && s.f.countRefusal() {
+	if a != nil && s.f.reserveRecord() {
 		s.finish(a, Denied, a.rec.Reason)
 	}
 }
@@ -326,19 +326,6 @@ func (s *session) refusal(nr int32, dst netip.AddrPort, typ, proto int, connecte
 	now := s.f.o.Clock()
 	return &attempt{start: now, rec: ctoharness.NetworkRecord{Time: now.UTC(), Command: string(s.plan.Command), Via: ViaSyscall,
 		Protocol: protoName(proto), Host: s.plan.target(addr), Port: int(port), Reason: reason}}, errno
-}
-
-// countRefusal reports whether one more refusal may be recorded, and notes
-// the limit once it may not.
-func (f *Forwarder) countRefusal() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.refusals >= MaxRefusalRecords {
-		f.exceeded(LimitRefusals)
-		return false
-	}
-	f.refusals++
-	return true
 }
 
 // readMem fills buf from the caller's memory at addr.

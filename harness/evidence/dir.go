@@ -161,6 +161,66 @@ func (d *Dir) put(name string, data []byte) error {
 	return nil
 }
 
+// WriteStream writes an artifact too large to hold in memory: fill writes
+// it to a buffered temp file, which is then fsynced and renamed into place,
+// as WriteFile does. A failure to write the file is ErrWrite; an error of
+// fill's own is returned as it is, and no artifact is left.
+func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer) error) error {
+	p := d.Path(name)
+	d.tracer.Trace(ctoharness.TraceWrite, p)
+	if d.failAt == name {
+		return d.injected(p)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrWrite, p, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
+	}
+	tmp := f.Name()
+	sw := &stickyWriter{w: f}
+	ferr := fill(sw)
+	werr := sw.err
+	if werr == nil && ferr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil && ferr == nil {
+		werr = os.Chmod(tmp, 0o644)
+	}
+	if werr == nil && ferr == nil {
+		werr = os.Rename(tmp, p)
+	}
+	switch {
+	case werr != nil:
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: %s: %v", ErrWrite, p, werr)
+	case ferr != nil:
+		_ = os.Remove(tmp)
+		return ferr
+	}
+	return nil
+}
+
+// stickyWriter remembers the first write error, so that WriteStream can
+// tell a failing disk from an error of its fill function.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(b []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(b)
+	s.err = err
+	return n, err
+}
+
 // OpenAppend opens an artifact for streaming (logs, events, trace).
 func (d *Dir) OpenAppend(name string) (*os.File, error) {
 	p := d.Path(name)

@@ -30,21 +30,39 @@ type diffLine struct {
 // files pairs each changed file with its diff. Files the report lists but the
 // patch lacks (binary, or the patch was not written) are still shown, and a
 // diff for a file the report does not list is shown and marked.
-func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
+//
+// At most ctoharness.MaxFilesShown files are shown (the report's first ones,
+// then files only the patch names); more counts the rest, whose diffs are
+// skipped.
+func files(patch string, changed []ctoharness.ChangedFile) (out []fileView, cut bool, more int) {
 	chunks := splitPatch(patch)
-	byPath := map[string]int{} // by exact name
-	var out []fileView
-	for _, c := range changed {
-		if name, ok := c.Name(); ok {
+	byPath := map[string]int{} // by exact name; -1: listed, not shown
+	for i, c := range changed {
+		name, ok := c.Name()
+		if i >= ctoharness.MaxFilesShown {
+			if ok {
+				byPath[name] = -1
+			}
+			more++
+			continue
+		}
+		if ok {
 			byPath[name] = len(out)
 		}
 		out = append(out, fileView{Path: c.Path, Change: string(c.Change), Allowed: c.Allowed, Reason: c.Reason})
 	}
 	budget := maxDiffLines
-	cut := false
 	for _, ch := range chunks {
 		i, ok := byPath[ch.path]
+		if i < 0 {
+			continue
+		}
 		if !ok {
+			if len(out) >= ctoharness.MaxFilesShown {
+				byPath[ch.path] = -1
+				more++
+				continue
+			}
 			byPath[ch.path] = len(out)
 			i = len(out)
 			shown, _ := ctoharness.PathForms(ch.path)
@@ -70,7 +88,7 @@ func files(patch string, changed []ctoharness.ChangedFile) ([]fileView, bool) {
 	for i := range out {
 		out[i].ID = "file-" + itoa(i+1)
 	}
-	return out, cut
+	return out, cut, more
 }
 
 type chunk struct {

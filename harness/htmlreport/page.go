@@ -45,6 +45,7 @@ const (
 var assets embed.FS
 
 var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
+	"add": func(a, b int) int { return a + b },
 	"css": func() template.CSS {
 		b, _ := assets.ReadFile("page.css")
 		return template.CSS(b)
@@ -106,10 +107,13 @@ type page struct {
 	Talk     []turnView
 	Files    []fileView
 	DiffCut  bool
-	Proofs   proofView
-	Network  netView
-	Views    []viewSection
-	Tests    testsView
+	// FilesMore counts the changed files past ctoharness.MaxFilesShown,
+	// FilesOutside those of them outside the allowed paths.
+	FilesMore, FilesOutside int
+	Proofs                  proofView
+	Network                 netView
+	Views                   []viewSection
+	Tests                   testsView
 }
 
 type kv struct{ K, V string }
@@ -164,7 +168,8 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	p.Task = r.task()
 	p.Timeline = timeline(events, &p.Notes)
 	p.Talk = conversation(events)
-	p.Files, p.DiffCut = files(r.text("patch.diff"), rep.ChangedFiles)
+	p.Files, p.DiffCut, p.FilesMore = files(r.text("patch.diff"), rep.ChangedFiles)
+	_, p.FilesOutside = ctoharness.FilesNotShown(rep.ChangedFiles)
 	p.Proofs = r.proofs()
 	p.Network = r.network(extra["network"])
 	p.Views = sandboxViews(extra["sandbox"])

@@ -38,6 +38,11 @@ const IndexFile = "index"
 // within its memory budget (go-git's default is 96 MiB).
 const objectCache = 16 * cache.MiByte
 
+// largeObject is the size over which go-git streams an object from disk
+// instead of reading it whole into memory (its default): a blob Case wrote
+// may be any size.
+const largeObject = 1 << 20
+
 // Create makes the store at dir from a fixture repository the harness has
 // just made (gitDir is its .git, before Case ever ran): its objects and
 // index are copied (never hardlinked: the fixture's files are Case's to
@@ -95,7 +100,7 @@ func Create(ctx context.Context, gitDir, dir, baseline string, tr ctoharness.Tra
 // symlink targets relative to the worktree. Pack files stay open between
 // object reads; the returned func closes them.
 func Open(gitDir, worktree string) (*git.Repository, func(), error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRU(objectCache), filesystem.Options{KeepDescriptors: true})
+	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRU(objectCache), filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: largeObject})
 	var r *git.Repository
 	var err error
 	if worktree == "" {

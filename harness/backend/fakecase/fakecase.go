@@ -132,7 +132,7 @@ func Lookup(name string) (Scenario, error) {
 // allScenarios is every named scenario, in groups.
 func allScenarios() []Scenario {
 	var all []Scenario
-	for _, g := range [][]Scenario{Scenarios(), HostileEventScenarios(), StrictEventScenarios(), UntrustedWorldScenarios(), NameScenarios(), ProcScenarios()} {
+	for _, g := range [][]Scenario{Scenarios(), HostileEventScenarios(), StrictEventScenarios(), UntrustedWorldScenarios(), NameScenarios(), ProcScenarios(), SizeScenarios()} {
 		all = append(all, g...)
 	}
 	return all
