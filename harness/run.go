@@ -154,6 +154,9 @@ func (r *run) steps(ctx context.Context) {
 		return
 	}
 	rec, ok := r.copyFixture(ctx)
+	// Whatever happens, nothing may still write once the report is; a copy
+	// the verification has not used by now is not needed.
+	defer rec.checkout.Stop()
 	if !ok {
 		return
 	}
@@ -163,12 +166,10 @@ func (r *run) steps(ctx context.Context) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
-	base := r.beginCheckout(ctx, rec)
-	defer base.Wait() // nothing may still write once the report is written
 	r.change(ctx)
 	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
-	r.verify(ctx, rec, col, base)
+	r.verify(ctx, rec, col)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }

@@ -198,6 +198,10 @@ type record struct {
 	store      string // "" when it could not be made
 	baselineAt time.Time
 	gitBefore  []ctoharness.ManifestEntry
+	// checkout is the verification checkout's baseline, copied from the
+	// source alongside the fixture (the source is out of Case's reach), so
+	// that the verification later only writes the change.
+	checkout *checkout.Baseline
 }
 
 // collected is what the collect step made: the result's time (its tree and
@@ -214,12 +218,15 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	dst := r.dir.Path(evidence.FixtureDir)
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
+	work, _ := r.roots(true)
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr})
 	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
 	}
 	if err != nil {
+		rec.checkout.Stop() // no verification will need it
 		r.blockErr(err, ctoharness.StepCopy)
 		return rec, r.fixture != ""
 	}
@@ -608,20 +615,12 @@ func (r *run) skipVerify(reason string) {
 	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
 }
 
-// beginCheckout starts copying the source's baseline into the verification
-// checkout while Case works (the source is out of Case's reach): by the time
-// the verification needs the checkout, only the change is left to write.
-func (r *run) beginCheckout(ctx context.Context, own record) *checkout.Baseline {
-	work, _ := r.roots(true)
-	return checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr})
-}
-
 // verify runs the verification command under the profile's policy: the
 // script-safety scan, the test scope, the test budget and flake reruns, in
 // the sandbox, on a fresh checkout of the result commit made from the
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected, base *checkout.Baseline) {
+func (r *run) verify(ctx context.Context, own record, col *collected) {
 	r.step(ctoharness.StepVerify)
 	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
@@ -631,7 +630,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected, base *chec
 	}
 	work, scratch := r.roots(true)
 	r.o.Progress.Step("checkout")
-	co, err := base.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
+	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
 		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, ResultTime: col.at, Tracer: r.tr})
 	r.emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
 		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil})

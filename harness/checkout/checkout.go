@@ -59,6 +59,7 @@ func Make(ctx context.Context, in Input) (Result, error) {
 // copy can run while Case works and cost the run little but the change.
 type Baseline struct {
 	done chan struct{}
+	stop context.CancelFunc
 	res  fixture.CopyResult
 	err  error
 }
@@ -66,7 +67,8 @@ type Baseline struct {
 // Begin starts copying the baseline (in's SourceRoot, Dest, BaselineTime,
 // Tracer and Progress) in the background.
 func Begin(ctx context.Context, in Input) *Baseline {
-	b := &Baseline{done: make(chan struct{})}
+	ctx, stop := context.WithCancel(ctx)
+	b := &Baseline{done: make(chan struct{}), stop: stop}
 	go func() {
 		defer close(b.done)
 		b.res, b.err = copyBaseline(ctx, in)
@@ -76,7 +78,16 @@ func Begin(ctx context.Context, in Input) *Baseline {
 
 // Wait returns once the baseline copy has ended, whatever its outcome; a
 // run calls it before its evidence is closed.
-func (b *Baseline) Wait() { <-b.done }
+func (b *Baseline) Wait() {
+	<-b.done
+	b.stop()
+}
+
+// Stop abandons the copy (no verification will need it) and waits for it.
+func (b *Baseline) Stop() {
+	b.stop()
+	b.Wait()
+}
 
 func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, error) {
 	in.Tracer.Trace(ctoharness.TraceMkdir, filepath.Dir(in.Dest))
