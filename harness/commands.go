@@ -6,23 +6,23 @@ import (
 	"sync"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/profile"
 )
 
 // caseCommands holds Case's command budget for one Case process: the
 // commands the exec watch observes (the count, enforced by refusing the
 // exec) and the ones Case's case.command events claim (kept beside it).
-// Where nothing is observed (unsandboxed, or see canWatchExecs) the claims
-// are all there is, and the only way to hold Case to the budget is to stop
-// it.
+// Where nothing is observed (unsandboxed) the claims are all there is, and
+// the only way to hold Case to the budget is to stop it.
 type caseCommands struct {
 	r        *run
 	ctx      context.Context
 	observed bool
 	counter  *profile.Counter
-	watch    *execwatch.Watch
+	execs    *execwatch.Watch // the exec watch's handler
+	watch    *notify.Watch    // the launch's seccomp watch, which serves execs (and Case's connection watch)
 
 	// mu serializes the event log between Case's event reader and the exec
 	// watch, and guards the fields below.
@@ -33,26 +33,11 @@ type caseCommands struct {
 }
 
 func (r *run) newCaseCommands(ctx context.Context) *caseCommands {
-	return &caseCommands{r: r, ctx: ctx, observed: r.canWatchExecs(),
+	// Sandboxed, Case's execs are observed: the exec watch shares the
+	// launcher's one seccomp listener with the connection watch when Case
+	// has an allowlist. Unsandboxed there is no launcher to watch them.
+	return &caseCommands{r: r, ctx: ctx, observed: !r.o.Unsandboxed,
 		counter: profile.NewCounter(r.profile, r.contract.Verification.Command)}
-}
-
-// canWatchExecs reports whether Case's execs can be observed. Unsandboxed
-// they cannot. With a network allowlist they cannot either, yet: the
-// kernel gives a process one seccomp listener, which the connection watch
-// holds, so the two watches must first become one filter with one
-// dispatcher on the harness's side. Until then such a run records
-// observed=false and counts Case's claims.
-func (r *run) canWatchExecs() bool {
-	if r.o.Unsandboxed {
-		return false
-	}
-	if r.net != nil {
-		if _, ok := r.net.plans[egress.CommandCase]; ok {
-			return false
-		}
-	}
-	return true
 }
 
 // decide is the exec watch's verdict on one observed command: the profile
@@ -99,13 +84,17 @@ func (c *caseCommands) claim(cmd string) string {
 // close stops the exec watch once Case's processes are gone; an error is
 // a watch that could not be trusted to have seen everything.
 func (c *caseCommands) close() error {
-	if c.watch == nil {
-		return nil
+	var err error
+	if c.watch != nil {
+		err = c.watch.Close()
+		c.watch = nil
 	}
-	stats, err := c.watch.Close()
-	c.mu.Lock()
-	c.stats = stats
-	c.mu.Unlock()
+	if c.execs != nil {
+		stats := c.execs.Stats()
+		c.mu.Lock()
+		c.stats = stats
+		c.mu.Unlock()
+	}
 	return err
 }
 

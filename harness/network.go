@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/execwatch"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -24,6 +27,12 @@ type netState struct {
 	hosts  map[egress.Command]string
 	fwd    *egress.Forwarder
 	log    *os.File
+
+	// watches are the verification launches' seccomp watches (their
+	// connection watches), closed with the forwarder: a verification
+	// launch has no other place to report a watch that broke down.
+	mu      sync.Mutex
+	watches []*notify.Watch
 }
 
 // checkNet refuses malformed --allow-net / --verify-allow-net values before
@@ -152,13 +161,22 @@ func (r *run) tryEgress(ctx context.Context) bool {
 		if _, ok := r.net.plans[cmd]; !ok {
 			continue
 		}
-		nw, extra, err := r.netLayout(cmd)
+		nw, ctl, connects, err := r.netLayout(cmd)
 		if err == nil {
-			// Only the network is tried here: the verification's own
-			// directories do not exist yet, so Case's stand in.
-			pol := r.policy(false)
-			pol.Network = nw
-			err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, extra[0])
+			var watchCtl *os.File
+			var w *notify.Watch
+			if watchCtl, w, err = notify.Attach(notify.Options{Connect: connects}); err != nil {
+				ctl.Close()
+			} else {
+				// Only the network is tried here: the verification's own
+				// directories do not exist yet, so Case's stand in.
+				pol := r.policy(false)
+				pol.Network = nw
+				err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, ctl, watchCtl)
+				if werr := w.Close(); err == nil {
+					err = werr
+				}
+			}
 		}
 		if err != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
@@ -182,25 +200,26 @@ func (r *run) netEnv(cmd egress.Command) []string {
 }
 
 // netLayout attaches a forwarder session for one launch of cmd and returns
-// the layout the launcher must build and the control socket it gets as fd 3.
-func (r *run) netLayout(cmd egress.Command) (*sandbox.Network, []*os.File, error) {
+// the layout the launcher must build, the control socket it gets as fd 3,
+// and the session's connection watch. All are nil without an allowlist.
+func (r *run) netLayout(cmd egress.Command) (*sandbox.Network, *os.File, notify.Handler, error) {
 	if r.net == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	plan, ok := r.net.plans[cmd]
 	if !ok {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	child, err := r.net.fwd.Attach(plan)
+	child, connects, err := r.net.fwd.Attach(plan)
 	if err != nil {
-		return nil, nil, fmt.Errorf("network egress for %s cannot be set up: %w", cmd, err)
+		return nil, nil, nil, fmt.Errorf("network egress for %s cannot be set up: %w", cmd, err)
 	}
 	addrs := make([]string, len(plan.Addrs))
 	for i, a := range plan.Addrs {
 		addrs[i] = a.String()
 	}
 	return &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, Addrs: addrs, HostsFile: r.net.hosts[cmd]},
-		[]*os.File{child}, nil
+		child, connects, nil
 }
 
 // stopEgress stops the forwarder, closes network.jsonl and records the
@@ -211,9 +230,20 @@ func (r *run) stopEgress() {
 		return
 	}
 	r.net.fwd.Close()
+	r.net.mu.Lock()
+	watches := r.net.watches
+	r.net.watches = nil
+	r.net.mu.Unlock()
+	var broken []string
+	for _, w := range watches {
+		if err := w.Close(); err != nil {
+			broken = append(broken, err.Error())
+		}
+	}
 	sum := r.net.fwd.Summary()
 	r.rep.Network = &sum
 	setup, write := r.net.fwd.Failures()
+	setup = append(setup, broken...)
 	if err := r.net.log.Sync(); err != nil {
 		write = append(write, err.Error())
 	}
@@ -229,31 +259,68 @@ func (r *run) stopEgress() {
 	}
 }
 
-// wrapFor is the sandbox wrapper of cmd (Case or the verification command).
-// execCtl, when set, is the exec watch's control socket: it follows the
-// egress control socket among the extra files (sandbox.Policy.ExecFD).
-func (r *run) wrapFor(cmd egress.Command, execCtl ...*os.File) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+// wrapFor is the sandbox wrapper of the verification command: its
+// launches' seccomp watches are closed, and checked, with the forwarder.
+func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-		if r.o.Unsandboxed {
-			// No forwarder and no namespace: only the supervisor, so that
-			// nothing the command starts outlives the harness.
-			launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nil, false)
-			return launch, attr, nil, err
+		launch, attr, extra, w, err := r.launchFor(cmd, argv, nil)
+		if w != nil {
+			r.net.mu.Lock()
+			r.net.watches = append(r.net.watches, w)
+			r.net.mu.Unlock()
 		}
-		nw, extra, err := r.netLayout(cmd)
-		if err != nil {
-			return nil, nil, nil, err
+		return launch, attr, extra, err
+	}
+}
+
+// launchFor prepares one sandboxed launch of cmd (Case or the verification
+// command): its egress session when it has an allowlist, and its seccomp
+// watch, which serves the session's connection watch and, when execs is
+// set, the exec watch. The launcher gets the egress control socket and the
+// watch control socket as extra files (sandbox.Policy.WatchFD). The caller
+// closes the watch once the launcher has exited; it is nil when nothing is
+// watched.
+func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watch) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
+	if r.o.Unsandboxed {
+		// No forwarder and no namespace: only the supervisor, so that
+		// nothing the command starts outlives the harness.
+		launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nil, false)
+		return launch, attr, nil, nil, err
+	}
+	nw, ctl, connects, err := r.netLayout(cmd)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var extra []*os.File
+	if ctl != nil {
+		extra = append(extra, ctl)
+	}
+	var w *notify.Watch
+	if connects != nil || execs != nil {
+		o := notify.Options{Connect: connects}
+		if execs != nil {
+			o.Exec, o.Started = execs.Handle, execs.Start
 		}
-		extra = append(extra, execCtl...)
-		launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nw, len(execCtl) > 0)
-		if err != nil {
+		var watchCtl *os.File
+		if watchCtl, w, err = notify.Attach(o); err != nil {
 			for _, f := range extra {
 				f.Close()
 			}
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return launch, attr, extra, nil
+		extra = append(extra, watchCtl)
 	}
+	launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nw, execs != nil)
+	if err != nil {
+		for _, f := range extra {
+			f.Close()
+		}
+		if w != nil {
+			w.Close()
+		}
+		return nil, nil, nil, nil, err
+	}
+	return launch, attr, extra, w, nil
 }
 
 // networkMarkdown is report.md's network section, when a policy was in force.

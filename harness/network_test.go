@@ -425,3 +425,50 @@ func TestVerifyAllowlistQuietsTheScanner(t *testing.T) {
 		t.Error("an unsandboxed command reaching the network was not flagged")
 	}
 }
+
+// With an allowlist, Case's execs are observed all the same: the exec watch
+// and the connection watch share the launcher's one seccomp listener. One
+// Case runs /bin/true 40 times without claiming any (the ones past the
+// budget are refused at the exec and counted) and makes a connection the
+// allowlist does not allow (refused at the call and recorded).
+func TestEgressAndExecWatchTogether(t *testing.T) {
+	requireEgress(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	other, _ := net.Listen("tcp", "127.0.0.1:0")
+	_, otherPort, _ := net.SplitHostPort(other.Addr().String())
+	other.Close()
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.AllowNetCase = []string{"localhost:" + port}
+	o.Scenario = "net-probes=execs 40;dial localhost:" + otherPort + ";get http://localhost:" + port + "/"
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	c := rep.Case.Commands
+	if c == nil || !c.Observed {
+		t.Fatalf("case.commands %+v: want observed", c)
+	}
+	if c.Commands+c.Refused != 40 || c.Refused == 0 || c.Claimed.Commands != 0 {
+		t.Errorf("case.commands %+v: want 40 commands seen, those past the budget refused, none claimed", c)
+	}
+	if c.Execs < 41 {
+		t.Errorf("%d execs observed, want the agent's and 40 more", c.Execs)
+	}
+	type key struct{ via, host, port, decision string }
+	got := map[key]bool{}
+	for _, r := range networkRecords(t, rep.RunArtifactDir) {
+		got[key{r.Via, r.Host, fmt.Sprint(r.Port), r.Decision}] = true
+	}
+	for _, k := range []key{{"syscall", "localhost", otherPort, "denied"}, {"direct", "localhost", port, "allowed"}} {
+		if !got[k] {
+			t.Errorf("no record %+v in %v", k, got)
+		}
+	}
+	mustValidate(t, set, rep, true)
+}

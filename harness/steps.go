@@ -367,23 +367,22 @@ func (r *run) runCase(ctx context.Context) {
 	// and refuses commands; Case's own case.command events are claims.
 	cmds := r.newCaseCommands(ctx)
 	defer cmds.close()
-	var execCtl []*os.File
+	var execs *execwatch.Watch
 	if cmds.observed {
 		var own []string
 		if r.agent != nil {
 			own = r.agent.ownPaths()
 		}
-		ctl, w, werr := execwatch.Attach(execwatch.Options{AgentPaths: own, Decide: cmds.decide})
-		if werr != nil {
+		var werr error
+		if execs, werr = execwatch.New(execwatch.Options{AgentPaths: own, Decide: cmds.decide}); werr != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: werr.Error()})
 			for _, f := range files {
 				f.Close()
 			}
 			return
 		}
-		cmds.watch, execCtl = w, []*os.File{ctl}
 	}
-	launch, attr, extra, err := r.wrapFor(egress.CommandCase, execCtl...)(argv)
+	launch, attr, extra, watch, err := r.launchFor(egress.CommandCase, argv, execs)
 	if err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		for _, f := range files {
@@ -391,6 +390,7 @@ func (r *run) runCase(ctx context.Context) {
 		}
 		return
 	}
+	cmds.watch, cmds.execs = watch, execs
 	r.tr.TraceExec(argv, r.fixture)
 	r.rep.CaseProcessStarted = true
 	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
@@ -464,7 +464,7 @@ func (r *run) runCase(ctx context.Context) {
 	}
 	if watchErr != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case's execs were not all observed, so its command count cannot be trusted: %v", watchErr)})
+			Message: fmt.Sprintf("Case's seccomp watch failed, so its command count and network record cannot be trusted: %v", watchErr)})
 	}
 	if out.Usage.Hit != "" {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,38 +30,34 @@ const maxHandoffFDs = 1024
 
 // Attach prepares the egress of one sandboxed command laid out as plan. It
 // returns the launcher's end of a control socket (pass it as the child's
-// first extra file, fd 3, and close it once the child started). The launcher
-// sends its listening sockets over it; the harness checks them, answers
-// AckOK, and serves them until the launcher exits and the socket closes.
-func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
+// first extra file, fd 3, and close it once the child started) and the
+// session's connection watch. The launcher sends its listening sockets
+// over the control socket; the harness checks them, answers AckOK, and
+// serves them until the launcher exits and the socket closes. The
+// connection watch answers the launcher's connect, sendto, sendmsg and
+// sendmmsg calls: pass it as notify.Options.Connect of the same launch.
+func (f *Forwarder) Attach(plan Plan) (*os.File, notify.Handler, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("egress: socketpair: %w", err)
-	}
-	// The kernel names the sender of every message received here, so the
-	// launcher's watch descriptor is taken from the launcher itself.
-	if err := unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-		return nil, fmt.Errorf("egress: control socket: SO_PASSCRED: %w", err)
+		return nil, nil, fmt.Errorf("egress: socketpair: %w", err)
 	}
 	parent := os.NewFile(uintptr(fds[0]), "egress-control")
 	conn, err := net.FileConn(parent)
 	parent.Close()
 	if err != nil {
 		unix.Close(fds[1])
-		return nil, fmt.Errorf("egress: control socket: %w", err)
+		return nil, nil, fmt.Errorf("egress: control socket: %w", err)
 	}
 	if err := unix.SetNonblock(fds[1], false); err != nil {
 		conn.Close()
 		unix.Close(fds[1])
-		return nil, fmt.Errorf("egress: control socket: %w", err)
+		return nil, nil, fmt.Errorf("egress: control socket: %w", err)
 	}
 	s, err := f.newSession(plan)
 	if err != nil {
 		conn.Close()
 		unix.Close(fds[1])
-		return nil, err
+		return nil, nil, err
 	}
 	uc := conn.(*net.UnixConn)
 	s.mu.Lock()
@@ -74,10 +71,6 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 			f.fail("%s: %v", plan.Command, err)
 			return
 		}
-		if err := s.receiveWatch(uc); err != nil {
-			f.fail("%s: %v", plan.Command, err)
-			return
-		}
 		// The launcher holds its end until it exits: EOF ends the session.
 		buf := make([]byte, 1)
 		for {
@@ -86,7 +79,7 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 			}
 		}
 	}()
-	return os.NewFile(uintptr(fds[1]), "egress-control-child"), nil
+	return os.NewFile(uintptr(fds[1]), "egress-control-child"), s.answer, nil
 }
 
 // receive takes the launcher's listeners, checks each is a listening TCP
@@ -95,7 +88,7 @@ func (f *Forwarder) Attach(plan Plan) (*os.File, error) {
 // not an error here.
 func (s *session) receive(uc *net.UnixConn) error {
 	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs)+unix.CmsgSpace(unix.SizeofUcred)) // SO_PASSCRED adds the sender
+	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs))
 	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
 	if err != nil || (n == 0 && oobn == 0) {
 		return nil

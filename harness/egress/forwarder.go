@@ -169,8 +169,7 @@ type session struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	conns     map[net.Conn]bool
-	control   io.Closer   // the launcher's socket, when attached
-	closers   []io.Closer // closed by stop (the connection watch's wake-up)
+	control   io.Closer // the launcher's socket, when attached
 	stopped   bool
 }
 
@@ -200,12 +199,8 @@ func (s *session) stop() {
 		conns = append(conns, c)
 	}
 	ctl := s.control
-	closers := s.closers
 	s.mu.Unlock()
 	s.cancel()
-	for _, c := range closers {
-		c.Close()
-	}
 	for _, l := range ls {
 		l.Close()
 	}
@@ -215,17 +210,6 @@ func (s *session) stop() {
 	if ctl != nil {
 		ctl.Close()
 	}
-}
-
-// onStop has stop close c; false (and nothing kept) when already stopped.
-func (s *session) onStop(c io.Closer) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return false
-	}
-	s.closers = append(s.closers, c)
-	return true
 }
 
 func (s *session) track(c net.Conn) bool {

@@ -2,17 +2,15 @@ package egress
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,109 +27,9 @@ const (
 	ProtoOther = "other"
 )
 
-// seccompNotif and seccompNotifResp are struct seccomp_notif and struct
-// seccomp_notif_resp of <linux/seccomp.h>.
-type seccompNotif struct {
-	ID    uint64
-	Pid   uint32
-	Flags uint32
-	Nr    int32
-	Arch  uint32
-	IP    uint64
-	Args  [6]uint64
-}
-
-type seccompNotifResp struct {
-	ID    uint64
-	Val   int64
-	Error int32
-	Flags uint32
-}
-
-// watchMsg is the launcher's second message on the control socket: the
-// number of its descriptor of the seccomp listener for the command's
-// connect, sendto, sendmsg and sendmmsg calls. The launcher cannot pass the listener
-// with SCM_RIGHTS, since its own sendmsg is watched once the filter is in;
-// the harness takes it with pidfd_getfd from the sender the kernel names.
-type watchMsg struct {
-	Watch bool `json:"watch"`
-	FD    int  `json:"fd"`
-}
-
 // pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread, not only a
 // thread-group leader.
 const pidfdThread = unix.O_EXCL
-
-// receiveWatch takes the launcher's seccomp listener, acknowledges it and
-// answers its notifications until every process of the command is gone. A
-// launcher that exits without sending one (it failed, and says so) ends the
-// session quietly.
-func (s *session) receiveWatch(uc *net.UnixConn) error {
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandoffFDs)+unix.CmsgSpace(unix.SizeofUcred))
-	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
-	if err != nil || (n == 0 && oobn == 0) {
-		return nil
-	}
-	var cred *unix.Ucred
-	if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
-		for _, m := range msgs {
-			if got, rerr := unix.ParseUnixRights(&m); rerr == nil {
-				for _, fd := range got {
-					unix.Close(fd) // the listener never travels as SCM_RIGHTS
-				}
-			} else if c, cerr := unix.ParseUnixCredentials(&m); cerr == nil {
-				cred = c
-			}
-		}
-	}
-	refuse := func(format string, a ...any) error {
-		_, _ = uc.Write([]byte{AckRefuse})
-		return fmt.Errorf("the launcher's connection watch is not usable: "+format, a...)
-	}
-	var m watchMsg
-	if err := json.Unmarshal(buf[:n], &m); err != nil || !m.Watch {
-		return refuse("malformed message %q", buf[:n])
-	}
-	if cred == nil || cred.Pid <= 0 {
-		return refuse("the kernel named no sender")
-	}
-	fd, err := takeFD(int(cred.Pid), m.FD)
-	if err != nil {
-		return refuse("descriptor %d of process %d: %v", m.FD, cred.Pid, err)
-	}
-	if err := checkSeccompListener(fd); err != nil {
-		unix.Close(fd)
-		return refuse("%v", err)
-	}
-	stopR, stopW, err := os.Pipe()
-	if err != nil {
-		unix.Close(fd)
-		return refuse("pipe: %v", err)
-	}
-	if !s.onStop(stopW) {
-		unix.Close(fd)
-		stopR.Close()
-		stopW.Close()
-		return refuse("the command's session ended")
-	}
-	if _, err := uc.Write([]byte{AckOK}); err != nil {
-		unix.Close(fd)
-		stopR.Close()
-		return fmt.Errorf("cannot acknowledge the launcher's connection watch: %w", err)
-	}
-	s.f.wg.Add(1)
-	go func() {
-		defer s.f.wg.Done()
-		defer unix.Close(fd)
-		defer stopR.Close()
-		// No LockOSThread here: a locked goroutine that ends takes its
-		// thread with it, and a launcher forked from that thread earlier
-		// gets its parent-death signal (SIGKILL).
-		s.watch(fd, int(stopR.Fd()))
-	}()
-	return nil
-}
 
 // takeFD duplicates descriptor fd of thread (or process) tid into this
 // process.
@@ -151,69 +49,12 @@ func takeFD(tid, fd int) (int, error) {
 	return dup, nil
 }
 
-// checkSeccompListener proves fd is a seccomp notification listener.
-func checkSeccompListener(fd int) error {
-	target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		return err
-	}
-	if target != "anon_inode:seccomp notify" {
-		return fmt.Errorf("descriptor is %q, not a seccomp listener", target)
-	}
-	return nil
-}
-
-// watch answers notifications until the listener hangs up (no process of
-// the command is left) or stop becomes readable (the session stopped). A
-// watch that breaks down before either is a setup failure: from then on
-// the command's calls fail (ENOSYS), and the record would have gaps.
-func (s *session) watch(fd, stop int) {
-	broke := func(format string, a ...any) {
-		if s.ctx.Err() == nil {
-			s.f.fail("%s: the connection watch stopped: "+format, append([]any{s.plan.Command}, a...)...)
-		}
-	}
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			broke("poll: %v", err)
-			return
-		}
-		if pfd[1].Revents != 0 {
-			return
-		}
-		if pfd[0].Revents&unix.POLLIN == 0 {
-			if pfd[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-				broke("poll events %#x", pfd[0].Revents)
-			}
-			return // POLLHUP: the filter has no users left
-		}
-		var n seccompNotif
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
-			if e == unix.EINTR || e == unix.ENOENT {
-				continue // the caller went away before it was received
-			}
-			broke("SECCOMP_IOCTL_NOTIF_RECV: %v", e)
-			return
-		}
-		s.answer(fd, &n)
-	}
-}
-
-// answer decides one notified call, responds, and records a refusal once
-// the response reached the caller.
-func (s *session) answer(fd int, n *seccompNotif) {
-	a, errno := s.judge(fd, n)
-	resp := seccompNotifResp{ID: n.ID}
-	if errno == 0 {
-		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
-	} else {
-		resp.Error = -int32(errno)
-	}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))); e != 0 {
+// answer is the connection watch's handler (notify.Options.Connect): it
+// decides one notified call, answers it, and records a refusal once the
+// answer reached the caller.
+func (s *session) answer(c *notify.Call) {
+	a, errno := s.judge(c)
+	if !c.Answer(errno) {
 		return // the caller is gone: the call never completed
 	}
 	if a != nil && s.f.reserveRecord() {
@@ -227,14 +68,15 @@ func (s *session) answer(fd int, n *seccompNotif) {
 // record. The kernel's own rules (the empty namespace, Landlock's TCP
 // ports) stay in force for everything let through, so a caller that
 // changes its arguments after this look gains nothing.
-func (s *session) judge(fd int, n *seccompNotif) (*attempt, unix.Errno) {
+func (s *session) judge(c *notify.Call) (*attempt, unix.Errno) {
+	n := &c.Notif
 	pid := int(n.Pid)
 	dsts := callAddresses(pid, n)
 	if len(dsts) == 0 {
 		return nil, 0 // no IP address: a connected socket's send, UNIX, netlink, AF_UNSPEC, a bad pointer
 	}
 	typ, proto, connected, ok := peekSocket(pid, int(int32(n.Args[0])))
-	if !ok || !validNotif(fd, n.ID) {
+	if !ok || !c.Valid() {
 		return nil, 0
 	}
 	for _, dst := range dsts {
@@ -256,7 +98,7 @@ const mmsghdrSize = 64
 // connect, sendto and sendmsg, one per message for sendmmsg. An address the
 // caller's memory does not hold is left out: the kernel reads the same
 // bytes and fails the call.
-func callAddresses(pid int, n *seccompNotif) []netip.AddrPort {
+func callAddresses(pid int, n *notify.Notif) []netip.AddrPort {
 	type name struct{ ptr, size uint64 }
 	var names []name
 	switch n.Nr {
@@ -382,13 +224,6 @@ func threadGroup(tid int) int {
 		}
 	}
 	return tid
-}
-
-// validNotif tells whether the notification is still pending: the caller
-// has not died, so what was read from it was read from the right process.
-func validNotif(fd int, id uint64) bool {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id)))
-	return e == 0
 }
 
 func protoName(p int) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"strings"
 
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
@@ -43,7 +44,7 @@ type call struct {
 // readCall reads the path and argv of an execve or execveat. ok is false
 // when the caller's memory could not be read (it is gone, or passed a bad
 // pointer: the kernel fails that exec itself).
-func readCall(tid int, n *notif) (call, bool) {
+func readCall(tid int, n *notify.Notif) (call, bool) {
 	c := call{tid: tid}
 	var pathPtr, argvPtr uint64
 	switch n.Nr {

@@ -1,7 +1,10 @@
 package sandbox_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
+	"github.com/cto-harness/cto-harness/harness/notify"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
-// An exec watch without the harness's exec control socket stops the
+// An exec watch without the harness's watch control socket stops the
 // launcher before the command runs: nothing runs uncounted.
 func TestExecWatchWithoutControlSocketFailsClosed(t *testing.T) {
 	requireSandbox(t)
@@ -21,7 +27,7 @@ func TestExecWatchWithoutControlSocketFailsClosed(t *testing.T) {
 	p := b.policy()
 	p.ExecWatch = true
 	o := launch(t, p, b.fixture, "/bin/sh", "-c", "touch "+marker)
-	checkSetupFailure(t, o.code, o.stderr, "exec control socket")
+	checkSetupFailure(t, o.code, o.stderr, "watch control socket")
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran although the exec watch could not be set up")
 	}
@@ -34,8 +40,7 @@ func TestExecWatchRefusedFailsClosed(t *testing.T) {
 	marker := filepath.Join(b.fixture, "ran")
 	p := b.policy()
 	p.ExecWatch = true
-	// A socket whose other end answers 'N' to anything.
-	child, w, err := execwatch.Attach(execwatch.Options{Decide: func(execwatch.Command) error { return nil }})
+	child, w, err := notify.Attach(notify.Options{Exec: func(c *notify.Call) { c.Answer(0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +64,7 @@ func TestExecWatchCountsAndRefuses(t *testing.T) {
 	p.ExecWatch = true
 	var mu sync.Mutex
 	var seen []execwatch.Command
-	child, w, err := execwatch.Attach(execwatch.Options{Decide: func(c execwatch.Command) error {
+	ew, err := execwatch.New(execwatch.Options{Decide: func(c execwatch.Command) error {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, c)
@@ -71,16 +76,20 @@ func TestExecWatchCountsAndRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	child, w, err := notify.Attach(notify.Options{Exec: ew.Handle, Started: ew.Start})
+	if err != nil {
+		t.Fatal(err)
+	}
 	script := `/bin/sh -c 'echo inner; /bin/true; /bin/true; /bin/true; echo end'
 for i in 1 2 3 4 5; do /bin/true || echo refused $i; done
 echo done`
 	start := time.Now()
 	o := launchWith(t, p, b.fixture, opts{extra: []*os.File{child}}, "/bin/sh", "-c", script)
 	child.Close()
-	stats, err := w.Close()
-	if err != nil {
+	if err := w.Close(); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
+	stats := ew.Stats()
 	t.Logf("%d execs in %v", stats.Execs, time.Since(start))
 	if o.code != 0 {
 		t.Fatalf("exit %d, stderr %q", o.code, o.stderr)
@@ -108,4 +117,97 @@ echo done`
 	if stats != want {
 		t.Errorf("stats %+v, want %+v", stats, want)
 	}
+}
+
+// With a network layout, the exec watch and the connection watch share the
+// launcher's one seccomp listener: one command both connects where no
+// listener is (refused at the call and recorded by the forwarder) and runs
+// past the budget (the exec is refused and counted).
+func TestExecWatchWithNetworkSharesTheListener(t *testing.T) {
+	requireSandbox(t)
+	b := newBox(t)
+	l, err := egress.ParseList([]string{"127.0.0.1:8080"}, egress.SourceFlag, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := egress.NewPlan(egress.CommandCase, l)
+	hosts := filepath.Join(b.root, "hosts")
+	if err := os.WriteFile(hosts, plan.Hosts(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	f := egress.New(egress.Options{Policy: egress.Policy{Case: l}, Log: lockedWriter{&logMu, &log}})
+	defer f.Close()
+	ctl, connects, err := f.Attach(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	ew, err := execwatch.New(execwatch.Options{Decide: func(c execwatch.Command) error {
+		seen = append(seen, c.Line)
+		if len(seen) > 2 {
+			return errors.New("over budget")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchCtl, w, err := notify.Attach(notify.Options{Exec: ew.Handle, Started: ew.Start, Connect: connects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.policy()
+	p.ExecWatch = true
+	p.Network = &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, HostsFile: hosts}
+	script := self(t) + " " + helperCmd + ` connect 127.0.0.1:9999
+/bin/true || echo refused 2
+/bin/true || echo refused 3`
+	o := launchWith(t, p, b.fixture, opts{extra: []*os.File{ctl, watchCtl}}, "/bin/sh", "-c", script)
+	if err := w.Close(); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	f.Close()
+	if o.code != 0 {
+		t.Fatalf("exit %d, stderr %q", o.code, o.stderr)
+	}
+	if r := o.result(t); r.OK || r.Errno != "EACCES" {
+		t.Errorf("connect to a port without a listener: %+v", r)
+	}
+	if strings.Contains(o.stdout, "refused 2") || !strings.Contains(o.stdout, "refused 3") {
+		t.Errorf("stdout %q: want only the third command refused", o.stdout)
+	}
+	want := execwatch.Stats{Execs: 4, Commands: 2, Refused: 1, Agent: 1}
+	if got := ew.Stats(); got != want {
+		t.Errorf("exec stats %+v, want %+v", got, want)
+	}
+	logMu.Lock()
+	text := log.String()
+	logMu.Unlock()
+	var rec struct {
+		Decision, Via, Host string
+		Port                int
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(text)), &rec); err != nil {
+		t.Fatalf("network log %q: %v", text, err)
+	}
+	if rec.Decision != egress.Denied || rec.Via != egress.ViaSyscall || rec.Port != 9999 {
+		t.Errorf("network record %+v", rec)
+	}
+	if setup, write := f.Failures(); len(setup)+len(write) != 0 {
+		t.Errorf("forwarder failures %v %v", setup, write)
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -168,25 +168,26 @@ func establish(l launch) (enforced, error) {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "seccomp")
-	if got.control != nil {
-		if err := watchConnects(got.control); err != nil {
-			return got, err
-		}
-		got.Mechanisms = append(got.Mechanisms, "connect_watch")
-	}
-	if p.ExecWatch {
-		// The exec control socket is taken only now, so an exec watch
-		// that cannot be established fails the launch before any command.
-		uc, err := openExecControl(p)
+	if exec, connect := p.watches(); exec || connect {
+		// One filter and one listener serve both watches (the kernel
+		// allows one listener per process). The watch control socket is
+		// taken only now, so a watch that cannot be established fails
+		// the launch before any command.
+		uc, err := openWatchControl(p)
 		if err != nil {
 			return got, err
 		}
-		err = watchExecs(uc)
+		err = watchCalls(uc, exec, connect)
 		uc.Close()
 		if err != nil {
 			return got, err
 		}
-		got.Mechanisms = append(got.Mechanisms, "exec_watch")
+		if connect {
+			got.Mechanisms = append(got.Mechanisms, "connect_watch")
+		}
+		if exec {
+			got.Mechanisms = append(got.Mechanisms, "exec_watch")
+		}
 	}
 	abi, mech, err := applyLandlock(p, got.Writable)
 	if err != nil {

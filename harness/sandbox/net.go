@@ -271,11 +271,14 @@ func closeControl(c *net.UnixConn) {
 
 // TryNetwork builds p, with its network layout, in a throwaway launcher that
 // runs nothing: the listeners are made and handed over through ctl (the
-// control socket's launcher end, closed here), the hosts file is mounted and
-// every other restriction applied. A layout that cannot be built is found
-// this way before the command itself is started.
-func TryNetwork(ctx context.Context, self string, p Policy, ctl *os.File) error {
+// control socket's launcher end), the watch filter is installed and its
+// listener handed over through watch (the watch control socket's launcher
+// end), the hosts file is mounted and every other restriction applied. Both
+// files are closed here. A layout that cannot be built is found this way
+// before the command itself is started.
+func TryNetwork(ctx context.Context, self string, p Policy, ctl, watch *os.File) error {
 	defer ctl.Close()
+	defer watch.Close()
 	if p.Network == nil {
 		return fmt.Errorf("sandbox: no network layout to try")
 	}
@@ -287,13 +290,14 @@ func TryNetwork(ctx context.Context, self string, p Policy, ctl *os.File) error 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", enc)
 	cmd.SysProcAttr = sysProcAttr(p.DenyNetwork)
-	cmd.ExtraFiles = []*os.File{ctl}
+	cmd.ExtraFiles = []*os.File{ctl, watch}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Start()
 	ctl.Close()
+	watch.Close()
 	if err == nil {
 		err = cmd.Wait()
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
@@ -62,20 +63,32 @@ func TestTryNetwork(t *testing.T) {
 	defer f.Close()
 	p := b.policy()
 	p.Network = &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, HostsFile: hosts}
-	ctl, err := f.Attach(plan)
+	ctl, connects, err := f.Attach(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sandbox.TryNetwork(context.Background(), self(t), p, ctl); err != nil {
+	watchCtl, w, err := notify.Attach(notify.Options{Connect: connects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sandbox.TryNetwork(context.Background(), self(t), p, ctl, watchCtl); err != nil {
 		t.Fatalf("trial: %v", err)
+	}
+	if err := w.Close(); err != nil || !w.Started() {
+		t.Fatalf("the trial's watch: started %t, %v", w.Started(), err)
 	}
 	// The launcher builds a proxy on another port than the forwarder expects.
 	p.Network = &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort + 1, HostsFile: hosts}
-	ctl, err = f.Attach(plan)
+	ctl, connects, err = f.Attach(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = sandbox.TryNetwork(context.Background(), self(t), p, ctl)
+	watchCtl, w, err = notify.Attach(notify.Options{Connect: connects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	err = sandbox.TryNetwork(context.Background(), self(t), p, ctl, watchCtl)
 	if err == nil || !strings.Contains(err.Error(), "did not take the network listeners") {
 		t.Fatalf("trial with mismatched ports: %v", err)
 	}

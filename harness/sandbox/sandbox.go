@@ -69,11 +69,13 @@ type Policy struct {
 	DenyNetwork bool `json:"deny_network"`
 	// Network, with DenyNetwork, gives the command a way out through the
 	// harness's egress forwarder (see net.go); nil keeps the namespace empty.
-	// The harness must pass the control socket as the first extra file.
+	// The harness must pass the control socket as the first extra file, and
+	// the watch control socket (the connection watch, see watch.go) as the
+	// extra file WatchFD names.
 	Network *Network `json:"network,omitempty"`
 	// ExecWatch hands every execve/execveat of the command's processes to
-	// the harness (see execwatch.go); the harness must pass the exec control
-	// socket as the extra file ExecFD names.
+	// the harness (see watch.go); the harness must pass the watch control
+	// socket as the extra file WatchFD names.
 	ExecWatch bool `json:"exec_watch,omitempty"`
 	// View, when set, replaces the host filesystem with a constructed view
 	// (see View and docs/sandbox.md).

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"encoding/json"
 	"net"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,46 +14,71 @@ const (
 	filterFlagWaitKillableRecv = 1 << 5 // a received notification is not restarted by a signal (Linux 5.19)
 )
 
-// watchMsg is the second message on the control socket: the descriptor
-// number of the seccomp listener that reports the command's connection
-// attempts. It is sent with write(2), since sendmsg(2) is watched from
-// then on; the harness takes the descriptor with pidfd_getfd, from the
-// process the kernel names as the sender (SO_PASSCRED).
+// watchMsg is the one message on the watch control socket: the descriptor
+// number of the seccomp listener and the watches its filter serves
+// (notify.Msg on the harness's side). It is sent with write(2), since
+// sendmsg(2) may be watched from then on; the harness takes the
+// descriptor with pidfd_getfd, from the process the kernel names as the
+// sender (SO_PASSCRED).
 type watchMsg struct {
-	Watch bool `json:"watch"`
-	FD    int  `json:"fd"`
+	Watch   bool `json:"watch"`
+	FD      int  `json:"fd"`
+	Exec    bool `json:"exec,omitempty"`
+	Connect bool `json:"connect,omitempty"`
 }
 
-// watchConnects installs a seccomp filter that hands every connect(2),
-// sendmsg(2) and sendmmsg(2), and every sendto(2) that names an address, to
-// the harness before the kernel acts on it, and names the filter's listener
-// on the control socket. The harness records each attempt that would leave
-// the egress listeners, even the ones the namespace or Landlock would
-// refuse without a packet, and answers it; the namespace and Landlock still
-// decide everything it lets through. Without the harness's acknowledgement
-// the command does not start.
-func watchConnects(uc *net.UnixConn) error {
-	arch, err := auditArch()
+// watches reports which watches p asks for: the exec watch (ExecWatch) and
+// the connection watch (any egress layout).
+func (p Policy) watches() (exec, connect bool) {
+	return p.ExecWatch, p.Network != nil
+}
+
+// WatchFD is the launcher's descriptor of the watch control socket, which
+// it needs whenever a watch is on (ExecWatch, or a Network): the extra file
+// after the egress control socket, or the first when there is none.
+func (p Policy) WatchFD() int {
+	if p.Network != nil {
+		return ControlFD + 1
+	}
+	return ControlFD
+}
+
+// openWatchControl takes the watch control socket the harness passed.
+func openWatchControl(p Policy) (*net.UnixConn, error) {
+	fd := p.WatchFD()
+	f := os.NewFile(uintptr(fd), "watch-control")
+	conn, err := net.FileConn(f)
+	f.Close() // the duplicate is close-on-exec; the command never sees it
+	if err != nil {
+		return nil, failf("seccomp watch: fd %d is not the harness's watch control socket: %v", fd, err)
+	}
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		conn.Close()
+		return nil, failf("seccomp watch: fd %d is not a UNIX socket", fd)
+	}
+	return uc, nil
+}
+
+// watchCalls installs the one filter that hands the calls of every active
+// watch to the harness before the kernel acts on them, and names its
+// listener on uc. The kernel gives a process one listener, so the exec
+// watch and the connection watch share it; the harness dispatches by
+// system call. Without the harness's acknowledgement the command does not
+// start.
+//
+// The exec watch gets every execve(2) and execveat(2): the harness counts
+// what Case runs from them (Case's own account is a claim) and refuses a
+// command the profile does not allow. The connection watch gets every
+// connect(2), sendmsg(2) and sendmmsg(2), and every sendto(2) that names an
+// address: the harness records each attempt that would leave the egress
+// listeners, even the ones the namespace or Landlock would refuse without
+// a packet, and answers it; the namespace and Landlock still decide
+// everything it lets through.
+func watchCalls(uc *net.UnixConn, exec, connect bool) error {
+	prog, err := watchProgram(exec, connect)
 	if err != nil {
 		return err
-	}
-	const offArg4Lo, offArg4Hi = offArg0 + 32, offArg0 + 36
-	prog := []unix.SockFilter{
-		/* 0 */ {Code: ld, K: offArch},
-		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
-		/* 2 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW}, // the other filter refuses foreign ABIs
-		/* 3 */ {Code: ld, K: offNr},
-		/* 4 */ {Code: jeq, K: unix.SYS_CONNECT, Jt: 8, Jf: 0},
-		// sendmsg and sendmmsg keep their addresses behind pointers: the harness looks.
-		/* 5 */ {Code: jeq, K: unix.SYS_SENDMSG, Jt: 7, Jf: 0},
-		/* 6 */ {Code: jeq, K: unix.SYS_SENDMMSG, Jt: 6, Jf: 0},
-		/* 7 */ {Code: jeq, K: unix.SYS_SENDTO, Jt: 0, Jf: 4},
-		/* 8 */ {Code: ld, K: offArg4Lo},
-		/* 9 */ {Code: jeq, K: 0, Jt: 0, Jf: 3},
-		/* 10 */ {Code: ld, K: offArg4Hi},
-		/* 11 */ {Code: jeq, K: 0, Jt: 0, Jf: 1},
-		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		/* 13 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
 	}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_NEW_LISTENER | unix.SECCOMP_FILTER_FLAG_TSYNC | filterFlagTsyncESRCH | filterFlagWaitKillableRecv)
 	r, e := setFilter(prog, flags)
@@ -62,13 +88,78 @@ func watchConnects(uc *net.UnixConn) error {
 		r, e = setFilter(prog, flags&^filterFlagWaitKillableRecv)
 	}
 	if e != 0 {
-		return failf("network egress: cannot install the connection watch (seccomp user notification): %v", e)
+		return failf("seccomp watch: cannot install %s (seccomp user notification): %v", watchName(exec, connect), e)
 	}
 	fd := int(r)
 	defer unix.Close(fd)
-	msg, _ := json.Marshal(watchMsg{Watch: true, FD: fd})
+	msg, _ := json.Marshal(watchMsg{Watch: true, FD: fd, Exec: exec, Connect: connect})
 	if _, err := uc.Write(msg); err != nil {
-		return failf("network egress: cannot hand the connection watch to the harness: %v", err)
+		return failf("seccomp watch: cannot hand %s to the harness: %v", watchName(exec, connect), err)
 	}
-	return awaitAck(uc, "the connection watch")
+	return awaitAck(uc, watchName(exec, connect))
+}
+
+// watchName names the watches for the launcher's messages.
+func watchName(exec, connect bool) string {
+	switch {
+	case exec && connect:
+		return "the exec and connection watch"
+	case exec:
+		return "the exec watch"
+	}
+	return "the connection watch"
+}
+
+// watchProgram is the watch filter: SECCOMP_RET_USER_NOTIF for the native
+// ABI's calls that the active watches need, ALLOW for the rest (the other
+// filter refuses foreign ABIs).
+func watchProgram(exec, connect bool) ([]unix.SockFilter, error) {
+	if !exec && !connect {
+		return nil, failf("seccomp watch: no watch to install")
+	}
+	arch, err := auditArch()
+	if err != nil {
+		return nil, err
+	}
+	const offArg4Lo, offArg4Hi = offArg0 + 32, offArg0 + 36
+	const allow, notify = -1, -2 // jump targets, resolved below (BPF jumps only forward)
+	type insn struct {
+		code   uint16
+		k      uint32
+		jt, jf int // a target above, or 0: the next instruction
+	}
+	prog := []insn{
+		{code: ld, k: offArch},
+		{code: jeq, k: arch, jf: allow},
+		{code: ld, k: offNr},
+	}
+	if exec {
+		prog = append(prog, insn{code: jeq, k: unix.SYS_EXECVE, jt: notify}, insn{code: jeq, k: unix.SYS_EXECVEAT, jt: notify})
+	}
+	if connect {
+		// sendmsg and sendmmsg keep their addresses behind pointers: the
+		// harness looks. sendto is notified only with an address.
+		prog = append(prog,
+			insn{code: jeq, k: unix.SYS_CONNECT, jt: notify},
+			insn{code: jeq, k: unix.SYS_SENDMSG, jt: notify},
+			insn{code: jeq, k: unix.SYS_SENDMMSG, jt: notify},
+			insn{code: jeq, k: unix.SYS_SENDTO, jf: allow},
+			insn{code: ld, k: offArg4Lo},
+			insn{code: jeq, k: 0, jf: notify},
+			insn{code: ld, k: offArg4Hi},
+			insn{code: jeq, k: 0, jt: allow, jf: notify})
+	}
+	at := map[int]int{allow: len(prog), notify: len(prog) + 1}
+	prog = append(prog, insn{code: ret, k: unix.SECCOMP_RET_ALLOW}, insn{code: ret, k: unix.SECCOMP_RET_USER_NOTIF})
+	out := make([]unix.SockFilter, len(prog))
+	for i, in := range prog {
+		rel := func(t int) uint8 {
+			if t == 0 {
+				return 0
+			}
+			return uint8(at[t] - i - 1)
+		}
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: rel(in.jt), Jf: rel(in.jf)}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
@@ -33,13 +34,18 @@ func BenchmarkWatchedSend(b *testing.B) {
 	run := func(mode string) time.Duration {
 		f := egress.New(egress.Options{Policy: egress.Policy{Case: l}})
 		defer f.Close()
-		ctl, err := f.Attach(plan)
+		ctl, connects, err := f.Attach(plan)
 		if err != nil {
 			b.Fatal(err)
 		}
+		watchCtl, w, err := notify.Attach(notify.Options{Connect: connects})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
 		p := bx.policy()
 		p.Network = &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, HostsFile: hosts}
-		r := launchWith(b, p, bx.fixture, opts{extra: []*os.File{ctl}}, self(b), helperCmd, "udpsend", strconv.Itoa(calls), mode).result(b)
+		r := launchWith(b, p, bx.fixture, opts{extra: []*os.File{ctl, watchCtl}}, self(b), helperCmd, "udpsend", strconv.Itoa(calls), mode).result(b)
 		if !r.OK {
 			b.Fatalf("udpsend %s: %s %s", mode, r.Errno, r.Err)
 		}

@@ -198,6 +198,20 @@ func check(t *testing.T, set *schemas.Set, s agent.Spec, sc scenario, rep *ctoha
 	if !rep.Sandbox.Enforced || rep.Sandbox.Unsandboxed {
 		t.Errorf("the agent did not run in the enforced sandbox: %+v", rep.Sandbox)
 	}
+	// The agent reaches its model endpoint through an allowlist, and its
+	// execs are observed all the same: none of an honest session's commands
+	// is refused, and the shell command it was asked to run is counted.
+	if rep.Network == nil || len(rep.Network.Policy.Case) == 0 {
+		t.Errorf("the agent ran without a network allowlist: %+v", rep.Network)
+	}
+	if c := rep.Case.Commands; c == nil || !c.Observed {
+		t.Errorf("the agent's execs were not observed: %+v", c)
+	} else {
+		t.Logf("commands: %d of budget %d used, %d commands, %d refused, %d execs (%d inside), %d claimed", c.Used, c.Budget, c.Commands, c.Refused, c.Execs, c.Inside, c.Claimed.Commands)
+		if c.Refused != 0 || (sc.command && c.Commands == 0) {
+			t.Errorf("case.commands %+v: an honest session has its commands counted and none refused", c)
+		}
+	}
 	a := rep.Agent
 	if a.Name != string(s.Name) || a.Version != s.Version || a.Model == "" || !a.Finished || len(a.SecretEnv) != 1 || a.SecretEnv[0] != s.KeyVar {
 		t.Fatalf("report.agent %+v", a)

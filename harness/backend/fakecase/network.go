@@ -36,6 +36,8 @@ const probeTimeout = 5 * time.Second
 //	dns IP:PORT        a DNS query over UDP to a resolver
 //	conns N@HOST:PORT  N connections open at once, then an HTTP request on
 //	                   each; denied when any of them got no answer
+//	execs N            run /bin/true N times without case.command events
+//	                   (as many-procs does); not an attempt
 func netProbes(spec string) func(*caseRun) error {
 	return func(c *caseRun) error {
 		if err := c.edit(); err != nil {
@@ -48,6 +50,13 @@ func netProbes(spec string) func(*caseRun) error {
 			}
 			var err error
 			switch kind {
+			case "execs":
+				n, cerr := strconv.Atoi(target)
+				if cerr != nil {
+					return fmt.Errorf("network probe %q: want a count", p)
+				}
+				c.runAll(n, false, "/bin/true")
+				continue
 			case "get":
 				err = httpGet(target, nil)
 			case "proxyget":
