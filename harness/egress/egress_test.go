@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"golang.org/x/sys/unix"
 )
 
 func TestParseEndpoint(t *testing.T) {
@@ -370,15 +368,6 @@ func TestLimits(t *testing.T) {
 	}
 	if limits[LimitConnections] != Denied || limits[LimitBytes] != Allowed {
 		t.Errorf("records %+v", fx.log.records(t))
-	}
-}
-
-func TestThreadGroup(t *testing.T) {
-	if got := threadGroup(unix.Gettid()); got != os.Getpid() {
-		t.Errorf("thread group of this thread: %d, want %d", got, os.Getpid())
-	}
-	if got := threadGroup(-1); got != -1 {
-		t.Errorf("unknown thread: %d", got)
 	}
 }
 

@@ -4,10 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/notify"
@@ -26,28 +23,6 @@ const (
 	ProtoICMP  = "icmp"
 	ProtoOther = "other"
 )
-
-// pidfdThread is PIDFD_THREAD (Linux 6.9): a pidfd for a thread, not only a
-// thread-group leader.
-const pidfdThread = unix.O_EXCL
-
-// takeFD duplicates descriptor fd of thread (or process) tid into this
-// process.
-func takeFD(tid, fd int) (int, error) {
-	pidfd, err := unix.PidfdOpen(tid, pidfdThread)
-	if err != nil {
-		// Before Linux 6.9 a pidfd names a thread group: open the thread's.
-		if pidfd, err = unix.PidfdOpen(threadGroup(tid), 0); err != nil {
-			return -1, fmt.Errorf("pidfd_open: %w", err)
-		}
-	}
-	defer unix.Close(pidfd)
-	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
-	if err != nil {
-		return -1, fmt.Errorf("pidfd_getfd: %w", err)
-	}
-	return dup, nil
-}
 
 // answer is the connection watch's handler (notify.Options.Connect): it
 // decides one notified call, answers it, and records a refusal once the
@@ -197,7 +172,7 @@ func sockaddrPort(raw []byte) (netip.AddrPort, bool) {
 // peekSocket looks at the caller's descriptor through a duplicate: its type,
 // protocol and whether it is connected.
 func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
-	dup, err := takeFD(tid, fd)
+	dup, err := notify.TakeFD(tid, fd)
 	if err != nil {
 		return 0, 0, false, false
 	}
@@ -208,22 +183,6 @@ func peekSocket(tid, fd int) (typ, proto int, connected, ok bool) {
 	proto, _ = unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	_, perr := unix.Getpeername(dup)
 	return typ, proto, perr == nil, true
-}
-
-// threadGroup is the process a thread belongs to (tid when unknown).
-func threadGroup(tid int) int {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return tid
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
-	}
-	return tid
 }
 
 func protoName(p int) string {

@@ -162,3 +162,12 @@ func TestDispatch(t *testing.T) {
 		}
 	}
 }
+
+func TestThreadGroup(t *testing.T) {
+	if got := threadGroup(unix.Gettid()); got != os.Getpid() {
+		t.Errorf("thread group of this thread: %d, want %d", got, os.Getpid())
+	}
+	if got := threadGroup(-1); got != -1 {
+		t.Errorf("unknown thread: %d", got)
+	}
+}
