@@ -579,13 +579,24 @@ func (r *run) collect(ctx context.Context, rec record) *collected {
 		"result_commit": res.ResultCommit, "patch": evidence.PatchFile})
 	if len(bad) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
-			Message: "Case changed paths outside the allowed paths: " + strings.Join(bad, ", ")})
+			Message: "Case changed paths outside the allowed paths: " + listSome(bad) + "; see changed_files"})
 	}
 	if unsafe := UnsafeNames(res.Changed); len(unsafe) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockUnsafeFileName, Step: ctoharness.StepCollect,
-			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + strings.Join(unsafe, ", ")})
+			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + listSome(unsafe)})
 	}
 	return col
+}
+
+// listSome joins the first items of a list Case decides the length of, and
+// says how many more there are: a blocker message stays short whatever
+// Case did (the full list is in changed_files).
+func listSome(items []string) string {
+	const most = 20
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
 }
 
 // UnsafeNames lists, escaped for display, the changed files whose names hold
