@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -121,7 +122,8 @@ func (FixturesReplayCmd) Help() string {
 	return `Sets the row up in a directory of its own under RUNS_DIR/matrix/ (validating stage 2 first if its record
 is missing), runs it, and checks that it failed closed exactly as the matrix says: the expected blockers and
 no others, the expected last step, no Case process where none may start, the source unchanged, and evidence
-that validates. Exit status: 0 when it failed closed as expected, 1 otherwise.`
+that validates. A row marked to pass (an honest run) must pass and validate instead. Exit status: 0 when the row
+held as the matrix says, 1 otherwise.`
 }
 
 // Run executes the command.
@@ -147,7 +149,14 @@ func (c *FixturesReplayCmd) Run(g *Globals, env *Env) error {
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {
-		fmt.Fprintf(env.Stdout, "row %s: %s\n", row.Name, map[bool]string{true: "failed closed as expected", false: "NOT as expected"}[res.OK])
+		verdict := "failed closed as expected"
+		if row.ExpectedStatus == string(ctoharness.StatusPass) {
+			verdict = "passed as expected" // an honest row: it must pass and validate
+		}
+		if !res.OK {
+			verdict = "NOT as expected"
+		}
+		fmt.Fprintf(env.Stdout, "row %s: %s\n", row.Name, verdict)
 		fmt.Fprintf(env.Stdout, "  blockers:   expected %s, actual %s\n", strings.Join(res.ExpectedBlockers, " "), term(strings.Join(res.ActualBlockers, " ")))
 		fmt.Fprintf(env.Stdout, "  last step:  expected %s, actual %s\n", res.ExpectedLastEvent, term(res.ActualLastEvent))
 		fmt.Fprintf(env.Stdout, "  Case started: %v, status: %s, evidence valid: %v\n", res.CaseProcessStarted, term(res.Status), res.EvidenceValid)
