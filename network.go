@@ -44,6 +44,9 @@ type NetworkRule struct {
 type NetworkPolicy struct {
 	Case         []NetworkRule `json:"case"`
 	Verification []NetworkRule `json:"verification"`
+	// Setup is the task's setup command's list (run in the verification
+	// checkout before the verification).
+	Setup []NetworkRule `json:"setup"`
 }
 
 // NetworkLimits are the egress limits of the run and which were reached.

@@ -32,6 +32,7 @@ type RunCmd struct {
 	Deep           bool     `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
 	AllowNet       []string `name:"allow-net" sep:"none" placeholder:"HOST:PORT" help:"Let Case reach HOST:PORT (a name, *.suffix wildcard or IP) through the harness's egress forwarder; repeatable. Every connection is decided and logged in network.jsonl (see docs/sandbox.md)."`
 	VerifyAllowNet []string `name:"verify-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the verification command (for example a module proxy); repeatable."`
+	SetupAllowNet  []string `name:"setup-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the task's setup command (for example a package registry for npm ci); repeatable."`
 	JSON           bool     `name:"json" help:"Print one JSON line: run_id, run_dir, status, blockers."`
 
 	Agent     string `name:"agent" enum:"${agents}" default:"" help:"Run a coding agent as Case (real lane): ${agents_help} (default: the config's agent.name, else none). See docs/agents.md." placeholder:"NAME"`
@@ -95,9 +96,9 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
 		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
-		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet,
+		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 	}
-	for _, e := range append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...) {
+	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {
 		if _, err := egress.ParseEndpoint(e); err != nil {
 			return usageError{err}
 		}

@@ -26,7 +26,7 @@ const StatusDryRun = "dry_run"
 
 // PlannedCommand is one process a run would start.
 type PlannedCommand struct {
-	Role           string          `json:"role"` // "case" or "verification"
+	Role           string          `json:"role"` // "case", "setup" or "verification"
 	Argv           []string        `json:"argv"`
 	Dir            string          `json:"dir"`
 	TimeoutSeconds int             `json:"timeout_seconds"`
@@ -166,6 +166,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	// scratch of its own (package checkout).
 	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, ".work", runID))
 	venv := backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root)
+	if s := spec.Setup; s != nil {
+		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
+			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+			NetworkAllow: nonNil(netPol.Setup.Strings())})
+	}
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
 		Dir: vdir, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
 		NetworkAllow: nonNil(netPol.Verify.Strings())})

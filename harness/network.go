@@ -38,7 +38,7 @@ type netState struct {
 // checkNet refuses malformed --allow-net / --verify-allow-net values before
 // anything is written.
 func (o *Options) checkNet() error {
-	for _, l := range [][]string{o.AllowNetCase, o.AllowNetVerify} {
+	for _, l := range [][]string{o.AllowNetCase, o.AllowNetVerify, o.AllowNetSetup} {
 		for _, s := range l {
 			if _, err := egress.ParseEndpoint(s); err != nil {
 				return fmt.Errorf("%w: %v", ErrUsage, err)
@@ -54,12 +54,12 @@ func (o *Options) checkNet() error {
 func (r *run) netPolicy() (egress.Policy, error) { return netPolicy(r.o, r.spec) }
 
 func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
-	var cfgCase, cfgVerify, specCase, specVerify []string
+	var cfgCase, cfgVerify, cfgSetup, specCase, specVerify, specSetup []string
 	if n := o.Config.Network; n != nil {
-		cfgCase, cfgVerify = n.CaseAllow, n.VerifyAllow
+		cfgCase, cfgVerify, cfgSetup = n.CaseAllow, n.VerifyAllow, n.SetupAllow
 	}
 	if n := spec.Network; n != nil {
-		specCase, specVerify = n.CaseAllow, n.VerifyAllow
+		specCase, specVerify, specSetup = n.CaseAllow, n.VerifyAllow, n.SetupAllow
 	}
 	resolve := func(what string, cfg, flags, spec []string) (egress.List, error) {
 		c, err := egress.ParseList(cfg, egress.SourceConfig, nil)
@@ -91,7 +91,11 @@ func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 	if err != nil {
 		return egress.Policy{}, err
 	}
-	return egress.Policy{Case: caseList, Verify: verifyList}, nil
+	setupList, err := resolve("setup_allow", cfgSetup, o.AllowNetSetup, specSetup)
+	if err != nil {
+		return egress.Policy{}, err
+	}
+	return egress.Policy{Case: caseList, Verify: verifyList, Setup: setupList}, nil
 }
 
 // startEgress sets the run's egress up when an allowlist is in force: the
@@ -115,7 +119,7 @@ func (r *run) startEgress(ctx context.Context) bool {
 			Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
 		return false
 	}
-	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandVerify} {
+	for _, cmd := range egress.Commands() {
 		if len(pol.For(cmd)) == 0 {
 			continue
 		}
@@ -157,7 +161,7 @@ func (r *run) tryEgress(ctx context.Context) bool {
 			Message: fmt.Sprintf("network egress cannot be tried: %v", err)})
 		return false
 	}
-	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandVerify} {
+	for _, cmd := range egress.Commands() {
 		if _, ok := r.net.plans[cmd]; !ok {
 			continue
 		}
@@ -284,7 +288,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 	if r.o.Unsandboxed {
 		// No forwarder and no namespace: only the supervisor, so that
 		// nothing the command starts outlives the harness.
-		launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nil, false)
+		launch, attr, err := r.confine(cmd != egress.CommandCase, argv, nil, false)
 		return launch, attr, nil, nil, err
 	}
 	nw, ctl, connects, err := r.netLayout(cmd)
@@ -310,7 +314,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 		}
 		extra = append(extra, watchCtl)
 	}
-	launch, attr, err := r.confine(cmd == egress.CommandVerify, argv, nw, execs != nil)
+	launch, attr, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil)
 	if err != nil {
 		for _, f := range extra {
 			f.Close()
@@ -339,6 +343,9 @@ func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
 		return strings.Join(out, ", ")
 	}
 	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", mdText(rules(n.Policy.Case)), mdText(rules(n.Policy.Verification)))
+	if len(n.Policy.Setup) > 0 {
+		fmt.Fprintf(b, "- the setup command may reach: %s\n", mdText(rules(n.Policy.Setup)))
+	}
 	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
 		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, mdText(n.LogPath))
 	for _, d := range n.DeniedLog {

@@ -85,6 +85,7 @@ type Options struct {
 	// without one are recorded as "flag".
 	AllowNetCase   []string
 	AllowNetVerify []string
+	AllowNetSetup  []string // run --setup-allow-net: the task's setup command
 	AllowNetOrigin map[string]string
 
 	// AllowedCheck replaces the allowed-path policy when set. It exists so a

@@ -6,20 +6,34 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
+// verifyEnv is the environment and policy of a command run in the
+// verification checkout (the setup or the verification): the checkout's
+// scratch, and cmd's own network allowlist.
+func (r *run) verifyEnv(cmd egress.Command, scratch string) ([]string, verify.Policy) {
+	env := append(backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(cmd)...)
+	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
+	if r.net != nil {
+		pol.NetAllowed = r.net.policy.For(cmd).HasHost
+	}
+	return env, pol
+}
+
 // setup runs the task's setup command (installing dependencies, say) in the
 // verification checkout before the verification command: the same sandbox,
-// view, scratch and network allowlist as the verification, its own timeout,
-// its own log (setup.log), no reruns. Dependencies Case installed in its
-// fixture never reach the checkout, so this is where they come from. It
-// reports whether the verification may run; a setup that fails, times out
-// or is refused blocks the run with SETUP_FAILED.
-func (r *run) setup(ctx context.Context, work string, env []string, pol verify.Policy) bool {
+// view and scratch as the verification, its own network allowlist
+// (setup_allow), its own timeout, its own log (setup.log), no reruns.
+// Dependencies Case installed in its fixture never reach the checkout, so
+// this is where they come from. It reports whether the verification may
+// run; a setup that fails, times out or is refused blocks the run with
+// SETUP_FAILED.
+func (r *run) setup(ctx context.Context, work, scratch string) bool {
 	s := r.spec.Setup
 	if s == nil || !r.profile.RunTests {
 		return true // no setup, or a profile that runs no verification either
@@ -30,9 +44,10 @@ func (r *run) setup(ctx context.Context, work string, env []string, pol verify.P
 		r.skipVerify("setup.log could not be opened")
 		return false
 	}
+	env, pol := r.verifyEnv(egress.CommandSetup, scratch)
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
-		Tracer: r.tr, Wrap: r.wrapFor(egress.CommandVerify)}
+		Tracer: r.tr, Wrap: r.wrapFor(egress.CommandSetup)}
 	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
 	r.o.Progress.Step("setup")
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(timeout, 1))

@@ -666,12 +666,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 			return
 		}
 	}
-	env := append(backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandVerify)...)
-	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: dirs}
-	if r.net != nil {
-		pol.NetAllowed = r.net.policy.For(egress.CommandVerify).HasHost
-	}
-	if !r.setup(ctx, work, env, pol) {
+	if !r.setup(ctx, work, scratch) {
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return
 	}
@@ -681,6 +676,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		r.skipVerify("test.log could not be opened")
 		return
 	}
+	env, pol := r.verifyEnv(egress.CommandVerify, scratch)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed

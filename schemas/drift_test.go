@@ -163,7 +163,7 @@ var plainEnums = map[string][]string{
 	"config:/agent/name":                 agent.Names(),
 	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
-	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify)},
+	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify), string(egress.CommandSetup)},
 	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy, egress.ViaSyscall},
 	"network-record:/protocol":           {egress.ProtoTCP, egress.ProtoUDP, egress.ProtoICMP, egress.ProtoOther},
 	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
@@ -791,7 +791,7 @@ func instances() []struct {
 		{"network report", schemas.Report, func() ctoharness.Report {
 			r := passReport()
 			r.Network = &ctoharness.NetworkSummary{Policy: ctoharness.NetworkPolicy{Case: []ctoharness.NetworkRule{{Endpoint: "api.example.com:443", Source: "flag"}},
-				Verification: []ctoharness.NetworkRule{}}, LogPath: "network.jsonl", Attempts: 2, Allowed: 1, Denied: 1,
+				Verification: []ctoharness.NetworkRule{}, Setup: []ctoharness.NetworkRule{}}, LogPath: "network.jsonl", Attempts: 2, Allowed: 1, Denied: 1,
 				DeniedLog: []ctoharness.NetworkDenied{{Seq: 2, Command: "case", Host: "evil.example.com", Port: 443, Reason: "no allowlist entry"}},
 				Limits:    ctoharness.NetworkLimits{MaxConcurrent: 32, MaxBytes: 1 << 30, Exceeded: []string{}}, Errors: []string{}}
 			return r

@@ -410,7 +410,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
 	}
 	if st.SetupCommand != "" {
-		spec.Setup = &task.Verification{Command: st.SetupCommand, TimeoutSeconds: 60}
+		spec.Setup = &task.Verification{Command: att.net.replacer().Replace(st.SetupCommand), TimeoutSeconds: 60}
 	}
 	if st.VerifyTimeout > 0 {
 		spec.Verification.TimeoutSeconds = st.VerifyTimeout
@@ -439,7 +439,8 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		// The row's stage 2 record is a copy (perhaps damaged) of the real
 		// one, which names the real stage 2 run in the main runs directory.
 		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
-		AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet)}
+		AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet),
+		AllowNetSetup: att.net.fill(st.SetupAllowNet)}
 	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
 		return harness.Options{}, "", err
 	}

@@ -26,7 +26,8 @@ type netServers struct {
 }
 
 func usesNet(row fixtures.Row) bool {
-	all := row.Setup.Scenario + row.Setup.Verification + strings.Join(row.Setup.AllowNet, " ") + strings.Join(row.Setup.VerifyAllowNet, " ")
+	all := row.Setup.Scenario + row.Setup.Verification + row.Setup.SetupCommand + strings.Join(row.Setup.AllowNet, " ") +
+		strings.Join(row.Setup.VerifyAllowNet, " ") + strings.Join(row.Setup.SetupAllowNet, " ")
 	return strings.Contains(all, "{http_port}") || strings.Contains(all, "{https_port}")
 }
 

@@ -37,7 +37,7 @@ func checkNetwork(v *runView, c collector) {
 	}
 	rules := map[string]egress.List{}
 	for cmd, list := range map[string][]ctoharness.NetworkRule{string(egress.CommandCase): sum.Policy.Case,
-		string(egress.CommandVerify): sum.Policy.Verification} {
+		string(egress.CommandVerify): sum.Policy.Verification, string(egress.CommandSetup): sum.Policy.Setup} {
 		for _, r := range list {
 			e, err := egress.ParseEndpoint(r.Endpoint)
 			if err != nil {

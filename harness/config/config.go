@@ -81,6 +81,7 @@ type Agent struct {
 type NetworkAllow struct {
 	CaseAllow   []string `json:"case_allow,omitempty"`
 	VerifyAllow []string `json:"verify_allow,omitempty"`
+	SetupAllow  []string `json:"setup_allow,omitempty"`
 }
 
 // Signing names the evidence signing key and the public keys trusted when

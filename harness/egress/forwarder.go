@@ -115,7 +115,7 @@ func recordPolicy(p Policy) ctoharness.NetworkPolicy {
 		}
 		return out
 	}
-	return ctoharness.NetworkPolicy{Case: conv(p.Case), Verification: conv(p.Verify)}
+	return ctoharness.NetworkPolicy{Case: conv(p.Case), Verification: conv(p.Verify), Setup: conv(p.Setup)}
 }
 
 // Summary is the report's network section so far.

@@ -26,6 +26,9 @@ type Command string
 const (
 	CommandCase   Command = "case"
 	CommandVerify Command = "verification"
+	// CommandSetup is the task's setup command, run in the verification
+	// checkout before the verification (installing dependencies, say).
+	CommandSetup Command = "setup"
 )
 
 // Rule sources: where an allowlist entry came from.
@@ -255,18 +258,25 @@ func (l List) Strings() []string {
 type Policy struct {
 	Case   List
 	Verify List
+	Setup  List
 }
 
 // For returns cmd's list.
 func (p Policy) For(cmd Command) List {
-	if cmd == CommandVerify {
+	switch cmd {
+	case CommandVerify:
 		return p.Verify
+	case CommandSetup:
+		return p.Setup
 	}
 	return p.Case
 }
 
 // Empty reports whether no command may reach anything.
-func (p Policy) Empty() bool { return len(p.Case) == 0 && len(p.Verify) == 0 }
+func (p Policy) Empty() bool { return len(p.Case) == 0 && len(p.Verify) == 0 && len(p.Setup) == 0 }
+
+// Commands lists every command that may have an allowlist.
+func Commands() []Command { return []Command{CommandCase, CommandVerify, CommandSetup} }
 
 // ports lists the distinct ports of l's exact endpoints, sorted.
 func (l List) ports() []uint16 {

@@ -86,6 +86,7 @@ type SpecAgent struct {
 type NetworkAllow struct {
 	CaseAllow   []string `json:"case_allow,omitempty"`
 	VerifyAllow []string `json:"verify_allow,omitempty"`
+	SetupAllow  []string `json:"setup_allow,omitempty"`
 }
 
 // SpecLimits are the rlimits a spec may set; each is optional.
