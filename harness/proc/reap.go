@@ -2,8 +2,11 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reap is the wait loop of a process that children and orphans come back to
@@ -51,4 +54,16 @@ func WaitCode(ws syscall.WaitStatus) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// CloseInherited marks every descriptor from 3 up close-on-exec, so that a
+// command started next gets only what is handed to it: a descriptor the
+// harness itself inherited (a file the user's shell opened on fd 9, say) must
+// never reach Case or the verification. The caller keeps using its own
+// descriptors; they only close at exec.
+func CloseInherited() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
+	}
+	return nil
 }

@@ -522,6 +522,9 @@ func runInit(argv []string, sigs chan os.Signal, stderr io.Writer) int {
 	if err != nil {
 		return report(stderr, ExitStartFailed, "cannot start %s: %v", argv[0], err)
 	}
+	if err := proc.CloseInherited(); err != nil {
+		return report(stderr, ExitSetupFailed, "%v", err)
+	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},

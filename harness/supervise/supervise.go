@@ -154,6 +154,9 @@ func Main(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, ExitStartFailed, "cannot start %s: %v", argv[0], err)
 	}
+	if err := proc.CloseInherited(); err != nil {
+		return fail(stderr, ExitSetupFailed, "%v", err)
+	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		return fail(stderr, ExitStartFailed, "cannot start %s: %v", argv[0], err)
