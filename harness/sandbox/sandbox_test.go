@@ -186,6 +186,14 @@ func TestNetworkIsDenied(t *testing.T) {
 	if r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "iouring").result(t); r.OK || r.Errno != "EPERM" {
 		t.Errorf("io_uring_setup: %+v, want EPERM", r)
 	}
+	// The user keyring is the uid's, shared with the host; vsock is not
+	// namespaced. Both are refused by the filter.
+	if r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "keyctl").result(t); r.OK || r.Errno != "ENOSYS" {
+		t.Errorf("keyctl(@u): %+v, want ENOSYS", r)
+	}
+	if r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "vsock").result(t); r.OK || r.Errno != "EACCES" {
+		t.Errorf("socket(AF_VSOCK): %+v, want EACCES", r)
+	}
 }
 
 func TestPrivilegesAndLimits(t *testing.T) {

@@ -14,6 +14,11 @@ import (
 //     control connect(2) on pathname UNIX sockets, and a root process that
 //     reaches the D-Bus system bus or a container daemon's socket is outside
 //     every other restriction. socketpair(2) stays allowed.
+//   - socket(AF_VSOCK, ...) fails with EACCES: vsock is not isolated by the
+//     network namespace and reaches the hypervisor and the host.
+//   - keyctl, add_key and request_key fail with ENOSYS (as on a kernel
+//     without keyrings): the user keyring is the uid's, shared with the
+//     host's processes of that uid, whatever the namespaces.
 //   - io_uring_setup fails with EPERM: io_uring performs socket and file
 //     operations that a syscall filter never sees.
 //   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
@@ -34,11 +39,16 @@ func installSeccomp() error {
 		/* 5 */ {Code: ret, K: errno(unix.ENOSYS)},
 		/* 6 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 0, Jf: 1},
 		/* 7 */ {Code: ret, K: errno(unix.EPERM)},
-		/* 8 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 3},
-		/* 9 */ {Code: ld, K: offArg0},
-		/* 10 */ {Code: jeq, K: unix.AF_UNIX, Jt: 0, Jf: 1},
-		/* 11 */ {Code: ret, K: errno(unix.EACCES)},
-		/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 8 */ {Code: jeq, K: unix.SYS_KEYCTL, Jt: 2, Jf: 0},
+		/* 9 */ {Code: jeq, K: unix.SYS_ADD_KEY, Jt: 1, Jf: 0},
+		/* 10 */ {Code: jeq, K: unix.SYS_REQUEST_KEY, Jt: 0, Jf: 1},
+		/* 11 */ {Code: ret, K: errno(unix.ENOSYS)},
+		/* 12 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 4},
+		/* 13 */ {Code: ld, K: offArg0},
+		/* 14 */ {Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0},
+		/* 15 */ {Code: jeq, K: unix.AF_VSOCK, Jt: 0, Jf: 1},
+		/* 16 */ {Code: ret, K: errno(unix.EACCES)},
+		/* 17 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 	}
 	r, e := setFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC)
 	if e != 0 {
