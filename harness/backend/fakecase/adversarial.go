@@ -9,10 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -274,10 +272,6 @@ func forkBomb(c *caseRun) error {
 	}
 	defer os.Remove(errLog.Name())
 	defer errLog.Close()
-	// While the sleepers hold every process slot, this Go process cannot
-	// start a thread, and a runtime that needs one then dies: make the
-	// threads first, so that the runtime reuses idle ones.
-	warmThreads(8)
 	script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do sleep 60 & i=$((i+1)); done; echo "started $i sleepers" >&2`, forkBombCap)
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Stdout, cmd.Stderr = errLog, errLog
@@ -295,24 +289,6 @@ func forkBomb(c *caseRun) error {
 	}
 	c.attempt("fork-bomb", "", denial, map[string]any{"duration_ms": time.Since(start).Milliseconds()})
 	return nil
-}
-
-// warmThreads makes the runtime start n OS threads now (each goroutine
-// holds its own until all have one), and leaves them idle for later reuse.
-func warmThreads(n int) {
-	var started, release sync.WaitGroup
-	started.Add(n)
-	release.Add(1)
-	for range n {
-		go func() {
-			runtime.LockOSThread()
-			started.Done()
-			release.Wait()
-			runtime.UnlockOSThread()
-		}()
-	}
-	started.Wait()
-	release.Done()
 }
 
 func lastLine(s string) string {
