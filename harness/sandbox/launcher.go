@@ -255,21 +255,6 @@ func interfaces() ([]string, error) {
 	return names, nil
 }
 
-// mountProc mounts a procfs of the launcher's PID namespace at target with
-// hidepid=invisible: a process the command may not ptrace (the launcher) is
-// not shown. The group allowed to see everything (gid=) defaults to root's,
-// which the command has when the harness runs as root, so it is set to
-// nogroup; in a user namespace that gid is not mapped, and there the
-// default already excludes the command.
-func mountProc(target string) error {
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
-	err := unix.Mount("proc", target, "proc", flags, "hidepid=invisible,gid=65534")
-	if err != nil {
-		err = unix.Mount("proc", target, "proc", flags, "hidepid=invisible")
-	}
-	return err
-}
-
 // privateProc makes every mount private to the new mount namespace (nothing
 // propagates back to the host) and mounts a procfs of the new PID namespace
 // over /proc, so the command sees only its own processes.
@@ -277,7 +262,7 @@ func privateProc() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return failf("cannot make the mounts private: %v", err)
 	}
-	if err := mountProc("/proc"); err != nil {
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return failf("cannot mount /proc for the new PID namespace: %v", err)
 	}
 	if self, err := os.Readlink("/proc/self"); err != nil || self != "1" {
@@ -539,12 +524,6 @@ func runInit(argv []string, sigs chan os.Signal, stderr io.Writer) int {
 	}
 	if err := proc.CloseInherited(); err != nil {
 		return report(stderr, ExitSetupFailed, "%v", err)
-	}
-	// Non-dumpable, the launcher cannot be ptraced by the command, so the
-	// hidepid /proc (mountProc) hides /proc/1, whose cmdline carries the
-	// policy: the source, the config and the runs directory.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return report(stderr, ExitSetupFailed, "cannot make the launcher non-dumpable: %v", err)
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),

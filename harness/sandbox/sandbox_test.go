@@ -229,10 +229,8 @@ func TestProcShowsOnlyTheNamespace(t *testing.T) {
 	requireSandbox(t)
 	b := newBox(t)
 	r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "procs").result(t)
-	// The launcher (pid 1) is in the namespace too, but hidden: its argv
-	// carries the policy.
-	if len(r.List) != 1 || r.List[0] != strconv.Itoa(r.Count) {
-		t.Errorf("/proc lists %v, want only the command (%d); the launcher (1) is hidden", r.List, r.Count)
+	if len(r.List) != 2 || r.List[0] != "1" || r.List[1] != strconv.Itoa(r.Count) {
+		t.Errorf("/proc lists %v, want only the launcher (1) and the command (%d)", r.List, r.Count)
 	}
 }
 
