@@ -296,18 +296,29 @@ func TestTaskNetworkNarrowedByConfig(t *testing.T) {
 	})
 }
 
+// helloAndClosedPorts starts a loopback HTTP server that says hello (closed
+// with the test) and finds a port nothing listens on.
+func helloAndClosedPorts(t *testing.T) (port, closed string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") }))
+	t.Cleanup(srv.Close)
+	_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closed, _ = net.SplitHostPort(other.Addr().String())
+	other.Close()
+	return port, closed
+}
+
 // Attempts that never reach a listener (an address outside the namespace, a
 // port no endpoint allows, a DNS query to an outside resolver) are refused
 // at the system call and recorded; a datagram that stays on the namespace's
 // loopback is neither.
 func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 	requireEgress(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") }))
-	defer srv.Close()
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	other, _ := net.Listen("tcp", "127.0.0.1:0")
-	_, otherPort, _ := net.SplitHostPort(other.Addr().String())
-	other.Close()
+	port, otherPort := helloAndClosedPorts(t)
 	set := compile(t)
 	o, _ := stage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
@@ -433,12 +444,7 @@ func TestVerifyAllowlistQuietsTheScanner(t *testing.T) {
 // allowlist does not allow (refused at the call and recorded).
 func TestEgressAndExecWatchTogether(t *testing.T) {
 	requireEgress(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello\n") }))
-	defer srv.Close()
-	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	other, _ := net.Listen("tcp", "127.0.0.1:0")
-	_, otherPort, _ := net.SplitHostPort(other.Addr().String())
-	other.Close()
+	port, otherPort := helloAndClosedPorts(t)
 	set := compile(t)
 	o, _ := stage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
