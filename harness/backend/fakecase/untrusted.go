@@ -115,6 +115,31 @@ func UntrustedWorldScenarios() []Scenario {
 			}
 			return os.WriteFile(gitDir, []byte("gitdir: /tmp\n"), 0o644)
 		}},
+		{"gitmodules-zero", "make the change, add a .gitmodules, leave an ignored file, and make .gitignore files symlinks to /dev/zero and to a FIFO in HOME, so a status that fell back to reading the worktree by path would read without end or hang", func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(c.root, ".gitmodules"), []byte("[submodule \"x\"]\n\tpath = x\n\turl = /tmp\n"), 0o644); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(c.root, "build"), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(c.root, "build", "ignored"), []byte("x\n"), 0o644); err != nil {
+				return err
+			}
+			fifo := filepath.Join(os.Getenv("HOME"), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(c.root, "zero"), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink("/dev/zero", filepath.Join(c.root, "docs", ".gitignore")); err != nil {
+				return err
+			}
+			return os.Symlink(fifo, filepath.Join(c.root, "zero", ".gitignore"))
+		}},
 		{"git-commit", "make the change, then stage and commit it in the fixture as an agent would", func(c *caseRun) error {
 			if err := c.edit(); err != nil {
 				return err
