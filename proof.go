@@ -121,6 +121,9 @@ type FixtureProof struct {
 	// when the list is capped.
 	GitChanges      []GitChange `json:"git_changes"`
 	GitChangesTotal int         `json:"git_changes_total"`
+	// GitChangesAllowed is set when the task let Case change any part of
+	// the .git (fixture_git: allow): unsafe changes are listed, not problems.
+	GitChangesAllowed bool `json:"git_changes_allowed,omitempty"`
 	// Ignored lists what Case left in the worktree that the result commit
 	// leaves out (paths a .gitignore excludes): never verified, but named.
 	Ignored      []Leftover `json:"ignored"`

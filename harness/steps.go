@@ -745,7 +745,7 @@ func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	var err error
 	if col != nil && rec.store != "" {
 		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.runID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
-			GitBefore: rec.gitBefore, Now: r.o.Clock(), Tracer: r.tr})
+			GitBefore: rec.gitBefore, AllowGitChanges: r.spec.AllowsGitChanges(), Now: r.o.Clock(), Tracer: r.tr})
 	} else {
 		p, err = fixture.CleanProof(ctx, r.runID, "clean_end", r.fixture, expected, r.o.Clock(), r.tr)
 	}

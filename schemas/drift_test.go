@@ -169,6 +169,8 @@ var plainEnums = map[string][]string{
 	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
 	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},
 	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes, egress.LimitRecords},
+	"task-spec:/fixture_git":             {task.FixtureGitBlock, task.FixtureGitAllow},
+	"task-contract:/fixture_git":         {task.FixtureGitBlock, task.FixtureGitAllow},
 }
 
 func setDiff(want, got []string) string {

@@ -409,6 +409,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if st.Verification != "" {
 		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
 	}
+	spec.FixtureGit = st.FixtureGit
 	if st.SetupCommand != "" {
 		spec.Setup = &task.Verification{Command: att.net.replacer().Replace(st.SetupCommand), TimeoutSeconds: 60}
 	}

@@ -6,6 +6,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 // Checks on the proofs: source non-mutation, fixture clean start and end.
@@ -70,6 +71,28 @@ func checkCleanEnd(v *runView, c collector) {
 		want = v.report.Commits.BaselineTree
 	}
 	checkFixtureProof(v, c, "fixture_clean_end", evidence.CleanEnd, "clean_end", ctoharness.BlockFixtureDirtyEnd, want)
+	checkGitChanges(v, c)
+}
+
+// checkGitChanges holds the clean-end proof to the task's fixture_git: an
+// unsafe change to the fixture's .git is a problem unless the contract Case
+// received allowed it, and only then may the proof say it was allowed.
+func checkGitChanges(v *runView, c collector) {
+	var p ctoharness.FixtureProof
+	var ct task.Contract
+	if !v.files[evidence.CleanEnd] || !v.files[evidence.TaskFile] || !v.readJSON(evidence.CleanEnd, &p) || !v.readJSON(evidence.TaskFile, &ct) {
+		return // checkFixtureProof and the contract check report these
+	}
+	allowed := ct.FixtureGit == task.FixtureGitAllow
+	if p.GitChangesAllowed && !allowed {
+		c.fail("fixture_clean_end", evidence.CleanEnd, "the proof lets unsafe .git changes pass, but the task contract says fixture_git %q", ct.FixtureGit)
+	}
+	for _, g := range p.GitChanges {
+		if g.Unsafe && p.Clean && !(allowed && p.GitChangesAllowed) {
+			c.fail("fixture_clean_end", evidence.CleanEnd, "the unsafe .git change %s (%s) left the fixture clean without the task's and the proof's allowance", g.Path, g.Change)
+			return
+		}
+	}
 }
 
 func checkFixtureProof(v *runView, c collector, chk, name, kind string, code ctoharness.BlockerCode, wantTree string) {

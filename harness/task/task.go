@@ -19,6 +19,16 @@ const (
 	DefaultVerifyTimeoutSeconds = 300
 )
 
+// Values of Spec.FixtureGit.
+const (
+	FixtureGitBlock = "block"
+	FixtureGitAllow = "allow"
+)
+
+// AllowsGitChanges reports whether Case may change any part of its
+// fixture's .git without blocking the run.
+func (s Spec) AllowsGitChanges() bool { return s.FixtureGit == FixtureGitAllow }
+
 // Verification is the command run in the fixture after Case to check its work.
 type Verification struct {
 	Command        string `json:"command"`
@@ -35,6 +45,12 @@ type Spec struct {
 	// before the verification command runs; Case never sees it.
 	Setup              *Verification `json:"setup,omitempty"`
 	CaseTimeoutSeconds int           `json:"case_timeout_seconds,omitempty"`
+	// FixtureGit says what Case may change in its fixture's .git: "block"
+	// (the default) blocks a change outside the parts git writes in
+	// everyday use (config, hooks, attributes, replace refs …); "allow"
+	// lists such changes without blocking, for agents that configure git.
+	// The harness never reads that .git after Case either way.
+	FixtureGit string `json:"fixture_git,omitempty"`
 	// Limits override the sandbox's default rlimits; zero fields keep the default.
 	Limits *SpecLimits `json:"limits,omitempty"`
 	// Network lists the endpoints the task needs; the config or the run's
@@ -108,23 +124,28 @@ type EvidenceExpectations struct {
 
 // Contract is task.json: everything Case receives, and nothing else.
 type Contract struct {
-	SchemaVersion      string               `json:"schema_version"`
-	RunID              string               `json:"run_id"`
-	FixturePath        string               `json:"fixture_path"`
-	Task               string               `json:"task"`
-	AllowedPaths       []string             `json:"allowed_paths"`
-	ForbiddenActions   []string             `json:"forbidden_actions"`
-	Verification       Verification         `json:"verification"`
-	CaseTimeoutSeconds int                  `json:"case_timeout_seconds"`
-	Limits             ctoharness.Limits    `json:"limits"`
-	Evidence           EvidenceExpectations `json:"evidence_expectations"`
+	SchemaVersion      string       `json:"schema_version"`
+	RunID              string       `json:"run_id"`
+	FixturePath        string       `json:"fixture_path"`
+	Task               string       `json:"task"`
+	AllowedPaths       []string     `json:"allowed_paths"`
+	ForbiddenActions   []string     `json:"forbidden_actions"`
+	Verification       Verification `json:"verification"`
+	CaseTimeoutSeconds int          `json:"case_timeout_seconds"`
+	// FixtureGit is the spec's fixture_git, "block" when it gave none.
+	FixtureGit string               `json:"fixture_git,omitempty"`
+	Limits     ctoharness.Limits    `json:"limits"`
+	Evidence   EvidenceExpectations `json:"evidence_expectations"`
 }
+
+// forbidGitChange is the base action a task with fixture_git: allow drops.
+const forbidGitChange = "modify .git inside the fixture"
 
 // BaseForbiddenActions are refused for every task, whatever the spec says.
 func BaseForbiddenActions() []string {
 	return []string{
 		"write outside the fixture and the scratch root",
-		"modify .git inside the fixture",
+		forbidGitChange,
 		"push, merge, deploy or open pull requests",
 		"network access",
 	}
@@ -167,7 +188,18 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error
 
 // NewContract derives the contract Case receives from a spec.
 func NewContract(s Spec, runID, fixturePath string) Contract {
-	forbidden := append(BaseForbiddenActions(), s.ForbiddenActions...)
+	var forbidden []string
+	for _, a := range BaseForbiddenActions() {
+		if a == forbidGitChange && s.AllowsGitChanges() {
+			continue
+		}
+		forbidden = append(forbidden, a)
+	}
+	forbidden = append(forbidden, s.ForbiddenActions...)
+	fixtureGit := FixtureGitBlock
+	if s.AllowsGitChanges() {
+		fixtureGit = FixtureGitAllow
+	}
 	return Contract{
 		SchemaVersion:      ctoharness.SchemaVersion,
 		RunID:              runID,
@@ -177,6 +209,7 @@ func NewContract(s Spec, runID, fixturePath string) Contract {
 		ForbiddenActions:   forbidden,
 		Verification:       s.Verification,
 		CaseTimeoutSeconds: s.CaseTimeoutSeconds,
+		FixtureGit:         fixtureGit,
 		Limits:             limits(s.Limits),
 		Evidence: EvidenceExpectations{
 			EventStream:    "stdout, one JSON object per line",
