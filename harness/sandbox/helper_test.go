@@ -177,6 +177,34 @@ func helper(args []string) int {
 		} else {
 			r.OK = true
 		}
+	case "ptrace-child":
+		// A child of its own, then the three ways to change another
+		// process's memory: ptrace, /proc/PID/mem, process_vm_writev.
+		child := exec.Command("/bin/sleep", "10")
+		if err := child.Start(); err != nil {
+			fail(err)
+			break
+		}
+		defer child.Process.Kill()
+		pid := child.Process.Pid
+		r.Fields = map[string]string{"attach": "OK", "mem": "OK", "vm_writev": "OK"}
+		if err := unix.PtraceAttach(pid); err != nil {
+			r.Fields["attach"] = errnoName(err)
+		} else {
+			unix.PtraceDetach(pid)
+		}
+		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0); err != nil {
+			r.Fields["mem"] = errnoName(err)
+		} else {
+			f.Close()
+		}
+		b := []byte{0}
+		local := []unix.Iovec{{Base: &b[0], Len: 1}}
+		remote := []unix.RemoteIovec{{Base: 0x1000, Len: 1}}
+		if _, err := unix.ProcessVMWritev(pid, local, remote, 0); err != nil && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES)) {
+			r.Fields["vm_writev"] = errnoName(err)
+		}
+		r.OK = true
 	case "vsock":
 		fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
 		if err != nil {

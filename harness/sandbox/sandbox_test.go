@@ -194,6 +194,18 @@ func TestNetworkIsDenied(t *testing.T) {
 	if r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "vsock").result(t); r.OK || r.Errno != "EACCES" {
 		t.Errorf("socket(AF_VSOCK): %+v, want EACCES", r)
 	}
+	// Nothing in the sandbox may change another process's memory: a test
+	// Case wrote, run by the verification command, would otherwise rewrite
+	// the shell that runs the rest of that command.
+	pr := launch(t, b.policy(), b.fixture, self(t), helperCmd, "ptrace-child").result(t)
+	if !pr.OK {
+		t.Fatalf("ptrace-child: %+v", pr)
+	}
+	for k, want := range map[string]string{"attach": "EPERM", "mem": "EACCES", "vm_writev": "EPERM"} {
+		if got := pr.Fields[k]; got != want {
+			t.Errorf("%s on a child of its own: %q, want %s", k, got, want)
+		}
+	}
 }
 
 func TestPrivilegesAndLimits(t *testing.T) {

@@ -21,6 +21,11 @@ import (
 //     host's processes of that uid, whatever the namespaces.
 //   - io_uring_setup fails with EPERM: io_uring performs socket and file
 //     operations that a syscall filter never sees.
+//   - ptrace, process_vm_writev, process_vm_readv and pidfd_getfd fail
+//     with EPERM: every process in the sandbox has the same uid and
+//     Landlock domain, so code Case wrote, run by the verification
+//     command, could otherwise rewrite the shell running the rest of that
+//     command (Landlock already refuses writes to /proc/PID/mem).
 //   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
 //     filter cannot be bypassed through a second syscall table.
 func installSeccomp() error {
@@ -37,18 +42,22 @@ func installSeccomp() error {
 		/* 3 */ {Code: ld, K: offNr},
 		/* 4 */ {Code: jge, K: x32Bit, Jt: 0, Jf: 1},
 		/* 5 */ {Code: ret, K: errno(unix.ENOSYS)},
-		/* 6 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 0, Jf: 1},
-		/* 7 */ {Code: ret, K: errno(unix.EPERM)},
-		/* 8 */ {Code: jeq, K: unix.SYS_KEYCTL, Jt: 2, Jf: 0},
-		/* 9 */ {Code: jeq, K: unix.SYS_ADD_KEY, Jt: 1, Jf: 0},
-		/* 10 */ {Code: jeq, K: unix.SYS_REQUEST_KEY, Jt: 0, Jf: 1},
-		/* 11 */ {Code: ret, K: errno(unix.ENOSYS)},
-		/* 12 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 4},
-		/* 13 */ {Code: ld, K: offArg0},
-		/* 14 */ {Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0},
-		/* 15 */ {Code: jeq, K: unix.AF_VSOCK, Jt: 0, Jf: 1},
-		/* 16 */ {Code: ret, K: errno(unix.EACCES)},
-		/* 17 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 6 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 4, Jf: 0},
+		/* 7 */ {Code: jeq, K: unix.SYS_PTRACE, Jt: 3, Jf: 0},
+		/* 8 */ {Code: jeq, K: unix.SYS_PROCESS_VM_WRITEV, Jt: 2, Jf: 0},
+		/* 9 */ {Code: jeq, K: unix.SYS_PROCESS_VM_READV, Jt: 1, Jf: 0},
+		/* 10 */ {Code: jeq, K: unix.SYS_PIDFD_GETFD, Jt: 0, Jf: 1},
+		/* 11 */ {Code: ret, K: errno(unix.EPERM)},
+		/* 12 */ {Code: jeq, K: unix.SYS_KEYCTL, Jt: 2, Jf: 0},
+		/* 13 */ {Code: jeq, K: unix.SYS_ADD_KEY, Jt: 1, Jf: 0},
+		/* 14 */ {Code: jeq, K: unix.SYS_REQUEST_KEY, Jt: 0, Jf: 1},
+		/* 15 */ {Code: ret, K: errno(unix.ENOSYS)},
+		/* 16 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 4},
+		/* 17 */ {Code: ld, K: offArg0},
+		/* 18 */ {Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0},
+		/* 19 */ {Code: jeq, K: unix.AF_VSOCK, Jt: 0, Jf: 1},
+		/* 20 */ {Code: ret, K: errno(unix.EACCES)},
+		/* 21 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 	}
 	r, e := setFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC)
 	if e != 0 {
