@@ -219,7 +219,10 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr})
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr,
+		// Unsandboxed, Case can write the source, the overlay's lower layer:
+		// the copy is at least a snapshot.
+		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
 	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
@@ -644,7 +647,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
 		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, ResultTime: col.at, Tracer: r.tr})
 	r.emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
-		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil})
+		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil, "overlay": own.checkout.Overlaid()})
 	if err != nil {
 		r.blockErr(err, ctoharness.StepVerify)
 		r.skipVerify("the verification checkout of the result could not be made")

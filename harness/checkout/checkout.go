@@ -41,6 +41,13 @@ type Input struct {
 	BaselineTime, ResultTime time.Time
 	Tracer                   ctoharness.Tracer
 	Progress                 fixture.Progress
+	// Overlay shows the baseline as an overlay of the source instead of
+	// copying it, where the machine allows (see overlayBaseline); the
+	// caller must Stop the Baseline to unmount it.
+	Overlay bool
+	// SourceManifest is the source proof taken before the run (sorted by
+	// path); an overlay checkout shows only files it vouches for.
+	SourceManifest []ctoharness.ManifestEntry
 }
 
 // Result is the checkout that was made.
@@ -58,10 +65,11 @@ func Make(ctx context.Context, in Input) (Result, error) {
 // into the checkout directory. The source is out of Case's reach, so the
 // copy can run while Case works and cost the run little but the change.
 type Baseline struct {
-	done chan struct{}
-	stop context.CancelFunc
-	res  fixture.CopyResult
-	err  error
+	done    chan struct{}
+	stop    context.CancelFunc
+	res     fixture.CopyResult
+	err     error
+	mounted string // the overlay checkout to unmount, if one was made
 }
 
 // Begin starts copying the baseline (in's SourceRoot, Dest, BaselineTime,
@@ -71,7 +79,7 @@ func Begin(ctx context.Context, in Input) *Baseline {
 	b := &Baseline{done: make(chan struct{}), stop: stop}
 	go func() {
 		defer close(b.done)
-		b.res, b.err = copyBaseline(ctx, in)
+		b.res, b.mounted, b.err = copyBaseline(ctx, in)
 	}()
 	return b
 }
@@ -83,22 +91,40 @@ func (b *Baseline) Wait() {
 	b.stop()
 }
 
-// Stop abandons the copy (no verification will need it) and waits for it.
-func (b *Baseline) Stop() {
+// Stop abandons the copy (no verification will need it), waits for it and
+// unmounts an overlay checkout; a run calls it once nothing more runs in
+// the checkout.
+func (b *Baseline) Stop() error {
 	b.stop()
 	b.Wait()
+	if b.mounted == "" {
+		return nil
+	}
+	dir := b.mounted
+	b.mounted = ""
+	return unmount(dir)
 }
 
-func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, error) {
+// Overlaid reports whether the checkout is an overlay of the source rather
+// than a copy (valid once Finish or Wait returned).
+func (b *Baseline) Overlaid() bool { return b.mounted != "" }
+
+func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, string, error) {
 	in.Tracer.Trace(ctoharness.TraceMkdir, filepath.Dir(in.Dest))
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
-		return fixture.CopyResult{}, failed(err, "create the directory of the verification checkout %s", in.Dest)
+		return fixture.CopyResult{}, "", failed(err, "create the directory of the verification checkout %s", in.Dest)
+	}
+	if in.Overlay {
+		cp, mounted, err := overlayBaseline(ctx, in)
+		if !errors.Is(err, errNoOverlay) {
+			return cp, mounted, err
+		}
 	}
 	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress})
 	if err != nil {
-		return cp, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
+		return cp, "", failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}
-	return cp, nil
+	return cp, "", nil
 }
 
 // Finish completes the checkout begun by b: in's Store, Baseline, Result

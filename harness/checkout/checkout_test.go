@@ -2,8 +2,11 @@ package checkout
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/store"
 )
 
@@ -67,8 +71,38 @@ func put(t *testing.T, p, data string, perm os.FileMode) {
 	}
 }
 
+// overlayInput sets in up for an overlay checkout (the source proof it
+// holds the source to), or skips where this machine cannot mount one.
+func overlayInput(t *testing.T, in Input) Input {
+	t.Helper()
+	probe := t.TempDir()
+	lower, upper, work, at := filepath.Join(probe, "l"), filepath.Join(probe, "u"), filepath.Join(probe, "w"), filepath.Join(probe, "m")
+	for _, d := range []string{lower, upper, work, at} {
+		os.Mkdir(d, 0o755)
+	}
+	if err := unix.Mount("overlay", at, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work); err != nil {
+		t.Skipf("overlayfs cannot be mounted here (needs CAP_SYS_ADMIN): %v", err)
+	}
+	unix.Unmount(at, unix.MNT_DETACH)
+	m, err := source.Manifest(context.Background(), in.SourceRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Overlay, in.SourceManifest = true, m
+	return in
+}
+
 func TestCheckoutIsTheResult(t *testing.T) {
+	for _, overlay := range []bool{false, true} {
+		t.Run(map[bool]string{false: "copy", true: "overlay"}[overlay], func(t *testing.T) { testCheckoutIsTheResult(t, overlay) })
+	}
+}
+
+func testCheckoutIsTheResult(t *testing.T, overlay bool) {
 	w := newWorld(t)
+	// The source's own untracked and ignored files must not show either.
+	put(t, filepath.Join(w.src, "notes.txt"), "untracked in the source\n", 0o644)
+	put(t, filepath.Join(w.src, "build", "cache.bin"), "ignored in the source\n", 0o644)
 	outside := t.TempDir()
 	// Case's change: a new file, an edit, a deletion, a mode change, a
 	// symlink out of the tree, a directory replaced by a file; and what must
@@ -93,10 +127,20 @@ func TestCheckoutIsTheResult(t *testing.T) {
 	col := w.collect(t)
 
 	dest := filepath.Join(t.TempDir(), "verify", "checkout")
-	got, err := Make(context.Background(), Input{SourceRoot: w.src, Dest: dest, Store: w.store, Baseline: w.baseline,
-		Result: col.ResultCommit, BaselineTime: baseAt, ResultTime: resultAt, Tracer: ctoharness.NopTracer{}})
+	in := Input{SourceRoot: w.src, Dest: dest, Store: w.store, Baseline: w.baseline,
+		Result: col.ResultCommit, BaselineTime: baseAt, ResultTime: resultAt, Tracer: ctoharness.NopTracer{}}
+	if overlay {
+		in = overlayInput(t, in)
+	}
+	before := treeDigest(t, w.src)
+	b := Begin(context.Background(), in)
+	defer b.Stop()
+	got, err := b.Finish(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b.Overlaid() != overlay {
+		t.Fatalf("overlay checkout: %v, want %v", b.Overlaid(), overlay)
 	}
 	if got.Tree != col.ResultTree || got.Commit != col.ResultCommit {
 		t.Fatalf("checkout commit %s tree %s, result commit %s tree %s", got.Commit, got.Tree, col.ResultCommit, col.ResultTree)
@@ -106,7 +150,7 @@ func TestCheckoutIsTheResult(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", p, data, err, want)
 		}
 	}
-	for _, p := range []string{"CHANGELOG.md", "build/override.sh", ".git/hooks/pre-commit"} {
+	for _, p := range []string{"CHANGELOG.md", "build/override.sh", ".git/hooks/pre-commit", "notes.txt", "build/cache.bin"} {
 		if _, err := os.Lstat(filepath.Join(dest, p)); err == nil {
 			t.Errorf("%s reached the checkout", p)
 		}
@@ -117,6 +161,44 @@ func TestCheckoutIsTheResult(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(dest, "escape")); err != nil || target != outside {
 		t.Errorf("escape -> %q, %v; want a link to %s", target, err, outside)
 	}
+	// What the verification writes stays in the checkout.
+	put(t, filepath.Join(dest, "README.md"), "the verification rewrote it\n", 0o644)
+	put(t, filepath.Join(dest, "src", "out.o"), "built\n", 0o644)
+	if err := os.Remove(filepath.Join(dest, "docs", "guide.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if after := treeDigest(t, w.src); after != before {
+		t.Fatalf("the source changed:\n%s\n---\n%s", before, after)
+	}
+}
+
+// treeDigest lists every path under dir with its mode and content.
+func treeDigest(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fmt.Fprintf(&b, "%s %v", rel, fi.Mode())
+		if fi.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", sha256.Sum256(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 func TestCheckoutNeverWritesThroughALink(t *testing.T) {
@@ -142,15 +224,31 @@ func TestCheckoutNeverWritesThroughALink(t *testing.T) {
 }
 
 func TestCheckoutOfAChangedSourceIsUnfaithful(t *testing.T) {
+	for _, overlay := range []bool{false, true} {
+		t.Run(map[bool]string{false: "copy", true: "overlay"}[overlay], func(t *testing.T) { testChangedSource(t, overlay) })
+	}
+}
+
+func testChangedSource(t *testing.T, overlay bool) {
 	w := newWorld(t)
 	put(t, filepath.Join(w.fix, "docs", "new.md"), "new\n", 0o644)
 	col := w.collect(t)
+	in := Input{SourceRoot: w.src, Store: w.store, Baseline: w.baseline,
+		Result: col.ResultCommit, BaselineTime: baseAt, ResultTime: resultAt, Tracer: ctoharness.NopTracer{}}
+	if overlay {
+		in = overlayInput(t, in) // the source proof is taken here, before the edit
+	}
 	// The source moves on after the copy: the checkout's baseline would
 	// not be the run's.
+	time.Sleep(10 * time.Millisecond) // a new mtime on filesystems with coarse timestamps
 	put(t, filepath.Join(w.src, "README.md"), "edited in the source\n", 0o644)
-	dest := filepath.Join(t.TempDir(), "checkout")
-	_, err := Make(context.Background(), Input{SourceRoot: w.src, Dest: dest, Store: w.store, Baseline: w.baseline,
-		Result: col.ResultCommit, BaselineTime: baseAt, ResultTime: resultAt, Tracer: ctoharness.NopTracer{}})
+	in.Dest = filepath.Join(t.TempDir(), "checkout")
+	b := Begin(context.Background(), in)
+	defer b.Stop()
+	_, err := b.Finish(context.Background(), in)
+	if err == nil {
+		t.Fatal("a checkout of a source changed since its proof was made")
+	}
 	if code := ctoharness.AsBlocker(err, ctoharness.StepVerify).Code; code != ctoharness.BlockCheckoutUnfaithful {
 		t.Fatalf("err = %v (%s), want CHECKOUT_UNFAITHFUL", err, code)
 	}
