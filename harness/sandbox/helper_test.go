@@ -233,6 +233,17 @@ func helper(args []string) int {
 			}
 		}
 		r.OK = true
+	case "procargs": // the launcher's argv and environment, as the command reads them
+		r.Fields = map[string]string{}
+		for _, f := range []string{"cmdline", "environ"} {
+			data, err := os.ReadFile("/proc/1/" + f)
+			if err != nil {
+				r.Fields[f+"_errno"] = errnoName(err)
+				continue
+			}
+			r.Fields[f] = string(data)
+		}
+		r.OK = true
 	case "forkbomb":
 		// Start sleepers until the kernel refuses, then report.
 		for r.Count < 100000 {
@@ -315,18 +326,21 @@ type opts struct {
 
 func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...string) outcome {
 	t.Helper()
-	largv, attr, err := sandbox.Command(self(t), p, argv)
+	largv, attr, pf, err := sandbox.Command(self(t), p, argv)
 	if err != nil {
 		t.Fatal(err)
 	}
+	extra := append(o.extra[:len(o.extra):len(o.extra)], pf)
 	if o.bare {
 		largv, attr = argv, &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		pf.Close()
+		extra = o.extra
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, largv[0], largv[1:]...)
 	cmd.SysProcAttr = attr
-	cmd.ExtraFiles = o.extra
+	cmd.ExtraFiles = extra
 	cmd.Dir = dir
 	env := o.env
 	if env == nil {
@@ -343,7 +357,7 @@ func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...stri
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start launcher: %v", err)
 	}
-	for _, f := range o.extra {
+	for _, f := range extra {
 		f.Close()
 	}
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
@@ -370,6 +384,21 @@ func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...stri
 		t.Fatalf("the launcher did not exit within the test timeout; stderr %q", stderr.String())
 	}
 	return out
+}
+
+// devNulls opens /dev/null n times, to stand where a launcher expects its
+// control sockets.
+func devNulls(t testing.TB, n int) []*os.File {
+	t.Helper()
+	var fs []*os.File
+	for range n {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	return fs
 }
 
 // aliveInNamespace lists host pids still in the PID namespace ns. Killing a

@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -41,26 +43,37 @@ func TestProbe(t *testing.T) {
 }
 
 func TestCommandShape(t *testing.T) {
-	argv, attr, err := sandbox.Command("/usr/bin/harness", sandbox.Policy{Writable: []string{"/w"}, DenyNetwork: true}, []string{"sh", "-c", "true"})
+	p := sandbox.Policy{Writable: []string{"/w"}, DenyNetwork: true}
+	argv, attr, pf, err := sandbox.Command("/usr/bin/harness", p, []string{"sh", "-c", "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if argv[0] != "/usr/bin/harness" || argv[1] != sandbox.Subcommand || argv[3] != "--" || strings.Join(argv[4:], " ") != "sh -c true" {
+	defer pf.Close()
+	if argv[0] != "/usr/bin/harness" || argv[1] != sandbox.Subcommand || argv[2] != fmt.Sprintf("--policy-fd=%d", p.PolicyFD()) ||
+		argv[3] != "--" || strings.Join(argv[4:], " ") != "sh -c true" {
 		t.Errorf("launcher argv %q", argv)
+	}
+	// The policy travels in the memfd, never in argv: the sandboxed command
+	// can read the launcher's /proc/1/cmdline.
+	if strings.Contains(strings.Join(argv, " "), "/w") {
+		t.Errorf("launcher argv %q names a policy path", argv)
+	}
+	if data, err := io.ReadAll(pf); err != nil || !strings.Contains(string(data), `"/w"`) {
+		t.Errorf("policy file holds %q (%v), want the policy", data, err)
 	}
 	want := uintptr(syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC)
 	if attr.Cloneflags&want != want || !attr.Setpgid || attr.Pdeathsig != syscall.SIGKILL {
 		t.Errorf("attr %+v", attr)
 	}
 	for _, bad := range []sandbox.Policy{{Writable: []string{"rel"}}, {Writable: []string{"/a/../b"}}, {ReadOnly: []string{"x"}}} {
-		if _, _, err := sandbox.Command("/usr/bin/harness", bad, []string{"true"}); err == nil {
+		if _, _, _, err := sandbox.Command("/usr/bin/harness", bad, []string{"true"}); err == nil {
 			t.Errorf("policy %+v accepted", bad)
 		}
 	}
-	if _, _, err := sandbox.Command("harness", sandbox.Policy{}, []string{"true"}); err == nil {
+	if _, _, _, err := sandbox.Command("harness", sandbox.Policy{}, []string{"true"}); err == nil {
 		t.Error("relative launcher accepted")
 	}
-	if _, _, err := sandbox.Command("/h", sandbox.Policy{}, nil); err == nil {
+	if _, _, _, err := sandbox.Command("/h", sandbox.Policy{}, nil); err == nil {
 		t.Error("empty command accepted")
 	}
 }
@@ -234,6 +247,33 @@ func TestProcShowsOnlyTheNamespace(t *testing.T) {
 	}
 }
 
+// The launcher's argv and environment are readable from inside (/proc/1),
+// so neither may carry the policy: it names the writable directories, the
+// view's hidden paths, the source and the runs directory.
+func TestLauncherArgsNameNothing(t *testing.T) {
+	requireSandbox(t)
+	b := newBox(t)
+	r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "procargs").result(t)
+	if r.Fields["cmdline"] == "" {
+		t.Fatalf("the command could not read /proc/1/cmdline (%+v); the test proves nothing", r.Fields)
+	}
+	for _, f := range []string{"cmdline", "environ"} {
+		for _, arg := range strings.Split(r.Fields[f], "\x00") {
+			seen := []string{arg}
+			for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.StdEncoding, base64.RawStdEncoding} {
+				if dec, err := enc.DecodeString(arg); err == nil {
+					seen = append(seen, string(dec))
+				}
+			}
+			for _, s := range seen {
+				if strings.Contains(s, b.root) {
+					t.Errorf("/proc/1/%s names the box %s: %q", f, b.root, s)
+				}
+			}
+		}
+	}
+}
+
 func TestDetachedDaemonDiesWithTheCommand(t *testing.T) {
 	requireSandbox(t)
 	b := newBox(t)
@@ -362,16 +402,18 @@ func TestSetupFailureFailsClosed(t *testing.T) {
 	checkSetupFailure(t, o.code, o.stderr, "address-space limit")
 
 	// Started without the namespaces: refuse before touching any mount.
-	largv, _, err := sandbox.Command(self(t), b.policy(), []string{"/bin/sh", "-c", "touch " + marker})
+	largv, _, pf, err := sandbox.Command(self(t), b.policy(), []string{"/bin/sh", "-c", "touch " + marker})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pf.Close()
 	for _, attr := range []*syscall.SysProcAttr{
 		nil,
 		{Cloneflags: syscall.CLONE_NEWPID}, // PID 1, but the harness's mount namespace
 	} {
 		cmd := exec.CommandContext(context.Background(), largv[0], largv[1:]...)
 		cmd.SysProcAttr = attr
+		cmd.ExtraFiles = []*os.File{pf}
 		cmd.Dir = b.fixture
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
