@@ -68,6 +68,7 @@ var adversarialParam = map[string]struct {
 	"chown-source":     {"PATH", "chown PATH (a source file) to nobody", chownPath},
 	"read-leak":        {"PATH", "read PATH and copy what it read into the fixture", readLeak},
 	"list-dir":         {"DIR", "list DIR and copy the names into the fixture", listDir},
+	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline and environ, plain and base64-decoded", procArgs},
 }
 
 func sortedParamNames() []string {
