@@ -108,6 +108,9 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if err == nil && row.Setup.Source != "target" && !row.SourceChanges {
 		err = att.plantView(work, src, &opts)
 	}
+	if err == nil {
+		err = att.plantHost(work, &opts)
+	}
 	if err != nil {
 		res.fail("set-up: %v", err)
 		return res
@@ -160,6 +163,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	checkArtifacts(rep.RunArtifactDir, row.ExpectArtifacts, &res)
 	att.checkAfter(rep, &res)
 	att.checkView(rep.RunArtifactDir, src, &res)
+	att.checkHost(rep.RunArtifactDir, &res)
 	checkSpaceGivenBack(row, rep, &res)
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		var said []string
