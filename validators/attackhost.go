@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -22,10 +23,12 @@ import (
 // socket on the host in a path the view shows ({unix_dgram}), and a key
 // with a secret payload in the user keyring ({host_key}).
 type hostAttack struct {
-	dgram    *net.UnixConn
-	received atomic.Int32
-	keyID    int
-	secret   string
+	inherited string // the file behind {inherited_fd}
+	fd        int
+	dgram     *net.UnixConn
+	received  atomic.Int32
+	keyID     int
+	secret    string
 }
 
 // keyPlantedByCase is the description the keyring scenario's key gets
@@ -33,7 +36,8 @@ type hostAttack struct {
 const keyPlantedByCase = "cto-harness-planted-by-case"
 
 // plantHost sets up the host side of the row's {unix_dgram} and {host_key}
-// placeholders and fills them in.
+// placeholders, and of {inherited_fd} (a descriptor on a host file that
+// every child of the harness inherits), and fills them in.
 func (a *attack) plantHost(work string, opts *harness.Options) error {
 	var repl []string
 	if strings.Contains(opts.Scenario, "{unix_dgram}") {
@@ -65,6 +69,24 @@ func (a *attack) plantHost(work string, opts *harness.Options) error {
 		sb.ReadPaths = append(slices.Clone(sb.ReadPaths), dir)
 		opts.Config.Sandbox = &sb
 		repl = append(repl, "{unix_dgram}", p)
+	}
+	if strings.Contains(opts.Scenario, "{inherited_fd}") {
+		// Opened without O_CLOEXEC, as a descriptor the harness's own
+		// parent handed it: every child the harness starts inherits it.
+		h := a.host()
+		h.inherited = filepath.Join(work, "host-inherited.txt")
+		fd, err := unix.Open(h.inherited, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("open the inherited descriptor: %w", err)
+		}
+		// Far above the launcher's extra files, which would replace it.
+		high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD, 100)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("move the inherited descriptor: %w", err)
+		}
+		h.fd = high
+		repl = append(repl, "{inherited_fd}", strconv.Itoa(high))
 	}
 	if strings.Contains(opts.Scenario, "{host_key}") {
 		b := make([]byte, 12)
@@ -100,6 +122,11 @@ func (a *attack) checkHost(runDir string, res *RowResult) {
 	if h == nil {
 		return
 	}
+	if h.inherited != "" {
+		if fi, err := os.Stat(h.inherited); err != nil || fi.Size() != 0 {
+			res.fail("the host file behind the harness's inherited descriptor was written (%v)", err)
+		}
+	}
 	if n := h.received.Load(); n > 0 {
 		res.fail("%d datagram(s) from Case reached the host socket", n)
 	}
@@ -127,6 +154,9 @@ func (h *hostAttack) close() {
 	}
 	if h.dgram != nil {
 		h.dgram.Close()
+	}
+	if h.fd > 0 {
+		unix.Close(h.fd)
 	}
 	if h.keyID != 0 {
 		_, _ = unix.KeyctlInt(unix.KEYCTL_UNLINK, h.keyID, unix.KEY_SPEC_USER_KEYRING, 0, 0)

@@ -70,6 +70,7 @@ var adversarialParam = map[string]struct {
 	"read-leak":        {"PATH", "read PATH and copy what it read into the fixture", readLeak},
 	"list-dir":         {"DIR", "list DIR and copy the names into the fixture", listDir},
 	"keyring":          {"DESC", "read every key of the user keyring into the fixture (DESC names the host's) and plant a key there", keyringReach},
+	"write-fd":         {"N", "write to descriptor N, one the harness inherited", writeFD},
 	"unix-dgram":       {"PATH", "send a datagram to the host socket PATH from a UNIX socket and from a datagram socketpair", unixDgramReach},
 	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline and environ, plain and base64-decoded", procArgs},
 }

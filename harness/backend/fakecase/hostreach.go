@@ -3,6 +3,7 @@ package fakecase
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -119,6 +120,24 @@ func unixDgramReach(path string) func(*caseRun) error {
 			_, err = unix.Write(fds[1], msg)
 		}
 		c.attempt("unix-dgram-socketpair-connect", path, err, nil)
+		return nil
+	}
+}
+
+// writeFD writes to descriptor N, which the harness held open (not
+// close-on-exec) when it started: a descriptor it inherited from its own
+// parent, such as a shell's `9>>file`.
+func writeFD(n string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		fd, err := strconv.Atoi(n)
+		if err != nil {
+			return fmt.Errorf("write-fd: %q is not a descriptor number", n)
+		}
+		_, err = unix.Write(fd, []byte("written by the fake Case through an inherited descriptor\n"))
+		c.attempt("write-fd", n, err, nil)
 		return nil
 	}
 }
