@@ -413,12 +413,8 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		s.failf("record_written", err)
 		return
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		s.failf("record_written", err)
-		return
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	// Durable before the signature that covers it and the gate that trusts it.
+	if err := evidence.WriteDurable(p, append(data, '\n'), 0o644); err != nil {
 		s.failf("record_written", err)
 		return
 	}

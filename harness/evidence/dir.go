@@ -16,7 +16,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -66,6 +68,10 @@ type Dir struct {
 	failAt string
 	// failNoSpace makes that failure look like a full disk (ENOSPC).
 	failNoSpace bool
+	syncer      Syncer // nil: fsync(2) (durable.go)
+
+	mu       sync.Mutex
+	syncTime time.Duration
 }
 
 // Create makes the run directory (which must not exist) and its sub-directories.
@@ -124,8 +130,8 @@ func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v a
 	return d.WriteFile(ctx, name, data)
 }
 
-// WriteFile writes data atomically: a temp file in the same directory, fsync,
-// then rename, so a reader never sees a partial artifact.
+// WriteFile writes data atomically and durably (WriteDurable): a reader
+// never sees a partial artifact, and a crash cannot lose it once written.
 func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
 	d.tracer.Trace(ctoharness.TraceWrite, d.Path(name))
 	return d.put(name, data)
@@ -136,34 +142,15 @@ func (d *Dir) put(name string, data []byte) error {
 	if d.failAt == name {
 		return d.injected(p)
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
-	if err != nil {
+	if err := writeDurable(d.syncFile, p, data, 0o644); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, p)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("%w: %s: %v", ErrWrite, p, werr)
 	}
 	return nil
 }
 
 // WriteStream writes an artifact too large to hold in memory: fill writes
-// it to a buffered temp file, which is then fsynced and renamed into place,
-// as WriteFile does. A failure to write the file is ErrWrite; an error of
+// it to a buffered temp file, which is then synced and renamed into place,
+// and its directory synced, as WriteFile does. A failure to write the file is ErrWrite; an error of
 // fill's own is returned as it is, and no artifact is left.
 func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer) error) error {
 	p := d.Path(name)
@@ -183,7 +170,7 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	ferr := fill(sw)
 	werr := sw.err
 	if werr == nil && ferr == nil {
-		werr = f.Sync()
+		werr = d.syncFile(f)
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -193,6 +180,9 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	}
 	if werr == nil && ferr == nil {
 		werr = os.Rename(tmp, p)
+	}
+	if werr == nil && ferr == nil {
+		werr = d.syncOne(filepath.Dir(p))
 	}
 	switch {
 	case werr != nil:
@@ -302,11 +292,15 @@ func ListArtifacts(root string) ([]string, error) {
 	return names, err
 }
 
-// WriteReport writes report.md and report.html, computes digests, then
-// report.json and its checksum. The caller fills everything but
+// WriteReport makes everything written so far durable (syncTree), writes
+// report.md and report.html, computes digests, then report.json and its
+// checksum, each synced with its directory. The caller fills everything but
 // ArtifactDigests, and has already traced these writes: the trace is flushed
 // before them because its own digest goes into report.json.
 func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, page []byte) error {
+	if err := d.syncTree(); err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
+	}
 	if err := d.put(ReportMD, markdown); err != nil {
 		return err
 	}
