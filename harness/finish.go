@@ -32,7 +32,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
-		r.o.AllowedCheck == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
+		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
 	codes := []string{}
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))

@@ -95,6 +95,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		return nil, err
 	}
 	r.dir = dir
+	if o.Sync != nil {
+		dir.WithSync(o.Sync)
+	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
 		dir.WithFault(a)
 	}

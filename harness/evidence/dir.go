@@ -16,9 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -68,10 +66,11 @@ type Dir struct {
 	failAt string
 	// failNoSpace makes that failure look like a full disk (ENOSPC).
 	failNoSpace bool
-	syncer      Syncer // nil: fsync(2) (durable.go)
-
-	mu       sync.Mutex
-	syncTime time.Duration
+	sync        Syncer // nil: Fsync (durable.go)
+	// reported is set once the report is written and synced: until then
+	// the artifacts are synced all at once before the report (syncRun),
+	// after it each write is synced on its own.
+	reported bool
 }
 
 // Create makes the run directory (which must not exist) and its sub-directories.
@@ -130,8 +129,9 @@ func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v a
 	return d.WriteFile(ctx, name, data)
 }
 
-// WriteFile writes data atomically and durably (WriteDurable): a reader
-// never sees a partial artifact, and a crash cannot lose it once written.
+// WriteFile writes data atomically (a temp file renamed into place): a
+// reader never sees a partial artifact. It is made durable with the rest
+// before the report (WriteReport), or at once after it.
 func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
 	d.tracer.Trace(ctoharness.TraceWrite, d.Path(name))
 	return d.put(name, data)
@@ -142,15 +142,15 @@ func (d *Dir) put(name string, data []byte) error {
 	if d.failAt == name {
 		return d.injected(p)
 	}
-	if err := writeDurable(d.syncFile, p, data, 0o644); err != nil {
+	if err := writeDurable(d.syncer(), p, data, 0o644, d.reported); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
 	}
 	return nil
 }
 
 // WriteStream writes an artifact too large to hold in memory: fill writes
-// it to a buffered temp file, which is then synced and renamed into place,
-// and its directory synced, as WriteFile does. A failure to write the file is ErrWrite; an error of
+// it to a buffered temp file, which is then renamed into place, as
+// WriteFile does. A failure to write the file is ErrWrite; an error of
 // fill's own is returned as it is, and no artifact is left.
 func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer) error) error {
 	p := d.Path(name)
@@ -169,8 +169,8 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	sw := &stickyWriter{w: f}
 	ferr := fill(sw)
 	werr := sw.err
-	if werr == nil && ferr == nil {
-		werr = d.syncFile(f)
+	if werr == nil && ferr == nil && d.reported {
+		werr = d.syncer()(f)
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -181,8 +181,8 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	if werr == nil && ferr == nil {
 		werr = os.Rename(tmp, p)
 	}
-	if werr == nil && ferr == nil {
-		werr = d.syncOne(filepath.Dir(p))
+	if werr == nil && ferr == nil && d.reported {
+		werr = syncPath(d.syncer(), filepath.Dir(p))
 	}
 	switch {
 	case werr != nil:
@@ -292,20 +292,21 @@ func ListArtifacts(root string) ([]string, error) {
 	return names, err
 }
 
-// WriteReport makes everything written so far durable (syncTree), writes
-// report.md and report.html, computes digests, then report.json and its
-// checksum, each synced with its directory. The caller fills everything but
+// WriteReport writes report.md and report.html, makes them and everything
+// written before durable (syncRun), computes digests, then writes and
+// syncs report.json and its checksum: the report is durable only after
+// all it digests. Later writes (the attestation) are synced one by one. The caller fills everything but
 // ArtifactDigests, and has already traced these writes: the trace is flushed
 // before them because its own digest goes into report.json.
 func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, page []byte) error {
-	if err := d.syncTree(); err != nil {
-		return fmt.Errorf("%w: %v", ErrWrite, err)
-	}
 	if err := d.put(ReportMD, markdown); err != nil {
 		return err
 	}
 	if err := d.put(ReportHTML, page); err != nil {
 		return err
+	}
+	if err := d.syncRun(); err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
 	}
 	dig, err := Digests(d.root)
 	if err != nil {
@@ -324,7 +325,14 @@ func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, p
 		return err
 	}
 	sum := sha256.Sum256(data)
-	return d.put(ReportSum, []byte(hex.EncodeToString(sum[:])+"  "+ReportJSON+"\n"))
+	if err := d.put(ReportSum, []byte(hex.EncodeToString(sum[:])+"  "+ReportJSON+"\n")); err != nil {
+		return err
+	}
+	if err := syncAll(d.syncer(), []string{d.root, d.Path(ReportJSON), d.Path(ReportSum)}); err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
+	}
+	d.reported = true
+	return nil
 }
 
 // FinalArtifacts are written by WriteReport, after the trace is flushed.

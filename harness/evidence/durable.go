@@ -1,13 +1,12 @@
 package evidence
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
-	"time"
+	"sync"
 )
 
 // Evidence must survive a crash once anything depends on it: a stage gate
@@ -16,9 +15,9 @@ import (
 // and then its directory are synced, a power loss can leave the new name
 // pointing at an empty file, or no name at all.
 
-// Syncer makes one open file or directory durable: fsync(2) by default. A
-// test injects one to see where syncs happen; the benchmark times them.
-type Syncer func(*os.File) error
+// Syncer makes an open file or directory durable: fsync(2) by default
+// (Fsync); the benchmark injects one that times it.
+type Syncer func(f *os.File) error
 
 // Fsync is the default Syncer.
 func Fsync(f *os.File) error { return f.Sync() }
@@ -44,17 +43,19 @@ func syncPath(s Syncer, p string) error {
 // the directory synced. A reader never sees a partial file, and once it
 // returns a crash cannot lose it.
 func WriteDurable(path string, data []byte, perm os.FileMode) error {
-	return writeDurable(Fsync, path, data, perm)
+	return writeDurable(Fsync, path, data, perm, true)
 }
 
-func writeDurable(s Syncer, path string, data []byte, perm os.FileMode) error {
+// writeDurable is WriteDurable with s, and without the syncs when durable
+// is false (a later syncRun covers them).
+func writeDurable(s Syncer, path string, data []byte, perm os.FileMode, durable bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = s(f)
 	}
 	if cerr := f.Close(); err == nil {
@@ -70,50 +71,42 @@ func writeDurable(s Syncer, path string, data []byte, perm os.FileMode) error {
 		_ = os.Remove(tmp)
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	return syncPath(s, filepath.Dir(path))
 }
 
-// WithSync replaces fsync(2) for this directory's writes.
-func (d *Dir) WithSync(s Syncer) { d.syncer = s }
+// WithSync replaces Fsync for this directory's writes.
+func (d *Dir) WithSync(s Syncer) { d.sync = s }
 
-// syncFile syncs f with the directory's Syncer and adds the time it took.
-func (d *Dir) syncFile(f *os.File) error {
-	s := d.syncer
-	if s == nil {
-		s = Fsync
+// syncer is the directory's Syncer.
+func (d *Dir) syncer() Syncer {
+	if d.sync == nil {
+		return Fsync
 	}
-	start := time.Now()
-	err := s(f)
-	d.mu.Lock()
-	d.syncTime += time.Since(start)
-	d.mu.Unlock()
-	return err
+	return d.sync
 }
 
-// SyncTime is the time spent syncing so far.
-func (d *Dir) SyncTime() time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.syncTime
-}
-
-// syncTree makes every artifact written so far durable before the report
-// that digests them: the streamed logs and the event log (appended, never
-// renamed into place), the proofs, the store's objects and refs that the
-// validator re-derives the patch from, every directory that holds them, and
-// the run directory's own entry in the runs directory. The fixture is not
-// synced: nothing is re-derived from it.
-func (d *Dir) syncTree() error {
+// syncRun makes every artifact written so far durable, with the
+// directories that hold them and the run directory's own entry in the runs
+// directory: the artifacts (each renamed into place, or streamed: the logs
+// and the event log), the proofs, and the store the validator re-derives
+// the patch from. The fixture is not synced: nothing is re-derived from
+// it. Files and directories are synced in parallel (both must be durable
+// before the report, in no order between them): concurrent fsyncs share
+// the filesystem's journal commits, where one after the other each would
+// wait for a commit of its own.
+func (d *Dir) syncRun() error {
 	names, err := ListArtifacts(d.root)
 	if err != nil {
 		return err
 	}
-	dirs := map[string]bool{d.root: true, filepath.Dir(d.root): true}
+	var files []string
+	dirs := map[string]bool{d.root: true, filepath.Dir(d.root): true, d.Path(BackendDir): true, d.Path(proofsDir): true}
 	for _, n := range names {
 		p := d.Path(n)
-		if err := d.syncOne(p); err != nil {
-			return err
-		}
+		files = append(files, p)
 		dirs[filepath.Dir(p)] = true
 	}
 	store := d.Path(StoreDir)
@@ -125,7 +118,7 @@ func (d *Dir) syncTree() error {
 			case de.IsDir():
 				dirs[p] = true
 			case de.Type().IsRegular():
-				return d.syncOne(p)
+				files = append(files, p)
 			}
 			return nil
 		})
@@ -133,31 +126,30 @@ func (d *Dir) syncTree() error {
 			return err
 		}
 	}
-	// Deepest first, so each directory is synced after what it holds.
-	order := make([]string, 0, len(dirs))
 	for p := range dirs {
-		order = append(order, p)
+		files = append(files, p)
 	}
-	sortDeepestFirst(order)
-	for _, p := range order {
-		if err := d.syncOne(p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return syncAll(d.syncer(), files)
 }
 
-func (d *Dir) syncOne(p string) error {
-	return syncPath(d.syncFile, p)
-}
+// syncParallel bounds the fsyncs syncAll has in flight.
+const syncParallel = 16
 
-// sortDeepestFirst orders paths so that every path comes before its parents.
-func sortDeepestFirst(paths []string) {
-	sort.Slice(paths, func(i, j int) bool {
-		di, dj := strings.Count(paths[i], string(filepath.Separator)), strings.Count(paths[j], string(filepath.Separator))
-		if di != dj {
-			return di > dj
-		}
-		return paths[i] < paths[j]
-	})
+// syncAll syncs every path, up to syncParallel at a time, and returns the
+// errors.
+func syncAll(s Syncer, paths []string) error {
+	errs := make([]error, len(paths))
+	sem := make(chan struct{}, syncParallel)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			errs[i] = syncPath(s, p)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
