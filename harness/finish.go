@@ -12,10 +12,11 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
-// finish closes the run: status, run_finished, the trace, then the report.
-// Evidence problems found here still end as ARTIFACT_WRITE_FAILED blockers
-// in whatever can be written; the returned error says the evidence is incomplete.
-func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
+// finish closes the run: status, run_finished, the trace, then the report,
+// which records the run clock's wall-clock jumps. Evidence problems found
+// here still end as ARTIFACT_WRITE_FAILED blockers in whatever can be
+// written; the returned error says the evidence is incomplete.
+func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
 	r.freeSpace()
@@ -47,6 +48,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Freshness.Events = r.ev.Count()
 	}
 	r.rep.Freshness.FinishedAt = r.o.Clock().UTC()
+	r.rep.Freshness.ClockJumps = jumps()
 	for _, name := range evidence.FinalArtifacts() {
 		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
 	}
