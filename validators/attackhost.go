@@ -46,7 +46,7 @@ func (a *attack) plantHost(work string, opts *harness.Options) error {
 			return err
 		}
 		p := filepath.Join(dir, "host.sock")
-		c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: p, Net: "unixgram"})
+		c, err := listenUnixgram(p)
 		if err != nil {
 			return fmt.Errorf("start the host datagram socket: %w", err)
 		}
@@ -161,4 +161,17 @@ func (h *hostAttack) close() {
 	if h.keyID != 0 {
 		_, _ = unix.KeyctlInt(unix.KEYCTL_UNLINK, h.keyID, unix.KEY_SPEC_USER_KEYRING, 0, 0)
 	}
+}
+
+// listenUnixgram binds a datagram socket at p, however long: a path over
+// sun_path's 108 bytes is reached through /proc/self/fd and a descriptor on
+// its directory.
+func listenUnixgram(p string) (*net.UnixConn, error) {
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	short := fmt.Sprintf("/proc/self/fd/%d/%s", d.Fd(), filepath.Base(p))
+	return net.ListenUnixgram("unixgram", &net.UnixAddr{Name: short, Net: "unixgram"})
 }

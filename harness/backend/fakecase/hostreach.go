@@ -3,6 +3,8 @@ package fakecase
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -99,7 +101,14 @@ func unixDgramReach(path string) func(*caseRun) error {
 		if err := c.edit(); err != nil {
 			return err
 		}
-		to := &unix.SockaddrUnix{Name: path}
+		// A path over sun_path's 108 bytes is reached through a
+		// descriptor on its directory.
+		name := path
+		if dir, err := os.Open(filepath.Dir(path)); err == nil {
+			defer dir.Close()
+			name = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path))
+		}
+		to := &unix.SockaddrUnix{Name: name}
 		msg := []byte("datagram from the fake Case")
 		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
 		if err == nil {
