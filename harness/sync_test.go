@@ -18,7 +18,8 @@ import (
 // directory. A run with an injected Syncer never qualifies.
 func TestRunSyncsEvidenceBeforeTheReport(t *testing.T) {
 	set := compile(t)
-	runs := t.TempDir()
+	top := t.TempDir()
+	runs := filepath.Join(top, "new", "runs") // made by the run: its entries must be synced too
 	o := options(t, set, runs, 1, env{})
 	var mu sync.Mutex
 	var synced []string
@@ -47,7 +48,7 @@ func TestRunSyncsEvidenceBeforeTheReport(t *testing.T) {
 		}
 		want = append(want, filepath.Join(rep.RunArtifactDir, filepath.FromSlash(name)))
 	}
-	want = append(want, rep.RunArtifactDir, runs, filepath.Join(rep.RunArtifactDir, evidence.BackendDir),
+	want = append(want, rep.RunArtifactDir, runs, filepath.Dir(runs), top, filepath.Join(rep.RunArtifactDir, evidence.BackendDir),
 		filepath.Join(rep.RunArtifactDir, evidence.StoreDir, "HEAD"), filepath.Join(rep.RunArtifactDir, evidence.StoreDir, "objects"))
 	for _, p := range want {
 		if i := at(p); i < 0 || i > report {

@@ -409,7 +409,7 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		return
 	}
 	p := gates.RecordPath(harness.RecordsDir(s.o.RunsDir), n)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := evidence.MkdirDurable(filepath.Dir(p)); err != nil {
 		s.failf("record_written", err)
 		return
 	}

@@ -66,7 +66,8 @@ type Dir struct {
 	failAt string
 	// failNoSpace makes that failure look like a full disk (ENOSPC).
 	failNoSpace bool
-	sync        Syncer // nil: Fsync (durable.go)
+	sync        Syncer   // nil: Fsync (durable.go)
+	made        []string // the runs directory and the parents Create made for it
 	// reported is set once the report is written and synced: until then
 	// the artifacts are synced all at once before the report (syncRun),
 	// after it each write is synced on its own.
@@ -75,7 +76,8 @@ type Dir struct {
 
 // Create makes the run directory (which must not exist) and its sub-directories.
 func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tracer) (*Dir, error) {
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+	made, err := mkdirAll(filepath.Dir(root))
+	if err != nil {
 		return nil, fmt.Errorf("%w: create runs directory %s: %v", ErrWrite, filepath.Dir(root), err)
 	}
 	if err := os.Mkdir(root, 0o755); err != nil {
@@ -89,7 +91,7 @@ func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tr
 		}
 		tr.Trace(ctoharness.TraceMkdir, p)
 	}
-	return &Dir{root: root, schemas: set, tracer: tr}, nil
+	return &Dir{root: root, schemas: set, tracer: tr, made: made}, nil
 }
 
 // WithFault makes writes of the named artifact fail. It exists for the

@@ -104,6 +104,9 @@ func (d *Dir) syncRun() error {
 	}
 	var files []string
 	dirs := map[string]bool{d.root: true, filepath.Dir(d.root): true, d.Path(BackendDir): true, d.Path(proofsDir): true}
+	for _, p := range d.made {
+		dirs[filepath.Dir(p)] = true // a new runs directory's own entry
+	}
 	for _, n := range names {
 		p := d.Path(n)
 		files = append(files, p)
@@ -152,4 +155,35 @@ func syncAll(s Syncer, paths []string) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// mkdirAll is os.MkdirAll that returns the directories it made, outermost
+// first, so that their entries can be synced too.
+func mkdirAll(dir string) ([]string, error) {
+	var made []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		made = append([]string{p}, made...)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return made, nil
+}
+
+// MkdirDurable makes dir and any missing parents, and syncs the directory
+// above each one it made, so the new entries survive a crash.
+func MkdirDurable(dir string) error {
+	made, err := mkdirAll(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range made {
+		if err := syncPath(Fsync, filepath.Dir(p)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
