@@ -333,6 +333,18 @@ type Freshness struct {
 	HarnessVersion string    `json:"harness_version"`
 	FinalEventHash string    `json:"final_event_hash"`
 	Events         int       `json:"events"`
+	// ClockJumps are the times the wall clock moved away from the run's
+	// monotonic timeline (package runclock): recorded, never acted on.
+	ClockJumps []ClockJump `json:"clock_jumps,omitempty"`
+}
+
+// ClockJump is one wall-clock jump during a run: at the run's time At the
+// wall clock read Wall, OffsetMs from the run's timeline (negative: it was
+// stepped back).
+type ClockJump struct {
+	At       time.Time `json:"at"`
+	Wall     time.Time `json:"wall"`
+	OffsetMs int64     `json:"offset_ms"`
 }
 
 // AgentRecord is the coding agent that ran as Case, when one did (--agent):

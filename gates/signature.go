@@ -14,6 +14,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
 // SignaturePath is where stage n's record attestation lives: a DSSE envelope
@@ -137,11 +138,7 @@ func SignRecord(ctx context.Context, dir string, rec Record, raw []byte, s *atte
 		return "", err
 	}
 	p := SignaturePath(dir, rec.Stage)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, env, 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := evidence.WriteDurable(p, env, 0o644); err != nil {
 		return "", fmt.Errorf("write %s: %w", p, err)
 	}
 	return p, nil

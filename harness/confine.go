@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -67,14 +68,16 @@ func (r *run) policy(verification bool) sandbox.Policy {
 // confine wraps argv in the sandbox launcher with its command's filesystem
 // view (Case's, or the verification command's when verification is set)
 // and, when nw is set, its network egress layout, with the exec watch when
-// execWatch is set, and records what it enforces.
-func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch bool) ([]string, *syscall.SysProcAttr, error) {
+// execWatch is set, and records what it enforces. The returned file is the
+// launcher's policy (sandbox.Command), nil unsandboxed; the caller passes it
+// as the last extra file.
+func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch bool) ([]string, *syscall.SysProcAttr, *os.File, error) {
 	if r.o.Unsandboxed {
 		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cannot prepare the supervisor for %s: %w", argv[0], err)
+			return nil, nil, nil, fmt.Errorf("cannot prepare the supervisor for %s: %w", argv[0], err)
 		}
-		return launch, attr, nil
+		return launch, attr, nil, nil
 	}
 	pol := r.policy(verification)
 	var files []sandbox.Bind
@@ -85,14 +88,14 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, exe
 	}
 	view, err := r.view(context.Background(), verification, argv, files...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pol.View = view
 	pol.Network = nw
 	pol.ExecWatch = execWatch
-	launch, attr, err := sandbox.Command(r.o.SelfExe, pol, argv)
+	launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)
+		return nil, nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)
 	}
 	rec := &r.rep.Sandbox
 	rec.Mechanisms = append(pol.Mechanisms(r.facts), "explicit_environment", "timeout")
@@ -104,7 +107,7 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, exe
 	eff := pol.Rlimits.Effective()
 	rec.Rlimits = ctoharness.Limits{CPUSeconds: eff.CPUSeconds, FileSizeBytes: eff.FileSizeBytes, OpenFiles: eff.OpenFiles,
 		Processes: eff.Processes, AddressSpaceBytes: eff.AddressSpaceBytes}
-	return launch, attr, nil
+	return launch, attr, pf, nil
 }
 
 func exitCode(p *int) int {

@@ -12,10 +12,11 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
-// finish closes the run: status, run_finished, the trace, then the report.
-// Evidence problems found here still end as ARTIFACT_WRITE_FAILED blockers
-// in whatever can be written; the returned error says the evidence is incomplete.
-func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
+// finish closes the run: status, run_finished, the trace, then the report,
+// which records the run clock's wall-clock jumps. Evidence problems found
+// here still end as ARTIFACT_WRITE_FAILED blockers in whatever can be
+// written; the returned error says the evidence is incomplete.
+func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
 	r.freeSpace()
@@ -32,7 +33,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
-		r.o.AllowedCheck == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
+		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
 	codes := []string{}
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))
@@ -47,6 +48,7 @@ func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 		r.rep.Freshness.Events = r.ev.Count()
 	}
 	r.rep.Freshness.FinishedAt = r.o.Clock().UTC()
+	r.rep.Freshness.ClockJumps = jumps()
 	for _, name := range evidence.FinalArtifacts() {
 		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
 	}

@@ -288,7 +288,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 	if r.o.Unsandboxed {
 		// No forwarder and no namespace: only the supervisor, so that
 		// nothing the command starts outlives the harness.
-		launch, attr, err := r.confine(cmd != egress.CommandCase, argv, nil, false)
+		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false)
 		return launch, attr, nil, nil, err
 	}
 	nw, ctl, connects, err := r.netLayout(cmd)
@@ -314,7 +314,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 		}
 		extra = append(extra, watchCtl)
 	}
-	launch, attr, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil)
+	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil)
 	if err != nil {
 		for _, f := range extra {
 			f.Close()
@@ -324,7 +324,8 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 		}
 		return nil, nil, nil, nil, err
 	}
-	return launch, attr, extra, w, nil
+	// The policy is the launcher's last extra file (sandbox.Policy.PolicyFD).
+	return launch, attr, append(extra, pf), w, nil
 }
 
 // networkMarkdown is report.md's network section, when a policy was in force.

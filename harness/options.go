@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -95,6 +96,10 @@ type Options struct {
 	// Signing holds the key that signs the run's attestation (nil: unsigned)
 	// and the keys the gate trusts for the previous stage's record.
 	Signing attest.Keys
+
+	// Sync replaces fsync(2) for the run's evidence (evidence.Syncer): the
+	// benchmark times it. A run with one never qualifies as stage evidence.
+	Sync evidence.Syncer
 }
 
 // Fault points.

@@ -13,6 +13,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/runclock"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/supervise"
@@ -84,6 +85,11 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
 		return nil, err
 	}
+	// Every time of the run is on one monotonic timeline (package
+	// runclock): a wall clock stepped back mid-run cannot put an event
+	// before the one it follows. finish records the jumps it saw.
+	clock := runclock.New(o.Clock)
+	o.Clock = clock.Now
 	now := o.Clock().UTC()
 	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof}
 	r.tr = evidence.NewTrace(r.runID)
@@ -95,6 +101,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		return nil, err
 	}
 	r.dir = dir
+	if o.Sync != nil {
+		dir.WithSync(o.Sync)
+	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
 		dir.WithFault(a)
 	}
@@ -131,7 +140,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 
 	r.stopped = stopCause(ctx)
 	r.steps(ctx)
-	return r.finish(proofCtx(ctx))
+	return r.finish(proofCtx(ctx), clock.Jumps)
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof

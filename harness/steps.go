@@ -776,7 +776,15 @@ func (r *run) proveAfter(ctx context.Context) {
 			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
 		return
 	}
-	if r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter) {
+	// On a full disk the partial fixture and scratch give their room back
+	// first: the after-proof is the evidence that must not be lost.
+	r.freeSpace()
+	wrote := r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+	if !wrote && r.diskFull && !r.freed {
+		r.freeSpace()
+		wrote = r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+	}
+	if wrote {
 		r.emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
 			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
 	}

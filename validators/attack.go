@@ -25,6 +25,7 @@ type attack struct {
 	setSecret  bool
 	net        *netServers // the egress rows' endpoints
 	view       *viewAttack // planted secrets and the source's metadata (attackview.go)
+	hostReach  *hostAttack // the host socket and keyring (attackhost.go)
 }
 
 // secretVar is put in the harness's own environment for the read-secret row.
@@ -70,6 +71,7 @@ func (a *attack) listenAddr() string {
 
 func (a *attack) close() {
 	a.net.close()
+	a.hostReach.close()
 	if a.ln != nil {
 		a.ln.Close()
 	}

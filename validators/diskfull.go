@@ -1,6 +1,8 @@
 package validators
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +19,15 @@ func checkSpaceGivenBack(row fixtures.Row, rep *ctoharness.Report, res *RowResul
 	if !strings.HasPrefix(row.Setup.Fault, harness.FaultDiskFullPrefix) {
 		return
 	}
-	if _, err := os.Lstat(filepath.Join(rep.RunArtifactDir, evidence.FixtureDir)); err == nil {
+	fixture := filepath.Join(rep.RunArtifactDir, evidence.FixtureDir)
+	if _, err := os.Lstat(fixture); err == nil {
 		res.fail("the partial fixture was left behind after a full disk")
+	}
+	// The source after-proof is the evidence a full disk must not cost:
+	// the fixture's room is given back before it is written.
+	removed, proved := traceSeq(rep.RunArtifactDir, ctoharness.TraceRemove, fixture), traceSeq(rep.RunArtifactDir, ctoharness.TraceWrite, filepath.Join(rep.RunArtifactDir, filepath.FromSlash(evidence.SourceAfter)))
+	if proved > 0 && (removed == 0 || removed > proved) {
+		res.fail("the source after-proof was written (trace entry %d) before the partial fixture was removed (entry %d)", proved, removed)
 	}
 	for _, b := range rep.Blockers {
 		if b.Code == ctoharness.BlockArtifactWriteFailed && strings.Contains(b.Message, "removed the partial fixture") {
@@ -26,4 +35,20 @@ func checkSpaceGivenBack(row fixtures.Row, rep *ctoharness.Report, res *RowResul
 		}
 	}
 	res.fail("the report does not say the partial fixture was removed")
+}
+
+// traceSeq is the sequence number of the first trace entry of op on path
+// in the run's trace.jsonl, 0 when there is none.
+func traceSeq(runDir string, op ctoharness.TraceOp, path string) int {
+	data, err := os.ReadFile(filepath.Join(runDir, evidence.TraceFile))
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var e ctoharness.TraceEntry
+		if json.Unmarshal(line, &e) == nil && e.Op == op && e.Path == path {
+			return e.Seq
+		}
+	}
+	return 0
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -108,6 +109,9 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if err == nil && row.Setup.Source != "target" && !row.SourceChanges {
 		err = att.plantView(work, src, &opts)
 	}
+	if err == nil {
+		err = att.plantHost(work, &opts)
+	}
 	if err != nil {
 		res.fail("set-up: %v", err)
 		return res
@@ -160,7 +164,11 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	checkArtifacts(rep.RunArtifactDir, row.ExpectArtifacts, &res)
 	att.checkAfter(rep, &res)
 	att.checkView(rep.RunArtifactDir, src, &res)
+	att.checkHost(rep.RunArtifactDir, &res)
 	checkSpaceGivenBack(row, rep, &res)
+	if row.Setup.ClockStepMs != 0 && len(rep.Freshness.ClockJumps) == 0 {
+		res.fail("the wall clock stepped by %d ms and the report records no clock jump", row.Setup.ClockStepMs)
+	}
 	if !reflect.DeepEqual(res.ActualBlockers, res.ExpectedBlockers) {
 		var said []string
 		for _, b := range rep.Blockers {
@@ -442,6 +450,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
 		AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet),
 		AllowNetSetup: att.net.fill(st.SetupAllowNet)}
+	if st.ClockStepMs != 0 {
+		opts.Clock = steppedClock(o.Clock, time.Duration(st.ClockStepMs)*time.Millisecond)
+	}
 	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
 		return harness.Options{}, "", err
 	}
@@ -499,5 +510,23 @@ func checkCommands(row fixtures.Row, rep *ctoharness.Report, res *RowResult) {
 	got := fixtures.CommandsExpect{Observed: c.Observed, Commands: c.Commands, Tests: c.Tests, Refused: c.Refused, Claimed: c.Claimed.Commands}
 	if got != *x {
 		res.fail("case.commands %+v, expected %+v", got, *x)
+	}
+}
+
+// steppedClock is clock with every reading after the first few off by
+// step, as when NTP steps the wall clock during a run. Its readings carry
+// no monotonic part, as none that was written down does.
+func steppedClock(clock func() time.Time, step time.Duration) func() time.Time {
+	var mu sync.Mutex
+	calls := 0
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		t := clock().Round(0)
+		if calls > 5 {
+			t = t.Add(step)
+		}
+		return t
 	}
 }

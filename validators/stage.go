@@ -409,16 +409,12 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 		return
 	}
 	p := gates.RecordPath(harness.RecordsDir(s.o.RunsDir), n)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := evidence.MkdirDurable(filepath.Dir(p)); err != nil {
 		s.failf("record_written", err)
 		return
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		s.failf("record_written", err)
-		return
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	// Durable before the signature that covers it and the gate that trusts it.
+	if err := evidence.WriteDurable(p, append(data, '\n'), 0o644); err != nil {
 		s.failf("record_written", err)
 		return
 	}

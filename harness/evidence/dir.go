@@ -66,11 +66,18 @@ type Dir struct {
 	failAt string
 	// failNoSpace makes that failure look like a full disk (ENOSPC).
 	failNoSpace bool
+	sync        Syncer   // nil: Fsync (durable.go)
+	made        []string // the runs directory and the parents Create made for it
+	// reported is set once the report is written and synced: until then
+	// the artifacts are synced all at once before the report (syncRun),
+	// after it each write is synced on its own.
+	reported bool
 }
 
 // Create makes the run directory (which must not exist) and its sub-directories.
 func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tracer) (*Dir, error) {
-	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+	made, err := mkdirAll(filepath.Dir(root))
+	if err != nil {
 		return nil, fmt.Errorf("%w: create runs directory %s: %v", ErrWrite, filepath.Dir(root), err)
 	}
 	if err := os.Mkdir(root, 0o755); err != nil {
@@ -84,7 +91,7 @@ func Create(ctx context.Context, root string, set *schemas.Set, tr ctoharness.Tr
 		}
 		tr.Trace(ctoharness.TraceMkdir, p)
 	}
-	return &Dir{root: root, schemas: set, tracer: tr}, nil
+	return &Dir{root: root, schemas: set, tracer: tr, made: made}, nil
 }
 
 // WithFault makes writes of the named artifact fail. It exists for the
@@ -124,8 +131,9 @@ func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v a
 	return d.WriteFile(ctx, name, data)
 }
 
-// WriteFile writes data atomically: a temp file in the same directory, fsync,
-// then rename, so a reader never sees a partial artifact.
+// WriteFile writes data atomically (a temp file renamed into place): a
+// reader never sees a partial artifact. It is made durable with the rest
+// before the report (WriteReport), or at once after it.
 func (d *Dir) WriteFile(ctx context.Context, name string, data []byte) error {
 	d.tracer.Trace(ctoharness.TraceWrite, d.Path(name))
 	return d.put(name, data)
@@ -136,34 +144,15 @@ func (d *Dir) put(name string, data []byte) error {
 	if d.failAt == name {
 		return d.injected(p)
 	}
-	f, err := os.CreateTemp(filepath.Dir(p), tempPrefix+filepath.Base(p)+"-*")
-	if err != nil {
+	if err := writeDurable(d.syncer(), p, data, 0o644, d.reported); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrWrite, p, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, p)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("%w: %s: %v", ErrWrite, p, werr)
 	}
 	return nil
 }
 
 // WriteStream writes an artifact too large to hold in memory: fill writes
-// it to a buffered temp file, which is then fsynced and renamed into place,
-// as WriteFile does. A failure to write the file is ErrWrite; an error of
+// it to a buffered temp file, which is then renamed into place, as
+// WriteFile does. A failure to write the file is ErrWrite; an error of
 // fill's own is returned as it is, and no artifact is left.
 func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer) error) error {
 	p := d.Path(name)
@@ -182,8 +171,8 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	sw := &stickyWriter{w: f}
 	ferr := fill(sw)
 	werr := sw.err
-	if werr == nil && ferr == nil {
-		werr = f.Sync()
+	if werr == nil && ferr == nil && d.reported {
+		werr = d.syncer()(f)
 	}
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
@@ -193,6 +182,9 @@ func (d *Dir) WriteStream(ctx context.Context, name string, fill func(io.Writer)
 	}
 	if werr == nil && ferr == nil {
 		werr = os.Rename(tmp, p)
+	}
+	if werr == nil && ferr == nil && d.reported {
+		werr = syncPath(d.syncer(), filepath.Dir(p))
 	}
 	switch {
 	case werr != nil:
@@ -302,8 +294,10 @@ func ListArtifacts(root string) ([]string, error) {
 	return names, err
 }
 
-// WriteReport writes report.md and report.html, computes digests, then
-// report.json and its checksum. The caller fills everything but
+// WriteReport writes report.md and report.html, makes them and everything
+// written before durable (syncRun), computes digests, then writes and
+// syncs report.json and its checksum: the report is durable only after
+// all it digests. Later writes (the attestation) are synced one by one. The caller fills everything but
 // ArtifactDigests, and has already traced these writes: the trace is flushed
 // before them because its own digest goes into report.json.
 func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, page []byte) error {
@@ -312,6 +306,9 @@ func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, p
 	}
 	if err := d.put(ReportHTML, page); err != nil {
 		return err
+	}
+	if err := d.syncRun(); err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
 	}
 	dig, err := Digests(d.root)
 	if err != nil {
@@ -330,7 +327,14 @@ func (d *Dir) WriteReport(ctx context.Context, r *ctoharness.Report, markdown, p
 		return err
 	}
 	sum := sha256.Sum256(data)
-	return d.put(ReportSum, []byte(hex.EncodeToString(sum[:])+"  "+ReportJSON+"\n"))
+	if err := d.put(ReportSum, []byte(hex.EncodeToString(sum[:])+"  "+ReportJSON+"\n")); err != nil {
+		return err
+	}
+	if err := syncAll(d.syncer(), []string{d.root, d.Path(ReportJSON), d.Path(ReportSum)}); err != nil {
+		return fmt.Errorf("%w: %v", ErrWrite, err)
+	}
+	d.reported = true
+	return nil
 }
 
 // FinalArtifacts are written by WriteReport, after the trace is flushed.

@@ -26,7 +26,8 @@ func TestExecWatchWithoutControlSocketFailsClosed(t *testing.T) {
 	marker := filepath.Join(b.fixture, "ran")
 	p := b.policy()
 	p.ExecWatch = true
-	o := launch(t, p, b.fixture, "/bin/sh", "-c", "touch "+marker)
+	// /dev/null where the socket belongs keeps the policy at its place.
+	o := launchWith(t, p, b.fixture, opts{extra: devNulls(t, 1)}, "/bin/sh", "-c", "touch "+marker)
 	checkSetupFailure(t, o.code, o.stderr, "watch control socket")
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran although the exec watch could not be set up")

@@ -261,6 +261,20 @@ func helper(args []string) int {
 			}
 		}
 		r.OK = true
+	case "sockets": // every socket family and socketpair type, and a pair aimed at DGRAM_PATH and STREAM_PATH
+		r.Fields = sockets(arg(1), arg(2), arg(3))
+		r.OK = true
+	case "procargs": // the launcher's argv and environment, as the command reads them
+		r.Fields = map[string]string{}
+		for _, f := range []string{"cmdline", "environ"} {
+			data, err := os.ReadFile("/proc/1/" + f)
+			if err != nil {
+				r.Fields[f+"_errno"] = errnoName(err)
+				continue
+			}
+			r.Fields[f] = string(data)
+		}
+		r.OK = true
 	case "forkbomb":
 		// Start sleepers until the kernel refuses, then report.
 		for r.Count < 100000 {
@@ -343,18 +357,21 @@ type opts struct {
 
 func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...string) outcome {
 	t.Helper()
-	largv, attr, err := sandbox.Command(self(t), p, argv)
+	largv, attr, pf, err := sandbox.Command(self(t), p, argv)
 	if err != nil {
 		t.Fatal(err)
 	}
+	extra := append(o.extra[:len(o.extra):len(o.extra)], pf)
 	if o.bare {
 		largv, attr = argv, &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		pf.Close()
+		extra = o.extra
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, largv[0], largv[1:]...)
 	cmd.SysProcAttr = attr
-	cmd.ExtraFiles = o.extra
+	cmd.ExtraFiles = extra
 	cmd.Dir = dir
 	env := o.env
 	if env == nil {
@@ -371,7 +388,7 @@ func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...stri
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start launcher: %v", err)
 	}
-	for _, f := range o.extra {
+	for _, f := range extra {
 		f.Close()
 	}
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", cmd.Process.Pid))
@@ -398,6 +415,98 @@ func launchWith(t testing.TB, p sandbox.Policy, dir string, o opts, argv ...stri
 		t.Fatalf("the launcher did not exit within the test timeout; stderr %q", stderr.String())
 	}
 	return out
+}
+
+// sockets tries the socket families and socketpair types the seccomp
+// filter decides on, and whether a socketpair end can be aimed at a
+// pathname socket (dgramPath, a SOCK_DGRAM one, streamPath and packetPath,
+// listening SOCK_STREAM and SOCK_SEQPACKET ones). Each field is "ok" or the
+// errno.
+func sockets(dgramPath, streamPath, packetPath string) map[string]string {
+	out := map[string]string{}
+	res := func(name string, err error) {
+		if err == nil {
+			out[name] = "ok"
+		} else {
+			out[name] = errnoName(err)
+		}
+	}
+	try := func(name string, domain, typ, proto int) {
+		fd, err := unix.Socket(domain, typ, proto)
+		if err == nil {
+			unix.Close(fd)
+		}
+		res(name, err)
+	}
+	try("inet_stream", unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	try("inet_dgram", unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK, 0)
+	try("inet6_stream", unix.AF_INET6, unix.SOCK_STREAM, 0)
+	try("inet6_dgram", unix.AF_INET6, unix.SOCK_DGRAM, 0)
+	try("inet_raw", unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP)
+	try("netlink_route", unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	try("netlink_audit", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT)
+	try("netlink_uevent", unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_KOBJECT_UEVENT)
+	try("unix_stream", unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	try("unix_dgram", unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	try("packet", unix.AF_PACKET, unix.SOCK_RAW, 0x0300) // htons(ETH_P_ALL)
+	try("alg", unix.AF_ALG, unix.SOCK_SEQPACKET, 0)
+	// vsock: listen on a port (the host could not bind it while held) and
+	// connect to the host.
+	fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	if err == nil {
+		err = unix.Bind(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_ANY, Port: 40123})
+		if err == nil {
+			err = unix.Listen(fd, 1)
+		}
+		unix.Close(fd)
+	}
+	res("vsock_listen", err)
+	fd, err = unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+	if err == nil {
+		err = unix.Connect(fd, &unix.SockaddrVM{CID: unix.VMADDR_CID_HOST, Port: 40123})
+		unix.Close(fd)
+	}
+	res("vsock_connect", err)
+	for _, pt := range []struct {
+		name string
+		typ  int
+	}{{"stream", unix.SOCK_STREAM}, {"seqpacket", unix.SOCK_SEQPACKET}, {"dgram", unix.SOCK_DGRAM | unix.SOCK_CLOEXEC}} {
+		fds, err := unix.Socketpair(unix.AF_UNIX, pt.typ, 0)
+		res("pair_"+pt.name, err)
+		if err != nil {
+			continue
+		}
+		to := &unix.SockaddrUnix{Name: dgramPath}
+		switch pt.typ {
+		case unix.SOCK_STREAM:
+			to = &unix.SockaddrUnix{Name: streamPath}
+		case unix.SOCK_SEQPACKET:
+			to = &unix.SockaddrUnix{Name: packetPath}
+		}
+		res("pair_"+pt.name+"_sendto", unix.Sendto(fds[0], []byte("x"), unix.MSG_DONTWAIT, &unix.SockaddrUnix{Name: dgramPath}))
+		res("pair_"+pt.name+"_connect", unix.Connect(fds[0], to))
+		// With its peer gone, the end is still not free to connect.
+		unix.Close(fds[1])
+		res("pair_"+pt.name+"_connect_after_close", unix.Connect(fds[0], to))
+		res("pair_"+pt.name+"_send_after_close", unix.Sendto(fds[0], []byte("x"), unix.MSG_DONTWAIT, &unix.SockaddrUnix{Name: dgramPath}))
+		unix.Close(fds[0])
+	}
+	return out
+}
+
+// devNulls opens /dev/null n times, to stand where a launcher expects its
+// control sockets.
+func devNulls(t testing.TB, n int) []*os.File {
+	t.Helper()
+	var fs []*os.File
+	for range n {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	return fs
 }
 
 // aliveInNamespace lists host pids still in the PID namespace ns. Killing a

@@ -55,13 +55,13 @@ type enforced struct {
 }
 
 // Main is the launcher, the hidden subcommand Subcommand. args are what
-// follows the subcommand: POLICY -- ARGV... It must run as PID 1 of the new
+// follows the subcommand: --policy-fd=N -- ARGV... It must run as PID 1 of the new
 // PID namespace that Command's SysProcAttr creates. It returns the command's
 // exit status (128+signal when it was killed), ExitSetupFailed when the
 // sandbox could not be established, or ExitStartFailed when the command
 // could not be executed.
 //
-// Two forms are for Probe only: "--noop" exits 0 at once; "--probe POLICY"
+// Two forms are for Probe only: "--noop" exits 0 at once; "--probe --policy-fd=N"
 // establishes the sandbox, prints what was enforced as JSON on stdout and
 // exits without running anything.
 func Main(args []string, stderr io.Writer) int {
@@ -73,9 +73,9 @@ func Main(args []string, stderr io.Writer) int {
 		args = args[1:]
 	}
 	if len(args) < 1 || (!probe && (len(args) < 3 || args[1] != "--")) {
-		return report(stderr, ExitSetupFailed, "usage: %s POLICY -- COMMAND [ARG...]", Subcommand)
+		return report(stderr, ExitSetupFailed, "usage: %s %sN -- COMMAND [ARG...]", Subcommand, policyFDFlag)
 	}
-	l, err := decode(args[0])
+	l, err := readPolicy(args[0])
 	if err != nil {
 		return report(stderr, ExitSetupFailed, "%v", err)
 	}

@@ -282,15 +282,16 @@ func TryNetwork(ctx context.Context, self string, p Policy, ctl, watch *os.File)
 	if p.Network == nil {
 		return fmt.Errorf("sandbox: no network layout to try")
 	}
-	enc, err := encode(p)
+	pf, err := policyFile(p)
 	if err != nil {
 		return err
 	}
+	defer pf.Close()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", enc)
+	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", policyFDFlag+strconv.Itoa(p.PolicyFD()))
 	cmd.SysProcAttr = sysProcAttr(p.DenyNetwork)
-	cmd.ExtraFiles = []*os.File{ctl, watch}
+	cmd.ExtraFiles = []*os.File{ctl, watch, pf}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	var stdout, stderr bytes.Buffer
@@ -298,6 +299,7 @@ func TryNetwork(ctx context.Context, self string, p Policy, ctl, watch *os.File)
 	err = cmd.Start()
 	ctl.Close()
 	watch.Close()
+	pf.Close()
 	if err == nil {
 		err = cmd.Wait()
 	}

@@ -25,8 +25,9 @@ func TestEgressWithoutControlSocketFailsClosed(t *testing.T) {
 	marker := filepath.Join(b.fixture, "ran")
 	p := b.policy()
 	p.Network = &sandbox.Network{Ports: []uint16{8080}, ProxyPort: 3128, HostsFile: hosts}
-	o := launch(t, p, b.fixture, "/bin/sh", "-c", "touch "+marker)
-	checkSetupFailure(t, o.code, o.stderr, "control socket")
+	// /dev/null where the sockets belong keeps the policy at its place.
+	o := launchWith(t, p, b.fixture, opts{extra: devNulls(t, 2)}, "/bin/sh", "-c", "touch "+marker)
+	checkSetupFailure(t, o.code, o.stderr, "is not the harness's control socket")
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran although the egress could not be set up")
 	}
@@ -34,12 +35,12 @@ func TestEgressWithoutControlSocketFailsClosed(t *testing.T) {
 
 func TestEgressLayoutNeedsTheEmptyNamespace(t *testing.T) {
 	p := sandbox.Policy{Network: &sandbox.Network{Ports: []uint16{443}, ProxyPort: 3128, HostsFile: "/tmp/hosts"}}
-	if _, _, err := sandbox.Command("/bin/true", p, []string{"/bin/true"}); err == nil {
+	if _, _, _, err := sandbox.Command("/bin/true", p, []string{"/bin/true"}); err == nil {
 		t.Error("an egress layout without deny_network was accepted")
 	}
 	p.DenyNetwork = true
 	p.Network.HostsFile = "hosts"
-	if _, _, err := sandbox.Command("/bin/true", p, []string{"/bin/true"}); err == nil {
+	if _, _, _, err := sandbox.Command("/bin/true", p, []string{"/bin/true"}); err == nil {
 		t.Error("a relative hosts file was accepted")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -122,14 +123,16 @@ func tryLauncher(self string) (enforced, error) {
 // returns what it enforced.
 func tryPolicy(ctx context.Context, self string, p Policy, dir string) (enforced, error) {
 	var got enforced
-	enc, err := encode(p)
+	pf, err := policyFile(p)
 	if err != nil {
 		return got, err
 	}
+	defer pf.Close()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", enc)
+	cmd := exec.CommandContext(ctx, self, Subcommand, "--probe", policyFDFlag+strconv.Itoa(p.PolicyFD()))
 	cmd.SysProcAttr = sysProcAttr(p.DenyNetwork)
+	cmd.ExtraFiles = []*os.File{pf}
 	cmd.Env = []string{}
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer

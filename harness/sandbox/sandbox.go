@@ -17,18 +17,25 @@
 package sandbox
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Subcommand is the hidden harness subcommand that runs the launcher:
-// `self __sandbox-exec POLICY -- ARGV...`.
+// `self __sandbox-exec --policy-fd=N -- ARGV...`. The policy itself is read
+// from descriptor N (see Command), never from argv or the environment:
+// /proc/1/cmdline and /proc/1/environ are readable inside the sandbox, and
+// the policy names the source, the config and the runs directory that the
+// view hides.
 const Subcommand = "__sandbox-exec"
 
 // Launcher exit codes and the stderr marker of its own failures.
@@ -131,29 +138,76 @@ type launch struct {
 var nsNames = []string{"pid", "mnt", "ipc"}
 
 // Command turns argv into the launcher invocation
-// [self, "__sandbox-exec", <encoded policy>, "--", argv...] and the
+// [self, "__sandbox-exec", "--policy-fd=N", "--", argv...] and the
 // SysProcAttr the harness must start it with: new PID, mount and IPC
 // namespaces (and network namespace with DenyNetwork), a user namespace only
 // when the harness is not root, its own process group, and SIGKILL if the
-// harness dies.
-func Command(self string, p Policy, argv []string) ([]string, *syscall.SysProcAttr, error) {
+// harness dies. The returned file holds the encoded policy (a sealed memfd):
+// the caller must pass it as the launcher's descriptor p.PolicyFD(), that is
+// as the last extra file, after the egress and watch control sockets, and
+// close its own copy once the launcher has started.
+func Command(self string, p Policy, argv []string) ([]string, *syscall.SysProcAttr, *os.File, error) {
 	if !filepath.IsAbs(self) {
-		return nil, nil, fmt.Errorf("sandbox: launcher path %q is not absolute", self)
+		return nil, nil, nil, fmt.Errorf("sandbox: launcher path %q is not absolute", self)
 	}
 	if len(argv) == 0 || argv[0] == "" {
-		return nil, nil, errors.New("sandbox: empty command")
+		return nil, nil, nil, errors.New("sandbox: empty command")
 	}
-	enc, err := encode(p)
+	f, err := policyFile(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	launchArgv := append([]string{self, Subcommand, enc, "--"}, argv...)
-	return launchArgv, sysProcAttr(p.DenyNetwork), nil
+	launchArgv := append([]string{self, Subcommand, policyFDFlag + strconv.Itoa(p.PolicyFD()), "--"}, argv...)
+	return launchArgv, sysProcAttr(p.DenyNetwork), f, nil
 }
 
-func encode(p Policy) (string, error) {
+// policyFDFlag is the launcher's argument that names the policy descriptor.
+const policyFDFlag = "--policy-fd="
+
+// maxPolicyBytes bounds what the launcher reads from the policy descriptor.
+const maxPolicyBytes = 16 << 20
+
+// PolicyFD is the launcher's descriptor of the policy file Command returns:
+// the extra file after the egress control socket (Network) and the watch
+// control socket (WatchFD), or the first extra file when there is neither.
+func (p Policy) PolicyFD() int {
+	if exec, connect := p.watches(); exec || connect {
+		return p.WatchFD() + 1
+	}
+	return ControlFD
+}
+
+// policyFile encodes p into a sealed memfd: nothing is left on disk, and
+// the launcher reads exactly what the harness wrote.
+func policyFile(p Policy) (*os.File, error) {
+	b, err := encode(p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.MemfdCreate("cto-harness-policy", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: cannot create the policy memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "sandbox-policy")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: cannot write the policy memfd: %w", err)
+	}
+	seals := unix.F_SEAL_WRITE | unix.F_SEAL_GROW | unix.F_SEAL_SHRINK | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: cannot seal the policy memfd: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: cannot rewind the policy memfd: %w", err)
+	}
+	return f, nil
+}
+
+func encode(p Policy) ([]byte, error) {
 	if err := p.validate(); err != nil {
-		return "", err
+		return nil, err
 	}
 	l := launch{Policy: p, HostNS: map[string]string{}, HostUID: os.Geteuid()}
 	names := nsNames
@@ -163,22 +217,32 @@ func encode(p Policy) (string, error) {
 	for _, ns := range names {
 		id, err := os.Readlink("/proc/self/ns/" + ns)
 		if err != nil {
-			return "", fmt.Errorf("sandbox: cannot read the harness's %s namespace: %w", ns, err)
+			return nil, fmt.Errorf("sandbox: cannot read the harness's %s namespace: %w", ns, err)
 		}
 		l.HostNS[ns] = id
 	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	return json.Marshal(l)
 }
 
-func decode(s string) (launch, error) {
+// readPolicy is the launcher's side of policyFile: arg is its
+// --policy-fd=N argument. The descriptor is closed once read, so the
+// command never inherits it.
+func readPolicy(arg string) (launch, error) {
 	var l launch
-	b, err := base64.RawURLEncoding.DecodeString(s)
+	n, ok := strings.CutPrefix(arg, policyFDFlag)
+	fd, err := strconv.Atoi(n)
+	if !ok || err != nil || fd < 3 {
+		return l, fmt.Errorf("%q is not %sN (N >= 3)", arg, policyFDFlag)
+	}
+	f := os.NewFile(uintptr(fd), "sandbox-policy")
+	defer f.Close()
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_WRITE == 0 {
+		return l, fmt.Errorf("fd %d is not the harness's sealed policy memfd (seals %#x, %v)", fd, seals, err)
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, maxPolicyBytes))
 	if err != nil {
-		return l, fmt.Errorf("policy is not base64url: %w", err)
+		return l, fmt.Errorf("cannot read the policy from fd %d: %w", fd, err)
 	}
 	if err := json.Unmarshal(b, &l); err != nil {
 		return l, fmt.Errorf("policy is not valid JSON: %w", err)

@@ -2,7 +2,9 @@ package sandbox_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -41,26 +43,37 @@ func TestProbe(t *testing.T) {
 }
 
 func TestCommandShape(t *testing.T) {
-	argv, attr, err := sandbox.Command("/usr/bin/harness", sandbox.Policy{Writable: []string{"/w"}, DenyNetwork: true}, []string{"sh", "-c", "true"})
+	p := sandbox.Policy{Writable: []string{"/w"}, DenyNetwork: true}
+	argv, attr, pf, err := sandbox.Command("/usr/bin/harness", p, []string{"sh", "-c", "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if argv[0] != "/usr/bin/harness" || argv[1] != sandbox.Subcommand || argv[3] != "--" || strings.Join(argv[4:], " ") != "sh -c true" {
+	defer pf.Close()
+	if argv[0] != "/usr/bin/harness" || argv[1] != sandbox.Subcommand || argv[2] != fmt.Sprintf("--policy-fd=%d", p.PolicyFD()) ||
+		argv[3] != "--" || strings.Join(argv[4:], " ") != "sh -c true" {
 		t.Errorf("launcher argv %q", argv)
+	}
+	// The policy travels in the memfd, never in argv: the sandboxed command
+	// can read the launcher's /proc/1/cmdline.
+	if strings.Contains(strings.Join(argv, " "), "/w") {
+		t.Errorf("launcher argv %q names a policy path", argv)
+	}
+	if data, err := io.ReadAll(pf); err != nil || !strings.Contains(string(data), `"/w"`) {
+		t.Errorf("policy file holds %q (%v), want the policy", data, err)
 	}
 	want := uintptr(syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC)
 	if attr.Cloneflags&want != want || !attr.Setpgid || attr.Pdeathsig != syscall.SIGKILL {
 		t.Errorf("attr %+v", attr)
 	}
 	for _, bad := range []sandbox.Policy{{Writable: []string{"rel"}}, {Writable: []string{"/a/../b"}}, {ReadOnly: []string{"x"}}} {
-		if _, _, err := sandbox.Command("/usr/bin/harness", bad, []string{"true"}); err == nil {
+		if _, _, _, err := sandbox.Command("/usr/bin/harness", bad, []string{"true"}); err == nil {
 			t.Errorf("policy %+v accepted", bad)
 		}
 	}
-	if _, _, err := sandbox.Command("harness", sandbox.Policy{}, []string{"true"}); err == nil {
+	if _, _, _, err := sandbox.Command("harness", sandbox.Policy{}, []string{"true"}); err == nil {
 		t.Error("relative launcher accepted")
 	}
-	if _, _, err := sandbox.Command("/h", sandbox.Policy{}, nil); err == nil {
+	if _, _, _, err := sandbox.Command("/h", sandbox.Policy{}, nil); err == nil {
 		t.Error("empty command accepted")
 	}
 }
@@ -246,6 +259,108 @@ func TestProcShowsOnlyTheNamespace(t *testing.T) {
 	}
 }
 
+// The launcher's argv and environment are readable from inside (/proc/1),
+// so neither may carry the policy: it names the writable directories, the
+// view's hidden paths, the source and the runs directory.
+func TestLauncherArgsNameNothing(t *testing.T) {
+	requireSandbox(t)
+	b := newBox(t)
+	r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "procargs").result(t)
+	if r.Fields["cmdline"] == "" {
+		t.Fatalf("the command could not read /proc/1/cmdline (%+v); the test proves nothing", r.Fields)
+	}
+	for _, f := range []string{"cmdline", "environ"} {
+		for _, arg := range strings.Split(r.Fields[f], "\x00") {
+			seen := []string{arg}
+			for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.StdEncoding, base64.RawStdEncoding} {
+				if dec, err := enc.DecodeString(arg); err == nil {
+					seen = append(seen, string(dec))
+				}
+			}
+			for _, s := range seen {
+				if strings.Contains(s, b.root) {
+					t.Errorf("/proc/1/%s names the box %s: %q", f, b.root, s)
+				}
+			}
+		}
+	}
+}
+
+// The seccomp filter allows socket families from a list: inet stream and
+// datagram, netlink route, and UNIX only as a stream or seqpacket
+// socketpair, which can never be aimed at a socket by path. Whatever else
+// is refused, and a host socket in a readable path gets nothing.
+func TestSocketFamiliesOnAnAllowlist(t *testing.T) {
+	requireSandbox(t)
+	b := newBox(t)
+	dgramPath := filepath.Join(b.root, "host-dgram.sock")
+	dg, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: dgramPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dg.Close()
+	streamPath := filepath.Join(b.root, "host-stream.sock")
+	st, err := net.Listen("unix", streamPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	packetPath := filepath.Join(b.root, "host-packet.sock")
+	pk, err := net.Listen("unixpacket", packetPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pk.Close()
+	accepted := make(chan string, 2)
+	for _, ln := range []net.Listener{st, pk} {
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+				accepted <- ln.Addr().String()
+			}
+		}()
+	}
+	r := launch(t, b.policy(), b.fixture, self(t), helperCmd, "sockets", dgramPath, streamPath, packetPath).result(t)
+	want := map[string]string{
+		"inet_stream": "ok", "inet_dgram": "ok", "inet6_stream": "ok", "inet6_dgram": "ok", "netlink_route": "ok",
+		"inet_raw": "EACCES", "netlink_audit": "EACCES", "netlink_uevent": "EACCES", "unix_stream": "EACCES",
+		"unix_dgram": "EACCES", "packet": "EACCES", "alg": "EACCES", "vsock_listen": "EACCES", "vsock_connect": "EACCES",
+		"pair_stream": "ok", "pair_seqpacket": "ok", "pair_dgram": "EACCES",
+	}
+	for k, v := range want {
+		if r.Fields[k] != v {
+			t.Errorf("%s: %q, want %q", k, r.Fields[k], v)
+		}
+	}
+	for k, v := range r.Fields {
+		// A seqpacket end ignores sendto's address and sends to its
+		// peer; the host socket's silence below is what counts.
+		if strings.HasPrefix(k, "pair_") && strings.Count(k, "_") > 1 && v == "ok" && k != "pair_seqpacket_sendto" {
+			t.Errorf("%s succeeded: a socketpair end reached a socket by path", k)
+		}
+	}
+	t.Logf("sockets: %v", r.Fields)
+	_ = dg.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, _, err := dg.ReadFrom(make([]byte, 16)); err == nil {
+		t.Errorf("the host's datagram socket received %d bytes from the sandbox", n)
+	}
+	_ = dg.SetReadDeadline(time.Now().Add(2 * time.Second))
+	select {
+	case a := <-accepted:
+		t.Errorf("the host's socket %s accepted a connection from the sandbox", a)
+	default:
+	}
+	// Unconfined, the same datagram pair reaches the host socket: the
+	// check above can see a leak.
+	bare := launchWith(t, b.policy(), b.fixture, opts{bare: true}, self(t), helperCmd, "sockets", dgramPath, streamPath, packetPath).result(t)
+	if bare.Fields["pair_dgram_sendto"] != "ok" {
+		t.Errorf("unconfined, a datagram pair could not reach the host socket (%v): the check proves nothing here", bare.Fields)
+	}
+	if n, _, err := dg.ReadFrom(make([]byte, 16)); err != nil || n == 0 {
+		t.Errorf("unconfined, the host's datagram socket received nothing (%v): the check proves nothing here", err)
+	}
+}
+
 func TestDetachedDaemonDiesWithTheCommand(t *testing.T) {
 	requireSandbox(t)
 	b := newBox(t)
@@ -374,16 +489,18 @@ func TestSetupFailureFailsClosed(t *testing.T) {
 	checkSetupFailure(t, o.code, o.stderr, "address-space limit")
 
 	// Started without the namespaces: refuse before touching any mount.
-	largv, _, err := sandbox.Command(self(t), b.policy(), []string{"/bin/sh", "-c", "touch " + marker})
+	largv, _, pf, err := sandbox.Command(self(t), b.policy(), []string{"/bin/sh", "-c", "touch " + marker})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pf.Close()
 	for _, attr := range []*syscall.SysProcAttr{
 		nil,
 		{Cloneflags: syscall.CLONE_NEWPID}, // PID 1, but the harness's mount namespace
 	} {
 		cmd := exec.CommandContext(context.Background(), largv[0], largv[1:]...)
 		cmd.SysProcAttr = attr
+		cmd.ExtraFiles = []*os.File{pf}
 		cmd.Dir = b.fixture
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

@@ -10,12 +10,21 @@ import (
 // installSeccomp adds a small seccomp filter to every thread (TSYNC), so the
 // command inherits it:
 //
-//   - socket(AF_UNIX, ...) fails with EACCES. Landlock below ABI 9 does not
-//     control connect(2) on pathname UNIX sockets, and a root process that
-//     reaches the D-Bus system bus or a container daemon's socket is outside
-//     every other restriction. socketpair(2) stays allowed.
-//   - socket(AF_VSOCK, ...) fails with EACCES: vsock is not isolated by the
-//     network namespace and reaches the hypervisor and the host.
+//   - socket(2) is allowed for an allowlist of families only: AF_INET and
+//     AF_INET6 with SOCK_STREAM or SOCK_DGRAM, and AF_NETLINK with
+//     NETLINK_ROUTE (interface and address queries). Every other family
+//     fails with EACCES: AF_UNIX (Landlock below ABI 9 does not control
+//     connect(2) on pathname UNIX sockets, and a root process that reaches
+//     the D-Bus system bus or a container daemon's socket is outside every
+//     other restriction), AF_VSOCK (not isolated by the network namespace:
+//     it reaches the hypervisor and the host), AF_PACKET, AF_ALG, the other
+//     netlink protocols (audit, kobject uevents, ...) and the rest.
+//   - socketpair(2) is allowed for AF_UNIX SOCK_STREAM and SOCK_SEQPACKET
+//     only. Such a pair is connected for good: connect(2) on either end
+//     fails with EISCONN and sendto(2) with an address is refused, so it
+//     can never reach a socket by path. A SOCK_DGRAM pair can (connect and
+//     sendto re-address it), and the filter cannot see the address behind
+//     the pointer, so it fails with EACCES.
 //   - keyctl, add_key and request_key fail with ENOSYS (as on a kernel
 //     without keyrings): the user keyring is the uid's, shared with the
 //     host's processes of that uid, whatever the namespaces.
@@ -29,35 +38,9 @@ import (
 //   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
 //     filter cannot be bypassed through a second syscall table.
 func installSeccomp() error {
-	arch, err := auditArch()
+	prog, err := seccompProgram()
 	if err != nil {
 		return err
-	}
-	const x32Bit = 0x40000000
-	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
-	prog := []unix.SockFilter{
-		/* 0 */ {Code: ld, K: offArch},
-		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
-		/* 2 */ {Code: ret, K: errno(unix.ENOSYS)},
-		/* 3 */ {Code: ld, K: offNr},
-		/* 4 */ {Code: jge, K: x32Bit, Jt: 0, Jf: 1},
-		/* 5 */ {Code: ret, K: errno(unix.ENOSYS)},
-		/* 6 */ {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: 4, Jf: 0},
-		/* 7 */ {Code: jeq, K: unix.SYS_PTRACE, Jt: 3, Jf: 0},
-		/* 8 */ {Code: jeq, K: unix.SYS_PROCESS_VM_WRITEV, Jt: 2, Jf: 0},
-		/* 9 */ {Code: jeq, K: unix.SYS_PROCESS_VM_READV, Jt: 1, Jf: 0},
-		/* 10 */ {Code: jeq, K: unix.SYS_PIDFD_GETFD, Jt: 0, Jf: 1},
-		/* 11 */ {Code: ret, K: errno(unix.EPERM)},
-		/* 12 */ {Code: jeq, K: unix.SYS_KEYCTL, Jt: 2, Jf: 0},
-		/* 13 */ {Code: jeq, K: unix.SYS_ADD_KEY, Jt: 1, Jf: 0},
-		/* 14 */ {Code: jeq, K: unix.SYS_REQUEST_KEY, Jt: 0, Jf: 1},
-		/* 15 */ {Code: ret, K: errno(unix.ENOSYS)},
-		/* 16 */ {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: 4},
-		/* 17 */ {Code: ld, K: offArg0},
-		/* 18 */ {Code: jeq, K: unix.AF_UNIX, Jt: 1, Jf: 0},
-		/* 19 */ {Code: jeq, K: unix.AF_VSOCK, Jt: 0, Jf: 1},
-		/* 20 */ {Code: ret, K: errno(unix.EACCES)},
-		/* 21 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 	}
 	r, e := setFilter(prog, unix.SECCOMP_FILTER_FLAG_TSYNC)
 	if e != 0 {
@@ -69,6 +52,107 @@ func installSeccomp() error {
 	return nil
 }
 
+// seccompProgram is installSeccomp's filter.
+func seccompProgram() ([]unix.SockFilter, error) {
+	arch, err := auditArch()
+	if err != nil {
+		return nil, err
+	}
+	const x32Bit = 0x40000000
+	const sockTypeMask = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
+	// Jump targets, resolved by assemble.
+	const (
+		allow = -(iota + 1)
+		enosys
+		eperm
+		eacces
+		sock
+		inet
+		netlink
+		pair
+	)
+	p := []insn{
+		{code: ld, k: offArch},
+		{code: jeq, k: arch, jf: enosys},
+		{code: ld, k: offNr},
+		{code: jge, k: x32Bit, jt: enosys},
+		{code: jeq, k: unix.SYS_IO_URING_SETUP, jt: eperm},
+		{code: jeq, k: unix.SYS_PTRACE, jt: eperm},
+		{code: jeq, k: unix.SYS_PROCESS_VM_WRITEV, jt: eperm},
+		{code: jeq, k: unix.SYS_PROCESS_VM_READV, jt: eperm},
+		{code: jeq, k: unix.SYS_PIDFD_GETFD, jt: eperm},
+		{code: jeq, k: unix.SYS_KEYCTL, jt: enosys},
+		{code: jeq, k: unix.SYS_ADD_KEY, jt: enosys},
+		{code: jeq, k: unix.SYS_REQUEST_KEY, jt: enosys},
+		{code: jeq, k: unix.SYS_SOCKET, jt: sock},
+		{code: jeq, k: unix.SYS_SOCKETPAIR, jt: pair},
+		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+
+		{label: sock, code: ld, k: offArg0},
+		{code: jeq, k: unix.AF_INET, jt: inet},
+		{code: jeq, k: unix.AF_INET6, jt: inet},
+		{code: jeq, k: unix.AF_NETLINK, jt: netlink, jf: eacces},
+
+		{label: inet, code: ld, k: offArg0 + 8},
+		{code: alu | unix.BPF_AND, k: sockTypeMask},
+		{code: jeq, k: unix.SOCK_STREAM, jt: allow},
+		{code: jeq, k: unix.SOCK_DGRAM, jt: allow, jf: eacces},
+
+		{label: netlink, code: ld, k: offArg0 + 16},
+		{code: jeq, k: unix.NETLINK_ROUTE, jt: allow, jf: eacces},
+
+		{label: pair, code: ld, k: offArg0},
+		{code: jeq, k: unix.AF_UNIX, jf: eacces},
+		{code: ld, k: offArg0 + 8},
+		{code: alu | unix.BPF_AND, k: sockTypeMask},
+		{code: jeq, k: unix.SOCK_STREAM, jt: allow},
+		{code: jeq, k: unix.SOCK_SEQPACKET, jt: allow, jf: eacces},
+
+		{label: allow, code: ret, k: unix.SECCOMP_RET_ALLOW},
+		{label: enosys, code: ret, k: errnoRet(unix.ENOSYS)},
+		{label: eperm, code: ret, k: errnoRet(unix.EPERM)},
+		{label: eacces, code: ret, k: errnoRet(unix.EACCES)},
+	}
+	return assemble(p)
+}
+
+func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
+
+// insn is one BPF instruction with symbolic jumps: jt and jf name the label
+// (a negative constant) of a later instruction, or are 0 for the next one.
+type insn struct {
+	label  int
+	code   uint16
+	k      uint32
+	jt, jf int
+}
+
+// assemble resolves the labels into BPF's forward offsets.
+func assemble(p []insn) ([]unix.SockFilter, error) {
+	at := map[int]int{}
+	for i, in := range p {
+		if in.label != 0 {
+			at[in.label] = i
+		}
+	}
+	out := make([]unix.SockFilter, len(p))
+	for i, in := range p {
+		var off [2]uint8
+		for j, t := range []int{in.jt, in.jf} {
+			if t == 0 {
+				continue
+			}
+			to, ok := at[t]
+			if !ok || to <= i || to-i-1 > 255 {
+				return nil, failf("seccomp: bad jump from instruction %d to label %d", i, t)
+			}
+			off[j] = uint8(to - i - 1)
+		}
+		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: off[0], Jf: off[1]}
+	}
+	return out, nil
+}
+
 // Classic BPF opcodes the filters use, and where struct seccomp_data keeps
 // what they look at: nr at 0, arch at 4, args[i] at 16+8i (low half first
 // on little-endian machines).
@@ -77,6 +161,7 @@ const (
 	jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 	ret = unix.BPF_RET | unix.BPF_K
+	alu = unix.BPF_ALU | unix.BPF_K
 
 	offNr, offArch, offArg0 = 0, 4, 16
 )

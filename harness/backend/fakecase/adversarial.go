@@ -42,6 +42,7 @@ func AdversarialScenarios() []Scenario {
 		{"overwrite-evidence", "append to ../report.json, ../events.normalized.jsonl and the task file, and truncate the task file", overwriteEvidence},
 		{"fork-bomb", fmt.Sprintf("fork until the kernel refuses (at most %d processes), then clean up", forkBombCap), forkBomb},
 		{"flood-stdout", "write 1 GiB of non-event lines to stdout", floodStdout},
+		{"vsock", "listen on a vsock port and connect to the host's CID", vsockReach},
 	}
 	for _, name := range sortedParamNames() {
 		p := adversarialParam[name]
@@ -68,6 +69,10 @@ var adversarialParam = map[string]struct {
 	"chown-source":     {"PATH", "chown PATH (a source file) to nobody", chownPath},
 	"read-leak":        {"PATH", "read PATH and copy what it read into the fixture", readLeak},
 	"list-dir":         {"DIR", "list DIR and copy the names into the fixture", listDir},
+	"keyring":          {"DESC", "read every key of the user keyring into the fixture (DESC names the host's) and plant a key there", keyringReach},
+	"write-fd":         {"N", "write to descriptor N, one the harness inherited", writeFD},
+	"unix-dgram":       {"PATH", "send a datagram to the host socket PATH from a UNIX socket and from a datagram socketpair", unixDgramReach},
+	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline and environ, plain and base64-decoded", procArgs},
 }
 
 func sortedParamNames() []string {

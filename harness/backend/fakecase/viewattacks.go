@@ -1,8 +1,11 @@
 package fakecase
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -87,4 +90,77 @@ func listDir(dir string) func(*caseRun) error {
 		c.attempt("list-dir", dir, err, map[string]any{"entries": len(ents)})
 		return nil
 	}
+}
+
+// procArgs looks for each of the ;-separated NEEDLES (paths the view hides)
+// in the argv and environment of every process /proc shows, the launcher's
+// (/proc/1) first: as plain text and base64-decoded, as a policy passed on
+// the command line would be. The attempt is denied when no needle is found;
+// where one was found is recorded, and the text it was in goes to the note.
+// The scenario's own argument (which holds the needles) is skipped.
+func procArgs(spec string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		needles := strings.Split(spec, ";")
+		var found []string
+		var leaked []string
+		readable := 0
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if e.Name()[0] < '0' || e.Name()[0] > '9' {
+				continue
+			}
+			for _, f := range []string{"cmdline", "environ"} {
+				p := filepath.Join("/proc", e.Name(), f)
+				data, err := os.ReadFile(p)
+				if err != nil {
+					continue
+				}
+				readable++
+				for _, arg := range strings.Split(string(data), "\x00") {
+					if strings.Contains(arg, spec) {
+						continue // this scenario's own argument, in its argv and the launcher's
+					}
+					for _, text := range decodings(arg) {
+						for _, n := range needles {
+							if n != "" && strings.Contains(text, n) {
+								found = append(found, p)
+								leaked = append(leaked, text)
+							}
+						}
+					}
+				}
+			}
+		}
+		var err error
+		switch {
+		case readable == 0:
+			return fmt.Errorf("proc-args: no /proc/*/cmdline or environ was readable; the attempt proves nothing")
+		case len(found) == 0:
+			err = fmt.Errorf("no hidden path in the %d readable /proc/*/cmdline and environ files", readable)
+		default:
+			if werr := c.writeNote(fmt.Sprintf("read from /proc:\n%s\n", strings.Join(leaked, "\n"))); werr != nil {
+				return werr
+			}
+		}
+		target := "/proc/*/cmdline,environ"
+		if len(found) > 0 {
+			target = strings.Join(found, ",")
+		}
+		c.attempt("proc-args", target, err, map[string]any{"found_in": found, "readable": readable})
+		return nil
+	}
+}
+
+// decodings is s and whatever base64 variant decodes it.
+func decodings(s string) []string {
+	out := []string{s}
+	for _, enc := range []*base64.Encoding{base64.RawURLEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.StdEncoding} {
+		if b, err := enc.DecodeString(s); err == nil {
+			out = append(out, string(b))
+		}
+	}
+	return out
 }
