@@ -62,6 +62,9 @@ type Report struct {
 	// configured); false means the evidence is unsigned and only tamper-evident.
 	Signed       bool         `json:"signed"`
 	SigningKeyID string       `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
+	// UnsignedReason says why an unsigned run is unsigned (signing disabled
+	// in the config, --unsandboxed, a view that showed the key).
+	UnsignedReason string `json:"unsigned_reason,omitempty"`
 	Agent        *AgentRecord `json:"agent,omitempty"`
 }
 
