@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -62,6 +63,17 @@ func options(t *testing.T, set *schemas.Set, runs string, stage int, e env) harn
 	}
 	return harness.Options{Stage: stage, RunsDir: runs, Schemas: set, SelfExe: exe, Getenv: e.get,
 		VerifyRun: validators.StageRunVerifier(set)}
+}
+
+// testKeys are in-memory signing keys: the stage 2 record they sign opens
+// stage 3's gate, as the machine key's does outside tests.
+func testKeys(t testing.TB) attest.Keys {
+	t.Helper()
+	k, err := attest.Ephemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func materialize(t *testing.T, name, dir string) string {
@@ -169,12 +181,14 @@ func stage3(t *testing.T, set *schemas.Set) (harness.Options, string) {
 	t.Helper()
 	runs := t.TempDir()
 	exe, _ := os.Executable()
-	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv})
+	keys := testKeys(t)
+	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys})
 	if !res.OK {
 		t.Fatalf("stage 2 validation: %v", res.Errors)
 	}
 	src := materialize(t, fixtures.SampleOwned, filepath.Join(t.TempDir(), "owned"))
 	o := options(t, set, runs, 3, env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"})
+	o.Signing = keys
 	o.Source = src
 	o.Config = config.Config{OwnedSources: []string{src}}
 	data, _ := fixtures.TaskSpec(fixtures.SampleOwned)

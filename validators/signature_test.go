@@ -228,7 +228,7 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 		if v := validators.Run(ctx, pass, set, validators.RunOptions{}); !v.OK || v.Signed {
 			t.Fatalf("an unsigned run is valid but must say so: %+v", v)
 		}
-		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--require-signature")
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--allow-unsigned")
 	})
 	t.Run("attestation write not traced", func(t *testing.T) {
 		tamper(t, pass, func(dir string) {
@@ -301,7 +301,7 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 		return map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}[k]
 	}
 	check := func(trusted []attest.PublicKey) []string {
-		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Trusted: trusted, Records: gates.RecordCheck{Dir: dir,
+		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Signing: attest.Keys{Trusted: trusted}, Records: gates.RecordCheck{Dir: dir,
 			RunsDir: runs, VerifyRun: validators.StageRunVerifier(set),
 			MaxAge: 24 * 3600e9, Now: readRecord(t, runs, 2).ValidatedAt, Validate: set.Validator(schemas.StageRecord)}})
 		var codes []string
@@ -317,7 +317,7 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 		}
 	}
 	want("genuine, trusted", check(keys.Trusted))
-	want("genuine, no trusted keys", check(nil))
+	want("genuine, no trusted keys", check(nil), string(ctoharness.BlockStageRecordUntrusted))
 	want("genuine, unknown key", check(other.Trusted), string(ctoharness.BlockStageRecordUntrusted))
 
 	p := gates.RecordPath(dir, 2)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
@@ -41,7 +42,11 @@ func stageOpts(t *testing.T, runs string) (validators.StageOptions, *schemas.Set
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}, set
+	keys, err := attest.Ephemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys, RequireSignature: true}, set
 }
 
 // passRun validates stage 2 (and so stage 1) in a fresh runs dir and returns
