@@ -69,9 +69,14 @@ func checkAttestation(v *runView, c collector) {
 	switch {
 	case len(v.opts.Trusted) > 0:
 		id, err := env.Verify(context.Background(), v.opts.Trusted)
-		if err != nil {
+		switch {
+		case errors.Is(err, attest.ErrUnknownKey) && !v.opts.RequireSignature:
+			// Signed, but by no key this verifier trusts: accepted as
+			// unverified (signature_ok false) only when unsigned evidence
+			// is. A bad signature by a trusted key is a forgery either way.
+		case err != nil:
 			c.fail(chk, evidence.Attestation, "signature: %v", err)
-		} else {
+		default:
 			c.res.KeyID, c.res.SignatureOK = id, true
 		}
 	case v.opts.RequireSignature:

@@ -185,7 +185,11 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "signed by no trusted key")
 	})
 	t.Run("verified with an unknown key", func(t *testing.T) {
-		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted}), "attestation", "signed by no trusted key")
+		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted, RequireSignature: true}), "attestation", "signed by no trusted key")
+		// Accepting unsigned evidence accepts it unverified, and says so.
+		if v := validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted}); !v.OK || !v.Signed || v.SignatureOK {
+			t.Fatalf("unverified but accepted: %+v", v)
+		}
 	})
 	t.Run("envelope from another run copied in", func(t *testing.T) {
 		stage1 := readRecord(t, runs, 1).RunDir
