@@ -42,12 +42,19 @@ func stageOpts(t *testing.T, runs string) (validators.StageOptions, *schemas.Set
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	keys, err := attest.Ephemeral()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys, RequireSignature: true}, set
+	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: testKeys, RequireSignature: true}, set
 }
+
+// testKeys sign every stage these tests validate, in memory: one pair for
+// the whole package, so that a stage validated in one call is trusted in
+// the next, as the machine key makes it outside tests.
+var testKeys = func() attest.Keys {
+	k, err := attest.Ephemeral()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // passRun validates stage 2 (and so stage 1) in a fresh runs dir and returns
 // the stage 2 pass run directory.
