@@ -101,9 +101,11 @@ type KeygenCmd struct {
 // Help explains the key pair and how to use it.
 func (KeygenCmd) Help() string {
 	return `Writes a new ed25519 key pair and prints its key id (the first 16 hex digits of the sha256 of the
-public key's DER encoding). Point the harness at the private key with the config's signing.key_file or
-` + attest.EnvSigningKeyFile + `; give verifiers the public key with signing.trusted_keys or --pubkey FILE.
-Keep the private key off machines that only verify. See docs/evidence.md (trust model).`
+public key's DER encoding). Without one the harness signs with its machine key, created on first use in
+$XDG_CONFIG_HOME/cto-harness (else ~/.config/cto-harness). Point the harness at this key instead with the
+config's signing.key_file or ` + attest.EnvSigningKeyFile + `; give verifiers the public key with
+signing.trusted_keys or --pubkey FILE. Keep the private key off machines that only verify.
+See docs/evidence.md (trust model).`
 }
 
 // Run executes the command.

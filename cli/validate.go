@@ -166,6 +166,15 @@ type HealthCmd struct {
 	JSON bool `name:"json" help:"Print one compact JSON line."`
 }
 
+// Help says what health checks, signing included.
+func (HealthCmd) Help() string {
+	return `Checks the schemas, the runs directory (writable, free space), git, the sandbox, the stage records,
+and signing: the signing key (the machine key, created on first use, or the configured one) signs
+evidence that the trust set verifies; the trust set is listed with each key id and where it came from.
+Signing off fails the check unless the config disables it on purpose (signing.disabled with
+signing.disabled_reason). Exit status: 0 healthy, 1 not, 2 bad input.`
+}
+
 // Run executes the command.
 func (c *HealthCmd) Run(g *Globals, env *Env) error {
 	set, _ := compileSchemas() // a compile failure is reported as a failed check
