@@ -304,8 +304,12 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 	env := func(k string) string {
 		return map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}[k]
 	}
-	check := func(trusted []attest.PublicKey) []string {
-		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Signing: attest.Keys{Trusted: trusted}, Records: gates.RecordCheck{Dir: dir,
+	check := func(trusted []attest.PublicKey, disabled ...string) []string {
+		k := attest.Keys{Trusted: trusted}
+		if len(disabled) > 0 {
+			k.Disabled = disabled[0]
+		}
+		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Signing: k, Records: gates.RecordCheck{Dir: dir,
 			RunsDir: runs, VerifyRun: validators.StageRunVerifier(set),
 			MaxAge: 24 * 3600e9, Now: readRecord(t, runs, 2).ValidatedAt, Validate: set.Validator(schemas.StageRecord)}})
 		var codes []string
@@ -333,7 +337,10 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 	if err := os.WriteFile(p, append(forged, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want("forged consistently, no trusted keys (the hole a signature closes)", check(nil))
+	// No trusted key used to let this through; now only the explicit
+	// opt-out does, and the next run's signed predicate says so.
+	want("forged consistently, no trusted keys", check(nil), string(ctoharness.BlockStageRecordUntrusted))
+	want("forged consistently, signing disabled in the config", check(nil, "test opt-out"))
 	want("forged consistently, trusted", check(keys.Trusted), string(ctoharness.BlockStageRecordUntrusted))
 	if err := os.WriteFile(p, orig, 0o644); err != nil {
 		t.Fatal(err)
