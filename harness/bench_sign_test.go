@@ -21,11 +21,12 @@ import (
 )
 
 // BenchmarkSigningOverheadSample measures what signing and verifying add to a
-// stage 3 pass-route run on the embedded sample repository: unsigned runs
+// stage 3 pass-route run on the embedded sample repository. Unsigned runs
 // (signing disabled in the config: nothing signed, nothing verified at the
-// gate or by validate; run + validate) and signed runs (the default) (key loaded and binary hashed afresh as a
-// command would, run + attestation, validate against the trusted key) are
-// interleaved, and the medians compared. The target (under 5 % of the run)
+// gate or by validate; run + validate) and signed runs (the default: the
+// machine key loaded and the binary hashed afresh as a command would, the
+// previous record and run verified at the gate, run + attestation, validate
+// against the trusted key) are interleaved, and the medians compared. The target (under 5 % of the run)
 // is checked on CPU time from getrusage, which a machine shared with other
 // work disturbs far less than wall time; the wall-time medians are reported
 // too.
