@@ -60,9 +60,12 @@ type Report struct {
 	Freshness               Freshness         `json:"freshness"`
 	// Signed says attestation.dsse.json follows the report (a signing key was
 	// configured); false means the evidence is unsigned and only tamper-evident.
-	Signed       bool         `json:"signed"`
-	SigningKeyID string       `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
-	Agent        *AgentRecord `json:"agent,omitempty"`
+	Signed       bool   `json:"signed"`
+	SigningKeyID string `json:"signing_key_id"` // "" when unsigned; always present so signed and unsigned reports have one shape
+	// UnsignedReason says why an unsigned run is unsigned (signing disabled
+	// in the config, --unsandboxed, a view that showed the key).
+	UnsignedReason string       `json:"unsigned_reason,omitempty"`
+	Agent          *AgentRecord `json:"agent,omitempty"`
 }
 
 // Policy is the classification policy the run was held to, recorded so a

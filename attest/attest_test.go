@@ -160,6 +160,20 @@ func TestVerifyRefusals(t *testing.T) {
 		{"no trusted keys", env, nil, nil, attest.ErrNoTrust},
 		{"payload edited", forgedPayload, []attest.PublicKey{pub}, nil, attest.ErrBadSignature},
 		{"key id relabelled", edit(func(e *dsse.Envelope) { e.Signatures[0].KeyID = other.ID }), []attest.PublicKey{other}, nil, attest.ErrBadSignature},
+		// An extra signature must verify too: one good signature does not
+		// carry a bad or unknown one.
+		{"extra bad signature", edit(func(e *dsse.Envelope) {
+			e.Signatures = append(e.Signatures, dsse.Signature{KeyID: pub.ID, Sig: base64.StdEncoding.EncodeToString(make([]byte, 64))})
+		}), []attest.PublicKey{pub}, nil, attest.ErrBadSignature},
+		{"extra unknown-key signature", edit(func(e *dsse.Envelope) {
+			e.Signatures = append(e.Signatures, dsse.Signature{KeyID: other.ID, Sig: e.Signatures[0].Sig})
+		}), []attest.PublicKey{pub}, nil, attest.ErrUnknownKey},
+		// Go's decoder matches keys case-insensitively and keeps the last
+		// duplicate; jq reads another one. Both are refused.
+		{"duplicate payload key", dupKey(env, `"payload":`, `"payload": "e30=", "payload":`), []attest.PublicKey{pub}, attest.ErrMalformed, nil},
+		{"case-variant payload key", dupKey(env, `"payload":`, `"Payload": "e30=", "payload":`), []attest.PublicKey{pub}, attest.ErrMalformed, nil},
+		{"case-variant key alone", dupKey(env, `"payload":`, `"PAYLOAD":`), []attest.PublicKey{pub}, attest.ErrMalformed, nil},
+		{"duplicate sig key", dupKey(env, `"sig":`, `"sig": "AAAA", "sig":`), []attest.PublicKey{pub}, attest.ErrMalformed, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +191,80 @@ func TestVerifyRefusals(t *testing.T) {
 				t.Fatalf("verify: %v, want %v", err, tc.verifyErr)
 			}
 		})
+	}
+}
+
+// dupKey rewrites the first occurrence of old in an envelope's JSON,
+// failing the test when old is not there (the case would test nothing).
+func dupKey(env []byte, old, new string) []byte {
+	if !bytes.Contains(env, []byte(old)) {
+		panic("dupKey: " + old + " not in the envelope")
+	}
+	return bytes.Replace(env, []byte(old), []byte(new), 1)
+}
+
+// The machine key is created once, private and 0600, and reused after;
+// two harnesses creating it at once end with one key.
+func TestEnsureMachineKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cfg", "cto-harness")
+	var ids = make(chan string, 4)
+	var created = make(chan bool, 4)
+	for range 4 {
+		go func() {
+			s, c, err := attest.EnsureMachineKey(dir)
+			if err != nil {
+				t.Error(err)
+				ids <- ""
+				created <- false
+				return
+			}
+			ids <- s.Public().ID
+			created <- c
+		}()
+	}
+	first, n := "", 0
+	for range 4 {
+		id := <-ids
+		if first == "" {
+			first = id
+		}
+		if id != first || id == "" {
+			t.Fatalf("concurrent creators disagree: %s vs %s", id, first)
+		}
+		if <-created {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d creators say they created the key, want 1", n)
+	}
+	st, err := os.Stat(filepath.Join(dir, attest.PrivateKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key: %v %v", st, err)
+	}
+	pub, err := attest.LoadPublicKey(filepath.Join(dir, attest.PublicKeyFile))
+	if err != nil || pub.ID != first {
+		t.Fatalf("public key %v %v, want id %s", pub.ID, err, first)
+	}
+	s, c, err := attest.EnsureMachineKey(dir)
+	if err != nil || c || s.Public().ID != first || s.File() != filepath.Join(dir, attest.PrivateKeyFile) {
+		t.Fatalf("second use: created=%v err=%v", c, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".signing.key.*")); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+func TestMachineKeyDir(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if d, _ := attest.MachineKeyDir(env(map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"})); d != "/x/cto-harness" {
+		t.Errorf("with XDG_CONFIG_HOME: %s", d)
+	}
+	if d, _ := attest.MachineKeyDir(env(map[string]string{"XDG_CONFIG_HOME": "rel", "HOME": "/h"})); d != "/h/.config/cto-harness" {
+		t.Errorf("relative XDG_CONFIG_HOME is ignored (XDG spec): %s", d)
+	}
+	if _, err := attest.MachineKeyDir(env(map[string]string{"HOME": "/"})); !errors.Is(err, attest.ErrKeyInvalid) {
+		t.Errorf("no usable directory: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,12 +67,19 @@ type Envelope struct {
 	raw     dsse.Envelope
 	Payload []byte
 	KeyIDs  []string
+	sigs    [][]byte
 }
 
-// ParseEnvelope decodes envelope JSON strictly: one JSON object, the in-toto
-// payload type, at least one signature, a base64 payload. A truncated or
-// edited file fails here.
+// ParseEnvelope decodes envelope JSON strictly: one JSON object whose keys
+// are exactly the DSSE names (no duplicates, no case variants), the in-toto
+// payload type, at least one signature, standard base64 everywhere. A
+// truncated or edited file fails here, and so does one that a lenient
+// decoder and the jq recipe in docs/evidence.md would read differently.
+// The payload's own objects may not repeat a key either.
 func ParseEnvelope(data []byte) (*Envelope, error) {
+	if err := checkKeys(data, envelopeKeys); err != nil {
+		return nil, err
+	}
 	var env dsse.Envelope
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -87,45 +95,70 @@ func ParseEnvelope(data []byte) (*Envelope, error) {
 	if len(env.Signatures) == 0 {
 		return nil, fmt.Errorf("%w: no signatures", ErrMalformed)
 	}
-	payload, err := env.DecodeB64Payload()
+	payload, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
 	if err != nil {
-		return nil, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+		return nil, fmt.Errorf("%w: payload is not standard base64: %v", ErrMalformed, err)
+	}
+	if err := checkKeys(payload, nil); err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
 	}
 	e := &Envelope{raw: env, Payload: payload}
-	for _, s := range env.Signatures {
+	for i, s := range env.Signatures {
+		sig, err := base64.StdEncoding.Strict().DecodeString(s.Sig)
+		if err != nil {
+			return nil, fmt.Errorf("%w: signature %d is not standard base64: %v", ErrMalformed, i, err)
+		}
 		e.KeyIDs = append(e.KeyIDs, s.KeyID)
+		e.sigs = append(e.sigs, sig)
 	}
 	return e, nil
 }
 
-// Verify checks the envelope's signatures against the trusted keys with the
-// DSSE library's verifier and returns the id of the key that verified. A
-// signature whose key id names a trusted key but does not verify is a
-// forgery (ErrBadSignature); no signature by a trusted key is ErrUnknownKey.
+// Verify checks every signature of the envelope: each must name a trusted
+// key by its key id and verify over the DSSE pre-authentication encoding
+// with that key. One signature that does not (an unknown key, a forgery, an
+// extra signature added next to a good one) refuses the whole envelope, so
+// that what validate accepts is exactly what the per-signature openssl
+// recipe accepts. It returns the id of the first signature's key.
 func (e *Envelope) Verify(ctx context.Context, trusted []PublicKey) (string, error) {
 	if len(trusted) == 0 {
 		return "", ErrNoTrust
 	}
-	named := false
-	for _, k := range trusted {
-		for _, id := range e.KeyIDs {
-			if id != k.ID {
-				continue
-			}
-			named = true
-			ev, err := dsse.NewEnvelopeVerifier(dsseVerifier{k})
-			if err != nil {
-				return "", err
-			}
-			if _, err := ev.Verify(ctx, &e.raw); err == nil {
-				return k.ID, nil
+	pae := dsse.PAE(e.raw.PayloadType, e.Payload)
+	for i, id := range e.KeyIDs {
+		var key *PublicKey
+		for j := range trusted {
+			if trusted[j].ID == id {
+				key = &trusted[j]
+				break
 			}
 		}
+		if key == nil {
+			return "", fmt.Errorf("%w: signature %d is by key id %q, trusted are %v", ErrUnknownKey, i, id, idsOf(trusted))
+		}
+		if !ed25519.Verify(key.Key, pae, e.sigs[i]) {
+			return "", fmt.Errorf("%w: signature %d names trusted key id %s but is not its signature over this payload", ErrBadSignature, i, id)
+		}
 	}
-	if named {
-		return "", fmt.Errorf("%w: key id %v is trusted but the signature over this payload is not its", ErrBadSignature, e.KeyIDs)
+	// The DSSE library's verifier agrees on the first signature: a second,
+	// independent reading of the same envelope.
+	ev, err := dsse.NewEnvelopeVerifier(dsseVerifier{keyByID(trusted, e.KeyIDs[0])})
+	if err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("%w: signed by key id %v, trusted are %v", ErrUnknownKey, e.KeyIDs, idsOf(trusted))
+	if _, err := ev.Verify(ctx, &e.raw); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadSignature, err)
+	}
+	return e.KeyIDs[0], nil
+}
+
+func keyByID(ks []PublicKey, id string) PublicKey {
+	for _, k := range ks {
+		if k.ID == id {
+			return k
+		}
+	}
+	return PublicKey{}
 }
 
 func idsOf(ks []PublicKey) []string {

@@ -39,13 +39,20 @@ type PublicKey struct {
 type Signer struct {
 	priv ed25519.PrivateKey
 	pub  PublicKey
+	file string
 }
 
 // Keys is what a command knows about signing: the key it signs with (nil:
 // evidence is unsigned) and the public keys it trusts when verifying.
+// Disabled is the user's stated reason for running without signatures
+// (config signing.disabled); only then may a gate accept an unsigned
+// previous-stage record.
 type Keys struct {
-	Signer  *Signer
-	Trusted []PublicKey
+	Signer   *Signer
+	Trusted  []PublicKey
+	Disabled string
+	// Sources say where each trusted key came from, by key id, for health.
+	Sources map[string]string
 }
 
 // KeyID is the first 16 hex digits of the sha256 of the key's PKIX (DER)
@@ -142,7 +149,7 @@ func LoadSigner(p string) (*Signer, error) {
 		return nil, fmt.Errorf("%w: %s is a %T, only ed25519 keys are used", ErrKeyInvalid, p, k)
 	}
 	pub := priv.Public().(ed25519.PublicKey)
-	return &Signer{priv: priv, pub: PublicKey{Key: pub, ID: KeyID(pub)}}, nil
+	return &Signer{priv: priv, pub: PublicKey{Key: pub, ID: KeyID(pub)}, file: p}, nil
 }
 
 // Public returns the signer's public key.
@@ -180,4 +187,96 @@ func LoadPublicKeys(paths []string) ([]PublicKey, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// File returns the path the signing key was loaded from ("" for an
+// ephemeral key): the harness masks it, and its directory's other keys,
+// from every sandbox view.
+func (s *Signer) File() string { return s.file }
+
+// Ephemeral returns keys that live only in memory: a fresh signer that is
+// also the only trusted key. Tests and failure rows use it, so nothing they
+// sign can be confused with the machine's evidence.
+func Ephemeral() (Keys, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return Keys{}, fmt.Errorf("generate an ed25519 key: %w", err)
+	}
+	pk := PublicKey{Key: pub, ID: KeyID(pub)}
+	return Keys{Signer: &Signer{priv: priv, pub: pk}, Trusted: []PublicKey{pk}}, nil
+}
+
+// MachineKeyDir is where the machine key lives when no key is configured:
+// $XDG_CONFIG_HOME/cto-harness, else $HOME/.config/cto-harness. Both are
+// in the user's home or config tree, which no sandbox view shows. It fails
+// when neither variable names an absolute directory.
+func MachineKeyDir(getenv func(string) string) (string, error) {
+	if x := getenv("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "cto-harness"), nil
+	}
+	if h := getenv("HOME"); filepath.IsAbs(h) && filepath.Clean(h) != "/" {
+		return filepath.Join(h, ".config", "cto-harness"), nil
+	}
+	return "", fmt.Errorf("%w: neither XDG_CONFIG_HOME nor HOME names an absolute directory for the machine signing key; set one, or name a key with %s", ErrKeyInvalid, EnvSigningKeyFile)
+}
+
+// EnsureMachineKey loads dir's signing.key, creating the pair first when
+// there is none (created is then true). Creation is atomic: the private key
+// is written and synced under a temporary name and hard-linked into place,
+// so two harnesses starting at once agree on one key and neither reads a
+// half-written file.
+func EnsureMachineKey(dir string) (s *Signer, created bool, err error) {
+	p := filepath.Join(dir, PrivateKeyFile)
+	if _, err := os.Lstat(p); err == nil {
+		s, err := LoadSigner(p)
+		return s, false, err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, false, fmt.Errorf("generate an ed25519 key: %w", err)
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, false, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("%w: create the machine key directory %s: %v", ErrKeyInvalid, dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".signing.key.*")
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrKeyInvalid, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}))
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, false, fmt.Errorf("%w: write %s: %v", ErrKeyInvalid, tmp.Name(), werr)
+	}
+	lerr := os.Link(tmp.Name(), p)
+	if lerr != nil && !errors.Is(lerr, os.ErrExist) {
+		return nil, false, fmt.Errorf("%w: install %s: %v", ErrKeyInvalid, p, lerr)
+	}
+	created = lerr == nil
+	if created {
+		// The public half, for verifiers and the openssl recipe; a
+		// concurrent creator that lost the race never writes it.
+		if err := writeExclusive(filepath.Join(dir, PublicKeyFile), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil && !errors.Is(err, ErrKeyExists) {
+			return nil, false, err
+		}
+		if d, err := os.Open(dir); err == nil {
+			_ = d.Sync() // the new names survive a crash
+			d.Close()
+		}
+	}
+	s, err = LoadSigner(p)
+	return s, created, err
 }

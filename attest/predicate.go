@@ -33,12 +33,16 @@ type GateValues struct {
 	PreviousRecord *PreviousStage `json:"previous_stage_record"`
 }
 
-// PreviousStage names the previous stage's record the gate read (whether or
-// not its signature was then trusted: the blockers say).
+// PreviousStage names the previous stage's record the gate read, and
+// whether the gate verified its signature (and by which key): a record
+// accepted unsigned, under an explicit opt-out, is visible in the signed
+// predicate.
 type PreviousStage struct {
-	Stage        int    `json:"stage"`
-	RunID        string `json:"run_id"`
-	RecordDigest string `json:"record_digest"`
+	Stage             int    `json:"stage"`
+	RunID             string `json:"run_id"`
+	RecordDigest      string `json:"record_digest"`
+	SignatureVerified bool   `json:"signature_verified"`
+	KeyID             string `json:"key_id"`
 }
 
 // SandboxStrength summarizes the confinement in force.

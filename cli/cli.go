@@ -65,7 +65,7 @@ type Env struct {
 type Globals struct {
 	RunsDir string   `name:"runs-dir" help:"Directory for run evidence and stage records (default: $CTO_HARNESS_RUNS_DIR or ./runs)." type:"path" placeholder:"DIR"`
 	Config  string   `name:"config" help:"Harness config file: owned sources and Target Repository roots (default: $CTO_HARNESS_CONFIG)." type:"path" placeholder:"FILE"`
-	PubKeys []string `name:"pubkey" sep:"none" type:"path" placeholder:"FILE" help:"Trusted ed25519 public key (PEM) for verifying signed runs and stage records; repeatable; added to the config's signing.trusted_keys."`
+	PubKeys []string `name:"pubkey" sep:"none" type:"path" placeholder:"FILE" help:"Trusted ed25519 public key (PEM) for verifying signed runs and stage records; repeatable; added to the signing key's own and the config's signing.trusted_keys."`
 }
 
 // CLI is the command tree.

@@ -36,6 +36,10 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("CTO_HARNESS_RUNS_DIR", filepath.Join(e.WorkDir, "runs"))
+			// Signing is on by default: the machine key is created on first
+			// use under the user's config directory, here the script's own,
+			// never the real user's.
+			e.Setenv("XDG_CONFIG_HOME", filepath.Join(e.WorkDir, ".config"))
 			// The harness binary's own directory, for scripts that narrow PATH.
 			for _, d := range filepath.SplitList(e.Getenv("PATH")) {
 				if _, err := os.Stat(filepath.Join(d, "cto-harness")); err == nil {

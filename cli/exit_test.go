@@ -18,7 +18,13 @@ func TestExitCodeRule(t *testing.T) {
 	runs := filepath.Join(dir, "runs")
 	notRun := filepath.Join(dir, "plain")
 	os.MkdirAll(notRun, 0o755)
-	env := func(string) string { return "" }
+	cfgHome := filepath.Join(dir, "config") // where the machine signing key is created
+	env := func(k string) string {
+		if k == "XDG_CONFIG_HOME" {
+			return cfgHome
+		}
+		return ""
+	}
 	for _, tc := range []struct {
 		args []string
 		want int

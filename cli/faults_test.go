@@ -38,7 +38,7 @@ func newHarnessChildIn(t testing.TB, runs string) *harnessChild {
 		t.Fatalf("the cto-harness test command is not in PATH: %v", err)
 	}
 	h := &harnessChild{t: t, exe: exe, runs: runs, env: []string{
-		"PATH=" + os.Getenv("PATH"), "CTO_HARNESS_RUNS_DIR=" + runs,
+		"PATH=" + os.Getenv("PATH"), "CTO_HARNESS_RUNS_DIR=" + runs, "XDG_CONFIG_HOME=" + t.TempDir(),
 		"CTO_HARNESS_ALLOW_CASE=1", "CTO_HARNESS_CASE_STAGE=2",
 	}}
 	// A failing test must not leave its own survivors behind.

@@ -48,7 +48,8 @@ func runOnTerminal(t *testing.T, args ...string) string {
 		}
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "CTO_HARNESS_CONFIG=")
+	// The machine signing key goes to a config directory of the test's own.
+	cmd.Env = append(os.Environ(), "CTO_HARNESS_CONFIG=", "XDG_CONFIG_HOME="+t.TempDir())
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, pts
 	if err := cmd.Start(); err != nil {

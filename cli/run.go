@@ -28,7 +28,7 @@ type RunCmd struct {
 	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile, one of: ${enum} (default ${default}). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
-	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
+	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence and is never signed, since Case could read the signing key."`
 	Deep           bool     `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
 	AllowNet       []string `name:"allow-net" sep:"none" placeholder:"HOST:PORT" help:"Let Case reach HOST:PORT (a name, *.suffix wildcard or IP) through the harness's egress forwarder; repeatable. Every connection is decided and logged in network.jsonl (see docs/sandbox.md)."`
 	VerifyAllowNet []string `name:"verify-allow-net" sep:"none" placeholder:"HOST:PORT" help:"Like --allow-net, for the verification command (for example a module proxy); repeatable."`
@@ -50,10 +50,12 @@ RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the 
 source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
 SIGTERM or SIGINT stops Case and still proves the source (blocked: INTERRUPTED); a second one ends at once.
 
-With a signing key (the config's signing.key_file or CTO_HARNESS_SIGNING_KEY_FILE; make one with
-'cto-harness keygen') the run ends by writing attestation.dsse.json, a signed in-toto statement over
-every other evidence file; without one the report says "signed": false. With trusted keys
-(signing.trusted_keys, --pubkey) the previous stage's record must be signed by one of them.
+The run ends by writing attestation.dsse.json, an in-toto statement over every other evidence file,
+signed with the machine key (created on first use in $XDG_CONFIG_HOME/cto-harness, else
+~/.config/cto-harness) or the key named by CTO_HARNESS_SIGNING_KEY_FILE or signing.key_file. The
+previous stage's record, and its run, must be signed by a trusted key (the signing key,
+signing.trusted_keys, --pubkey). An --unsandboxed run is never signed; nor is any run when the config
+sets signing.disabled. The report's unsigned_reason says why.
 
 Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
 }

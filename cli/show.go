@@ -67,8 +67,11 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 		sandbox = "enforced (" + strings.Join(rep.Sandbox.Mechanisms, ", ") + ")"
 	}
 	signed := "not signed"
+	if rep.UnsignedReason != "" {
+		signed += " (" + rep.UnsignedReason + ")"
+	}
 	if extra.Signed {
-		signed = "signed (key " + extra.KeyID + "; verify with 'cto-harness validate --pubkey')"
+		signed = "signed (key " + extra.KeyID + "; verify with 'cto-harness validate', elsewhere with --pubkey and the signer's public key)"
 	}
 	fmt.Fprintf(w, "  harness %s, sandbox %s, %s\n", term(rep.Freshness.HarnessVersion), term(sandbox), term(signed))
 	if len(rep.Blockers) == 0 {

@@ -18,18 +18,19 @@ import (
 type ValidateCmd struct {
 	RunDir           string `arg:"" name:"RUN_DIR" help:"A run directory (RUNS_DIR/<run_id>)." type:"path"`
 	ExpectPass       bool   `name:"expect-pass" help:"Also require that the run passed."`
-	RequireSignature bool   `name:"require-signature" help:"Fail an unsigned run, or one whose signature no trusted key (--pubkey, signing.trusted_keys) verifies (CI mode)."`
+	AllowUnsigned    bool   `name:"allow-unsigned" help:"Accept an unsigned run, or one no trusted key verifies, reporting it as such (the default requires a trusted signature)."`
+	RequireSignature bool   `name:"require-signature" help:"Require a trusted signature even when the config disables signing (without it, that is already the default)."`
 	JSON             bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors, signed, key_id, signature_ok."`
 }
 
 // Help lists the checks.
 func (ValidateCmd) Help() string {
 	return fmt.Sprintf(`Checks: %v.
-A signed run's attestation.dsse.json is checked first: the DSSE signature against the trusted keys
-(--pubkey FILE, repeatable, and the config's signing.trusted_keys), then every attested file's sha256,
-then that the signed predicate describes this run. Without trusted keys the signature is not verified
-(signature_ok false). An unsigned run is valid but reported as "signed": false unless
---require-signature is given.
+A run's attestation.dsse.json is checked first: every DSSE signature against the trusted keys (this
+machine's signing key, the config's signing.trusted_keys and every --pubkey FILE), then every attested
+file's sha256, then that the signed predicate describes this run. A run that is unsigned, or that no
+trusted key verifies, is invalid unless --allow-unsigned is given (or the config sets
+signing.disabled); it is then reported as "signed": false or "signature_ok": false.
 A well-formed blocked run is valid; add --expect-pass to require a pass.
 Exit status: 0 valid, 1 invalid, 2 bad input (no such run directory, an unreadable key).`, validators.CheckNames())
 }
@@ -48,7 +49,7 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted,
-		RequireSignature: c.RequireSignature})
+		RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys)})
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {
@@ -82,7 +83,15 @@ type StageFlags struct {
 	JUnit       string `name:"junit" type:"path" placeholder:"FILE" help:"Also write a JUnit XML report, one testcase per check."`
 	JSON        bool   `name:"json" help:"Print one JSON line: ok, checked, errors, pass_artifact_path, failure_artifact_paths, source_non_mutation_proof_path, health, signed, key_id, signature_ok."`
 
-	RequireSignature bool `name:"require-signature" help:"Fail unless the stage's runs and record are signed and verify against a trusted key (CI mode)."`
+	AllowUnsigned    bool `name:"allow-unsigned" help:"Accept stage runs and records that no trusted key verifies (the default requires a trusted signature)."`
+	RequireSignature bool `name:"require-signature" help:"Require trusted signatures even when the config disables signing (without it, that is already the default)."`
+}
+
+// requireSignature is the signature policy of a validation: required,
+// unless --allow-unsigned or the config's signing.disabled says otherwise;
+// --require-signature wins over both.
+func requireSignature(require, allowUnsigned bool, keys attest.Keys) bool {
+	return require || (!allowUnsigned && keys.Disabled == "")
 }
 
 // Help explains the stage validation.
@@ -92,9 +101,11 @@ const stageHelp = `Runs the stage's pass route on the fake lane with embedded sa
 or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
 writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
 records are missing are validated first.
-With a signing key (signing.key_file or ` + attest.EnvSigningKeyFile + `) every run and the record are signed
-(RUNS_DIR/validation/stage-N.dsse.json); with trusted keys (signing.trusted_keys, --pubkey) they are
-verified, and an unsigned or untrusted previous-stage record is refused.
+Every run and the record are signed (RUNS_DIR/validation/stage-N.dsse.json) with the machine key, created
+on first use in $XDG_CONFIG_HOME/cto-harness (else ~/.config/cto-harness), or the key named by
+signing.key_file or ` + attest.EnvSigningKeyFile + `. They must verify against a trusted key (the signing
+key, signing.trusted_keys, --pubkey), and an unsigned or untrusted previous-stage record is refused,
+unless --allow-unsigned (or the config's signing.disabled) is given.
 Exit status: 0 ok, 1 not ok, 2 bad input.`
 
 // Run executes the command.
@@ -114,12 +125,11 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 	if err != nil {
 		return err
 	}
-	keyFile, trustedFiles := g.signingFiles(env, cfg)
 	res := validators.Stage(env.Ctx, stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
-		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: c.RequireSignature,
+		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys),
 		Health: func(ctx context.Context) (any, bool) {
 			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
-				SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
+				Signing: keys})
 			return h, h.OK
 		}})
 	if c.JUnit != "" {
@@ -156,6 +166,15 @@ type HealthCmd struct {
 	JSON bool `name:"json" help:"Print one compact JSON line."`
 }
 
+// Help says what health checks, signing included.
+func (HealthCmd) Help() string {
+	return `Checks the schemas, the runs directory (writable, free space), git, the sandbox, the stage records,
+and signing: the signing key (the machine key, created on first use, or the configured one) signs
+evidence that the trust set verifies; the trust set is listed with each key id and where it came from.
+Signing off fails the check unless the config disables it on purpose (signing.disabled with
+signing.disabled_reason). Exit status: 0 healthy, 1 not, 2 bad input.`
+}
+
 // Run executes the command.
 func (c *HealthCmd) Run(g *Globals, env *Env) error {
 	set, _ := compileSchemas() // a compile failure is reported as a failed check
@@ -164,9 +183,9 @@ func (c *HealthCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	runs, _ := filepath.Abs(g.runsDir(env))
-	keyFile, trustedFiles := g.signingFiles(env, cfg)
+	keys, kerr := g.keys(env, cfg, true)
 	h := health.Run(env.Ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
-		SigningKeyFile: keyFile, TrustedKeyFiles: trustedFiles})
+		Signing: keys, SigningErr: kerr})
 	if c.JSON {
 		_ = printJSON(env.Stdout, h)
 	} else {

@@ -19,9 +19,10 @@ type Request struct {
 	Stage   int
 	Getenv  func(string) string // injected so tests and validators never touch the process environment
 	Records RecordCheck
-	// Trusted are the public keys a previous stage's record must be signed
-	// by; none configured keeps records unsigned-but-digested.
-	Trusted []attest.PublicKey
+	// Signing holds the public keys a previous stage's record and its run
+	// must be signed by. Without one the record is refused, unless signing
+	// is explicitly disabled (Signing.Disabled).
+	Signing attest.Keys
 }
 
 // Decision is the gate's answer: the stage, the previous stage's record when

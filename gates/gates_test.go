@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -196,7 +197,9 @@ func TestCheckDecisions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := gates.Check(context.Background(), gates.Request{Stage: tc.stage, Getenv: env(tc.env), Records: f.check()})
+			// The fixture's records are unsigned; signatures are TestRecordSignature's.
+			d := gates.Check(context.Background(), gates.Request{Stage: tc.stage, Getenv: env(tc.env), Records: f.check(),
+				Signing: attest.Keys{Disabled: "ladder decisions only"}})
 			var got []ctoharness.BlockerCode
 			for _, b := range d.Blockers {
 				got = append(got, b.Code)
@@ -219,5 +222,10 @@ func TestCheckDecisions(t *testing.T) {
 				t.Fatalf("previous record not returned: %+v", d.Previous)
 			}
 		})
+	}
+	// Without the opt-out the same open stage 3 refuses the unsigned record.
+	d := gates.Check(context.Background(), gates.Request{Stage: 3, Getenv: env(map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}), Records: f.check()})
+	if len(d.Blockers) != 1 || d.Blockers[0].Code != ctoharness.BlockStageRecordUntrusted {
+		t.Fatalf("unsigned record without an opt-out: %+v", d.Blockers)
 	}
 }

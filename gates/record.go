@@ -28,6 +28,10 @@ type Record struct {
 	HarnessVersion string    `json:"harness_version"`
 	Checked        []string  `json:"checked"`
 	RecordDigest   string    `json:"record_digest"`
+	// VerifiedBy is the id of the trusted key whose signature over this
+	// record the gate verified ("" when not verified). Never written: the
+	// signature is the proof, this only carries the gate's finding on.
+	VerifiedBy string `json:"-"`
 }
 
 // RecordPath is where stage n's record lives inside the records directory.

@@ -33,23 +33,76 @@ func RecordSubject(n int) string { return fmt.Sprintf("validation/stage-%d.json"
 func ReportSubject(runID string) string { return runID + "/report.json" }
 
 func (req Request) recordTrusted(ctx context.Context, rec *Record) error {
-	return CheckRecordTrust(ctx, req.Records.Dir, rec, req.Trusted)
+	return CheckRecordTrust(ctx, req.Records.Dir, rec, req.Signing)
 }
 
-// CheckRecordTrust checks, when trusted keys are configured, that an
-// accepted record in dir is signed by one of them: an unsigned, unknown-key
-// or forged record blocks with STAGE_RECORD_UNTRUSTED. A nil record or no
-// trusted key checks nothing.
-func CheckRecordTrust(ctx context.Context, dir string, rec *Record, trusted []attest.PublicKey) error {
-	if rec == nil || len(trusted) == 0 {
+// CheckRecordTrust checks that an accepted record in dir, and the run it
+// names, are signed by a trusted key: an unsigned, unknown-key or forged
+// record or run blocks with STAGE_RECORD_UNTRUSTED, and so does having no
+// trusted key at all. Only an explicit opt-out (keys.Disabled, the config's
+// signing.disabled) accepts an unsigned record. On success rec.VerifiedBy
+// names the key that signed. A nil record checks nothing.
+func CheckRecordTrust(ctx context.Context, dir string, rec *Record, keys attest.Keys) error {
+	if rec == nil {
 		return nil
 	}
-	_, err := VerifyRecordSignature(ctx, dir, *rec, trusted)
+	if len(keys.Trusted) == 0 && keys.Disabled != "" {
+		return nil
+	}
+	id, err := VerifyRecordSignature(ctx, dir, *rec, keys.Trusted)
+	if err == nil {
+		err = VerifyRunSignature(ctx, *rec, keys.Trusted)
+	}
 	if err != nil {
 		return ctoharness.Block(ctoharness.BlockStageRecordUntrusted, ctoharness.StepGate, err,
-			"the stage %d validation record is not signed by a trusted key; re-run 'cto-harness validate-stage %d' with the signing key configured", rec.Stage, rec.Stage)
+			"the stage %d validation record or its run is not signed by a trusted key; re-run 'cto-harness validate-stage %d' (it signs with the machine key, or the configured signing.key_file)", rec.Stage, rec.Stage)
 	}
+	rec.VerifiedBy = id
 	return nil
+}
+
+// VerifyRunSignature checks the attestation of the run a record names: a
+// trusted key signed it, for that run id, and its report.json subject is
+// the report digest the record pins. The run's other subjects are the run
+// validator's business (the record check re-validates the run).
+func VerifyRunSignature(ctx context.Context, rec Record, trusted []attest.PublicKey) error {
+	p := filepath.Join(rec.RunDir, "attestation.dsse.json")
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("run %s is unsigned (%s is missing)", rec.RunID, p)
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if _, err := env.Verify(ctx, trusted); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if st.PredicateType != attest.RunPredicateType {
+		return fmt.Errorf("%s: predicate type %q, want %q", p, st.PredicateType, attest.RunPredicateType)
+	}
+	var pred struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil || pred.RunID != rec.RunID {
+		return fmt.Errorf("%s is signed for run %q, the record names %s", p, pred.RunID, rec.RunID)
+	}
+	for _, sub := range st.Subjects {
+		if sub.Name == "report.json" {
+			if sub.SHA256 != rec.ReportSHA256 {
+				return fmt.Errorf("%s signs report.json with sha256 %s, the record pins %s", p, sub.SHA256, rec.ReportSHA256)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not attest report.json", p)
 }
 
 // VerifyRecordSignature verifies stage rec.Stage's record attestation in dir

@@ -30,6 +30,26 @@ func signer(t *testing.T) (*attest.Signer, attest.PublicKey) {
 	return s, pub
 }
 
+// signRun writes an attestation for a run directory that attests report
+// with the given sha256, for run id, signed by s.
+func signRun(t *testing.T, runDir, runID, reportSHA string, s *attest.Signer) {
+	t.Helper()
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := attest.NewStatement([]attest.Subject{{Name: "report.json", SHA256: reportSHA}}, attest.RunPredicateType, map[string]any{"run_id": runID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.Sign(context.Background(), s, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "attestation.dsse.json"), env, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRecordSignature(t *testing.T) {
 	ctx := context.Background()
 	set, err := schemas.Compile()
@@ -37,9 +57,10 @@ func TestRecordSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, pub := signer(t)
-	_, otherPub := signer(t)
+	otherS, otherPub := signer(t)
 	dir := t.TempDir()
-	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: "20260101T000000Z-s2-abcdef01", RunDir: "/runs/x",
+	runDir := filepath.Join(t.TempDir(), "20260101T000000Z-s2-abcdef01")
+	rec := gates.Record{SchemaVersion: ctoharness.SchemaVersion, Stage: 2, RunID: "20260101T000000Z-s2-abcdef01", RunDir: runDir,
 		ReportSHA256: strings.Repeat("ab", 32), ValidatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), HarnessVersion: ctoharness.Version,
 		Checked: []string{"pass_route"}}
 	rec.Seal()
@@ -51,11 +72,17 @@ func TestRecordSignature(t *testing.T) {
 		var be *ctoharness.BlockerError
 		return errors.As(err, &be) && be.Blocker.Code == ctoharness.BlockStageRecordUntrusted
 	}
-	if err := gates.CheckRecordTrust(ctx, dir, &rec, []attest.PublicKey{pub}); !untrusted(err) {
+	trusted := attest.Keys{Trusted: []attest.PublicKey{pub}}
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) {
 		t.Fatalf("unsigned record: %v, want STAGE_RECORD_UNTRUSTED", err)
 	}
-	if err := gates.CheckRecordTrust(ctx, dir, &rec, nil); err != nil {
-		t.Fatalf("no trusted keys must keep today's behaviour: %v", err)
+	// Signed by default: no trusted key is no trust, not "anything goes".
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, attest.Keys{}); !untrusted(err) {
+		t.Fatalf("no trusted keys: %v, want STAGE_RECORD_UNTRUSTED", err)
+	}
+	// Only the explicit opt-out accepts an unsigned record, and says so.
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, attest.Keys{Disabled: "air-gapped test rig"}); err != nil || rec.VerifiedBy != "" {
+		t.Fatalf("signing disabled: %v (verified by %q)", err, rec.VerifiedBy)
 	}
 	if _, err := gates.SignRecord(ctx, dir, rec, raw, s, set.Validator(schemas.StageRecordPredicate)); err != nil {
 		t.Fatal(err)
@@ -63,7 +90,27 @@ func TestRecordSignature(t *testing.T) {
 	if id, err := gates.VerifyRecordSignature(ctx, dir, rec, []attest.PublicKey{otherPub, pub}); err != nil || id != pub.ID {
 		t.Fatalf("signed record: %q %v", id, err)
 	}
-	if err := gates.CheckRecordTrust(ctx, dir, &rec, []attest.PublicKey{otherPub}); !untrusted(err) {
+	// A signed record still needs its run signed.
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) || !strings.Contains(err.Error(), "unsigned") {
+		t.Fatalf("signed record, unsigned run: %v", err)
+	}
+	signRun(t, runDir, rec.RunID, rec.ReportSHA256, otherS)
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) || !errors.Is(err, attest.ErrUnknownKey) {
+		t.Fatalf("run signed by an unknown key: %v", err)
+	}
+	signRun(t, runDir, "20260101T000000Z-s2-00000000", rec.ReportSHA256, s)
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) || !strings.Contains(err.Error(), "signed for run") {
+		t.Fatalf("run attestation of another run: %v", err)
+	}
+	signRun(t, runDir, rec.RunID, strings.Repeat("cd", 32), s)
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) || !strings.Contains(err.Error(), "the record pins") {
+		t.Fatalf("run attestation of another report: %v", err)
+	}
+	signRun(t, runDir, rec.RunID, rec.ReportSHA256, s)
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); err != nil || rec.VerifiedBy != pub.ID {
+		t.Fatalf("signed record and run: %v (verified by %q)", err, rec.VerifiedBy)
+	}
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, attest.Keys{Trusted: []attest.PublicKey{otherPub}}); !untrusted(err) {
 		t.Fatalf("unknown key: %v", err)
 	}
 	forged := rec
@@ -73,13 +120,13 @@ func TestRecordSignature(t *testing.T) {
 	if err := os.WriteFile(gates.RecordPath(dir, 2), fraw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := gates.CheckRecordTrust(ctx, dir, &forged, []attest.PublicKey{pub}); !untrusted(err) || !strings.Contains(err.Error(), "does not sign this record") {
+	if err := gates.CheckRecordTrust(ctx, dir, &forged, trusted); !untrusted(err) || !strings.Contains(err.Error(), "does not sign this record") {
 		t.Fatalf("forged record: %v", err)
 	}
 	if err := os.WriteFile(gates.SignaturePath(dir, 2), []byte(`{"payloadType":`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := gates.CheckRecordTrust(ctx, dir, &rec, []attest.PublicKey{pub}); !untrusted(err) || !errors.Is(err, attest.ErrMalformed) {
+	if err := gates.CheckRecordTrust(ctx, dir, &rec, trusted); !untrusted(err) || !errors.Is(err, attest.ErrMalformed) {
 		t.Fatalf("truncated signature: %v", err)
 	}
 }

@@ -214,7 +214,8 @@ func BenchmarkAgentLaneOverhead(b *testing.B) {
 	set := compileB(b)
 	runs := b.TempDir()
 	exe, _ := os.Executable()
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+	keys := testKeys(b)
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
 		b.Fatalf("stage 2: %v", res.Errors)
 	}
 	src := filepath.Join(b.TempDir(), "owned")
@@ -229,7 +230,7 @@ func BenchmarkAgentLaneOverhead(b *testing.B) {
 	}
 	base := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
 		Config: config.Config{OwnedSources: []string{src}}, VerifyRun: validators.StageRunVerifier(set),
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get}
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, Signing: keys}
 	o := agentOptions(base, standInAgent(b, "qwen-code-write", "", "docs/CASE_NOTES.md", "note added by the fake Case\n", 0))
 	var overhead time.Duration
 	b.ResetTimer()

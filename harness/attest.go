@@ -14,9 +14,21 @@ import (
 )
 
 // prepareSigning runs before the trace is flushed: the report records that
-// an attestation follows, and the attestation's write is traced ahead.
+// an attestation follows, and the attestation's write is traced ahead. A run
+// in which a command could have read the signing key (unsandboxed, or a view
+// that showed it) is never signed, and the report says why; so is a run
+// without a signer.
 func (r *run) prepareSigning() {
-	if r.o.Signing.Signer == nil {
+	switch {
+	case r.rep.UnsignedReason != "":
+	case r.o.Signing.Signer == nil && r.o.Signing.Disabled != "":
+		r.rep.UnsignedReason = "signing is disabled in the config: " + r.o.Signing.Disabled
+	case r.o.Signing.Signer == nil:
+		r.rep.UnsignedReason = "the harness was given no signing key"
+	case r.o.Unsandboxed:
+		r.rep.UnsignedReason = "--unsandboxed: Case and the verification command ran without the sandbox's view and could read the signing key, so nothing they produced is signed"
+	}
+	if r.rep.UnsignedReason != "" {
 		return
 	}
 	r.rep.Signed = true
@@ -30,7 +42,7 @@ func (r *run) prepareSigning() {
 // a report that says "signed": true without its attestation, which no
 // validator accepts.
 func (r *run) sign(ctx context.Context) error {
-	if r.o.Signing.Signer == nil {
+	if r.o.Signing.Signer == nil || !r.rep.Signed {
 		return nil
 	}
 	names, err := evidence.ListArtifacts(r.dir.Root())
@@ -87,7 +99,8 @@ func (r *run) predicate() attest.RunPredicate {
 		FinalEventHash: rep.Freshness.FinalEventHash, StartedAt: rep.Freshness.StartedAt, FinishedAt: rep.Freshness.FinishedAt,
 		SignedAt: r.o.Clock().UTC()}
 	if r.prev != nil {
-		p.Gate.PreviousRecord = &attest.PreviousStage{Stage: r.prev.Stage, RunID: r.prev.RunID, RecordDigest: r.prev.RecordDigest}
+		p.Gate.PreviousRecord = &attest.PreviousStage{Stage: r.prev.Stage, RunID: r.prev.RunID, RecordDigest: r.prev.RecordDigest,
+			SignatureVerified: r.prev.VerifiedBy != "", KeyID: r.prev.VerifiedBy}
 	}
 	return p
 }

@@ -65,14 +65,15 @@ func BenchmarkPassRouteGoTree(b *testing.B) {
 	set := compileB(b)
 	runs := b.TempDir()
 	exe, _ := os.Executable()
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+	keys := testKeys(b)
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
 		b.Fatalf("stage 2: %v", res.Errors)
 	}
 	spec := task.Spec{Task: "add a note", AllowedPaths: []string{"CASE_NOTES.md"},
 		Verification: task.Verification{Command: "test -f CASE_NOTES.md", TimeoutSeconds: 60}, CaseTimeoutSeconds: 60}
 	o := harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
 		Config: config.Config{OwnedSources: []string{repo}},
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set)}
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
 	var harnessT, gitT, cpT time.Duration
 	// Deleting many files makes file creation slow for a while on some
 	// filesystems; settle after set-up, and rotate the order of the three

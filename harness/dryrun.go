@@ -80,7 +80,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "checkout of the result", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
-	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Trusted: o.Signing.Trusted})
+	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Signing: o.Signing})
 	plan.Blockers = append(plan.Blockers, d.Blockers...)
 	if len(plan.Blockers) > 0 {
 		return plan, nil

@@ -169,10 +169,10 @@ func TestFullDiskRemovesThePartialFixture(t *testing.T) {
 	// Stage 2 is validated on the small disk itself: a stage record is bound
 	// to its runs directory.
 	exe, _ := os.Executable()
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+	base, _ := stage3(t, set)
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: base.Signing}); !res.OK {
 		t.Fatalf("stage 2 validation on the small disk: %v", res.Errors)
 	}
-	base, _ := stage3(t, set)
 	o := base
 	o.RunsDir = runs
 	o.Scenario = "fill-disk=1G"

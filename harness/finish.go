@@ -152,7 +152,7 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if rep.Signed {
 		fmt.Fprintf(&b, "\n## Signature\n\n- signed by key %s: attestation.dsse.json follows this report and covers every other file\n", mdText(rep.SigningKeyID))
 	} else {
-		b.WriteString("\n## Signature\n\n- unsigned (no signing key configured): the digests show the evidence is intact, not who made it\n")
+		fmt.Fprintf(&b, "\n## Signature\n\n- unsigned (%s): the digests show the evidence is intact, not who made it\n", mdText(rep.UnsignedReason))
 	}
 	return []byte(b.String())
 }

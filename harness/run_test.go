@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -62,6 +64,17 @@ func options(t *testing.T, set *schemas.Set, runs string, stage int, e env) harn
 	}
 	return harness.Options{Stage: stage, RunsDir: runs, Schemas: set, SelfExe: exe, Getenv: e.get,
 		VerifyRun: validators.StageRunVerifier(set)}
+}
+
+// testKeys are in-memory signing keys: the stage 2 record they sign opens
+// stage 3's gate, as the machine key's does outside tests.
+func testKeys(t testing.TB) attest.Keys {
+	t.Helper()
+	k, err := attest.Ephemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func materialize(t *testing.T, name, dir string) string {
@@ -169,12 +182,14 @@ func stage3(t *testing.T, set *schemas.Set) (harness.Options, string) {
 	t.Helper()
 	runs := t.TempDir()
 	exe, _ := os.Executable()
-	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv})
+	keys := testKeys(t)
+	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys})
 	if !res.OK {
 		t.Fatalf("stage 2 validation: %v", res.Errors)
 	}
 	src := materialize(t, fixtures.SampleOwned, filepath.Join(t.TempDir(), "owned"))
 	o := options(t, set, runs, 3, env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"})
+	o.Signing = keys
 	o.Source = src
 	o.Config = config.Config{OwnedSources: []string{src}}
 	data, _ := fixtures.TaskSpec(fixtures.SampleOwned)
@@ -325,4 +340,61 @@ func TestSandboxUnavailableBlocksAtGate(t *testing.T) {
 		t.Fatalf("blocker %+v qualifies %v", rep.Blockers[0], rep.Qualifies)
 	}
 	mustValidate(t, set, rep, false)
+}
+
+// A signed stage 3 run says in its signed predicate that the gate verified
+// the stage 2 record, and by which key; an unsandboxed run is never signed
+// and says why.
+func TestStage3SignedPredicateAndUnsandboxed(t *testing.T) {
+	set := compile(t)
+	o, _ := stage3(t, set)
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil || rep.Status != ctoharness.StatusPass || !rep.Signed || rep.UnsignedReason != "" {
+		t.Fatalf("signed pass: %v %s %v signed=%v %q", err, rep.Status, rep.Blockers, rep.Signed, rep.UnsignedReason)
+	}
+	data, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, "attestation.dsse.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Verify(context.Background(), o.Signing.Trusted); err != nil {
+		t.Fatal(err)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred attest.RunPredicate
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil {
+		t.Fatal(err)
+	}
+	prev := pred.Gate.PreviousRecord
+	if prev == nil || prev.Stage != 2 || !prev.SignatureVerified || prev.KeyID != o.Signing.Signer.Public().ID {
+		t.Fatalf("previous stage record in the signed predicate: %+v", prev)
+	}
+	res := validators.Run(context.Background(), rep.RunArtifactDir, set, validators.RunOptions{ExpectPass: true, Trusted: o.Signing.Trusted, RequireSignature: true})
+	if !res.OK || !res.SignatureOK {
+		t.Fatalf("signed run does not validate: %v", res.Errors)
+	}
+
+	u := o
+	u.Unsandboxed = true
+	rep, err = harness.Run(context.Background(), u)
+	if err != nil || rep.Status != ctoharness.StatusPass {
+		t.Fatalf("unsandboxed run: %v %s %v", err, rep.Status, rep.Blockers)
+	}
+	if rep.Signed || !strings.Contains(rep.UnsignedReason, "--unsandboxed") {
+		t.Fatalf("an unsandboxed run is signed=%v, reason %q", rep.Signed, rep.UnsignedReason)
+	}
+	if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, "attestation.dsse.json")); !os.IsNotExist(err) {
+		t.Fatalf("an unsandboxed run has an attestation: %v", err)
+	}
+	res = validators.Run(context.Background(), rep.RunArtifactDir, set, validators.RunOptions{ExpectPass: true, Trusted: o.Signing.Trusted, RequireSignature: true})
+	if res.OK {
+		t.Fatal("an unsigned run validated with a signature required")
+	}
+	mustValidate(t, set, rep, true)
 }

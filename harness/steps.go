@@ -37,7 +37,7 @@ var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (r *run) gate(ctx context.Context) bool {
 	r.step(ctoharness.StepGate)
-	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck(), Trusted: r.o.Signing.Trusted})
+	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck(), Signing: r.o.Signing})
 	r.stage, r.prev = d.Stage, d.Previous
 	r.rep.StageName = d.Stage.Name
 	if r.rep.StageName == "" {

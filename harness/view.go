@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
@@ -45,6 +44,13 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
 	v.Expect = sandbox.Digest(trial.View) // every launch must build exactly this view
+	if sec := exposedSecret(trial.View, r.secretPaths()); sec != "" && r.rep.UnsignedReason == "" {
+		kind := "Case's"
+		if verification {
+			kind = "the verification command's"
+		}
+		r.rep.UnsignedReason = fmt.Sprintf("%s sandbox view shows %s (the signing key, another key next to it, or the config): evidence a command could have forged with that key is never signed; hide it with sandbox.hide_paths or move the key", kind, sec)
+	}
 	rec.Mounts = viewMounts(trial.View)
 	rec.Digest = ctoharness.ViewDigest(rec.Mounts)
 	if verification {
@@ -134,8 +140,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	keys := []string{c.Signing.KeyFile, r.o.Getenv(attest.EnvSigningKeyFile)}
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, c.Path, r.o.RunsDir}, keys, c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue

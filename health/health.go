@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -48,10 +49,10 @@ type Options struct {
 	SelfExe string
 	// VerifyRun validates the run a stage record names (see gates.RecordCheck).
 	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
-	// SigningKeyFile and TrustedKeyFiles are the configured signing key
-	// ("" for none) and trusted public keys.
-	SigningKeyFile  string
-	TrustedKeyFiles []string
+	// Signing is what the command loaded (signer, trust set and where each
+	// key came from); SigningErr is why it could not load it.
+	Signing    attest.Keys
+	SigningErr error
 }
 
 // Run performs every check.
@@ -106,7 +107,7 @@ func Run(ctx context.Context, o Options) Report {
 			name := fmt.Sprintf("stage_%d_record", st.N)
 			rec, err := rc.Verify(ctx, st.N)
 			if err == nil {
-				err = gates.CheckRecordTrust(ctx, o.RecordsDir, &rec, trustedKeys(o))
+				err = gates.CheckRecordTrust(ctx, o.RecordsDir, &rec, o.Signing)
 			}
 			switch {
 			case err == nil:

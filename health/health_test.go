@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/health"
 )
@@ -23,7 +24,11 @@ func TestMain(m *testing.M) {
 func TestHealth(t *testing.T) {
 	runs := t.TempDir()
 	exe, _ := os.Executable()
-	o := health.Options{RunsDir: runs, RecordsDir: filepath.Join(runs, "validation"), MaxAge: time.Hour, Now: time.Now(), SelfExe: exe}
+	keys, err := attest.Ephemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := health.Options{RunsDir: runs, RecordsDir: filepath.Join(runs, "validation"), MaxAge: time.Hour, Now: time.Now(), SelfExe: exe, Signing: keys}
 	rep := health.Run(context.Background(), o)
 	names := map[string]bool{}
 	for _, c := range rep.Checks {

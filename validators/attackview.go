@@ -10,11 +10,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,7 +27,16 @@ import (
 // in the harness config file, and as the evidence signing key named in the
 // config. The row is red when any secret turns up in
 // any file of the run directory.
-var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{other_run_secret}", "{config}", "{signing_key}"}
+//
+// The linked and rotated ones live in a directory the view shows (a
+// configured read path): {linked_signing_key} is the real file behind a
+// configured key_file that is a symlink, {linked_config} the real file
+// behind a config path that is a symlink, {rotated_key} an older private
+// key next to the configured one. Only masking by real path and by what
+// the files are keeps them out. They may also appear in the verification
+// command, whose output is evidence.
+var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{other_run_secret}", "{config}", "{signing_key}",
+	"{linked_signing_key}", "{linked_config}", "{rotated_key}"}
 
 // viewAttack is what plantView set up for one row.
 type viewAttack struct {
@@ -45,12 +56,84 @@ func (a *attack) plantView(work, src string, opts *harness.Options) error {
 		return s
 	}
 	var repl []string
+	verify := ""
+	if opts.Spec != nil {
+		verify = opts.Spec.Verification.Command
+	}
+	// shared is a directory the view shows, as a configured read path.
+	shared := filepath.Join(work, "shared")
+	showShared := func() error {
+		if err := os.MkdirAll(shared, 0o755); err != nil {
+			return err
+		}
+		if opts.Config.Sandbox == nil {
+			opts.Config.Sandbox = &config.Sandbox{}
+		}
+		if !slices.Contains(opts.Config.Sandbox.ReadPaths, shared) {
+			opts.Config.Sandbox.ReadPaths = append(opts.Config.Sandbox.ReadPaths, shared)
+		}
+		return nil
+	}
+	link := func(target, at string) error {
+		if err := os.MkdirAll(filepath.Dir(at), 0o700); err != nil {
+			return err
+		}
+		return os.Symlink(target, at)
+	}
+	pemKey := func() string { return "-----BEGIN PRIVATE KEY-----\n" + token() + "\n-----END PRIVATE KEY-----\n" }
 	for _, ph := range viewSecrets {
-		if !strings.Contains(opts.Scenario, ph) {
+		if !strings.Contains(opts.Scenario, ph) && !strings.Contains(verify, ph) {
 			continue
 		}
 		var p string
 		switch ph {
+		case "{linked_signing_key}":
+			if err := showShared(); err != nil {
+				return err
+			}
+			p = filepath.Join(shared, "real-signing.key")
+			at := filepath.Join(work, "keys-linked", "signing.key")
+			if err := link(p, at); err != nil {
+				return err
+			}
+			opts.Config.Signing.KeyFile = at
+		case "{rotated_key}":
+			if err := showShared(); err != nil {
+				return err
+			}
+			dir := filepath.Join(shared, "keys")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			current := filepath.Join(dir, "signing.key")
+			if err := os.WriteFile(current, []byte(pemKey()), 0o600); err != nil {
+				return err
+			}
+			opts.Config.Signing.KeyFile = current
+			// Named like no key: only its content says what it is.
+			p = filepath.Join(dir, "signing.2025-01.old")
+			if err := os.WriteFile(p, []byte(pemKey()), 0o600); err != nil {
+				return err
+			}
+			repl = append(repl, ph, p)
+			continue
+		case "{linked_config}":
+			if err := showShared(); err != nil {
+				return err
+			}
+			p = filepath.Join(shared, "real-config.json")
+			at := filepath.Join(work, "config-linked", "cto-harness.json")
+			if err := link(p, at); err != nil {
+				return err
+			}
+			opts.Config.Path = at
+			opts.Config.CaseCommand = []string{"/bin/true", token()} // never run on the fake lane
+			data, _ := json.Marshal(opts.Config)
+			if err := os.WriteFile(p, data, 0o600); err != nil {
+				return err
+			}
+			repl = append(repl, ph, p)
+			continue
 		case "{home_secret}":
 			home := filepath.Join(work, "home")
 			p = filepath.Join(home, ".secret-token")
@@ -93,7 +176,11 @@ func (a *attack) plantView(work, src string, opts *harness.Options) error {
 		repl = append(repl, ph, p)
 	}
 	if len(repl) > 0 {
-		opts.Scenario = strings.NewReplacer(repl...).Replace(opts.Scenario)
+		r := strings.NewReplacer(repl...)
+		opts.Scenario = r.Replace(opts.Scenario)
+		if opts.Spec != nil {
+			opts.Spec.Verification.Command = r.Replace(opts.Spec.Verification.Command)
+		}
 	}
 	if src != "" {
 		m, err := sourceMeta(src)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -60,7 +61,10 @@ func stage2Run(t *testing.T, runs string, set *schemas.Set, scenario string) *ct
 	env := map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "2", "PATH": os.Getenv("PATH")}
 	rep, err := harness.Run(context.Background(), harness.Options{Stage: 2, Lane: ctoharness.LaneFake, RunsDir: runs,
 		Schemas: set, SelfExe: exe, Scenario: scenario, Getenv: func(k string) string { return env[k] },
-		VerifyRun: validators.StageRunVerifier(set)})
+		VerifyRun: validators.StageRunVerifier(set),
+		// What a forger has: the public keys (the gate opens on the genuine
+		// stage 1 record), not the private one (the run is unsigned).
+		Signing: attest.Keys{Trusted: testKeys.Trusted}})
 	if rep == nil {
 		t.Fatal(err)
 	}
@@ -192,6 +196,37 @@ func TestStage3RefusesRecordNamingBlockedRun(t *testing.T) {
 	res := validators.Stage(context.Background(), 3, o)
 	if res.OK || len(res.Errors) == 0 || !strings.Contains(res.Errors[0], string(ctoharness.BlockPrevStageUnproven)) {
 		t.Fatalf("stage 3 accepted a record naming a blocked run: %v", res.Errors)
+	}
+}
+
+// The forgery of issue 20 with the default configuration: a consistent
+// stage 2 pass run made without the signing key, and a record naming it,
+// resealed. Every digest and claim checks out; validate-case-stage3 still
+// refuses it, because no trusted key signed the record or the run.
+func TestStage3RefusesResealedUnsignedRun(t *testing.T) {
+	_, set, runs := passRun(t)
+	rep := stage2Run(t, runs, set, "pass")
+	if rep.Status != ctoharness.StatusPass || rep.Signed {
+		t.Fatalf("the forger's run: %s signed=%v %v", rep.Status, rep.Signed, rep.Blockers)
+	}
+	r := readRecord(t, runs, 2)
+	r.RunID, r.RunDir = rep.RunID, rep.RunArtifactDir
+	writeRecord(t, runs, 2, r)
+	if _, err := recordCheck(runs, set, time.Now()).Verify(context.Background(), 2); err != nil {
+		t.Fatalf("the forged record must be consistent, or this test proves nothing: %v", err)
+	}
+	o, _ := stageOpts(t, runs)
+	o.HarnessRoot = ".."
+	res := validators.Stage(context.Background(), 3, o)
+	if res.OK || len(res.Errors) == 0 || !strings.Contains(res.Errors[0], string(ctoharness.BlockStageRecordUntrusted)) {
+		t.Fatalf("stage 3 accepted a resealed unsigned run: %v", res.Errors)
+	}
+	// No key at all (what "no trusted_keys configured" used to mean) is
+	// no trust, not "anything goes".
+	o.Signing, o.RequireSignature = attest.Keys{}, false
+	res = validators.Stage(context.Background(), 3, o)
+	if res.OK || len(res.Errors) == 0 || !strings.Contains(res.Errors[0], string(ctoharness.BlockStageRecordUntrusted)) {
+		t.Fatalf("stage 3 without any key accepted a resealed unsigned run: %v", res.Errors)
 	}
 }
 

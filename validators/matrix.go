@@ -202,7 +202,12 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 			res.fail("the source changed during the row (file tree digest)")
 		}
 	}
-	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{Trusted: opts.Signing.Trusted})
+	// Signed by default: a run that could be signed must be, and verify.
+	canSign := opts.Signing.Signer != nil && !opts.Unsandboxed
+	v := Run(ctx, rep.RunArtifactDir, o.Schemas, RunOptions{Trusted: opts.Signing.Trusted, RequireSignature: canSign})
+	if opts.Signing.Signer != nil && opts.Unsandboxed && (rep.Signed || !strings.Contains(rep.UnsignedReason, "--unsandboxed")) {
+		res.fail("an unsandboxed run, in which Case could read the signing key, is signed=%v with unsigned_reason %q", rep.Signed, rep.UnsignedReason)
+	}
 	res.EvidenceValid = v.OK
 	if !v.OK {
 		for _, f := range v.Errors {
@@ -331,6 +336,25 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 			if err := forgeRecordRun(&rec, junk, []byte("{\"status\": \"pass\"}\n")); err != nil {
 				return harness.Options{}, "", err
 			}
+		case "resealed-run":
+			// The forgery of issue 20: a stage 2 run made in the row's own
+			// runs directory by someone without the signing key (here the
+			// harness with no signer; a copy of a genuine run with its paths
+			// rewritten, its events re-chained and its digests recomputed
+			// comes to the same files), and a record naming it, sealed
+			// consistently. Every digest and claim checks out; only the
+			// missing trusted signature can tell.
+			forged, err := unsignedStage2Run(ctx, o, runs)
+			if err != nil {
+				return harness.Options{}, "", fmt.Errorf("the forger's stage 2 run: %w", err)
+			}
+			sum, err := evidence.FileSHA256(filepath.Join(forged.RunArtifactDir, evidence.ReportJSON))
+			if err != nil {
+				return harness.Options{}, "", err
+			}
+			rec.RunID, rec.RunDir, rec.RunsDir, rec.ReportSHA256 = forged.RunID, forged.RunArtifactDir, runs, sum
+			rec.ValidatedAt = o.Clock().UTC()
+			rec.Seal()
 		case "other-runs-dir":
 			// The real run copied into the row's own runs directory and the
 			// record rebound to the copy: evidence moved, not made, here.
@@ -456,6 +480,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
 		return harness.Options{}, "", err
 	}
+	if st.Stage2Record == "resealed-run" {
+		opts.RecordRunsDir = runs // the forged record names a run in the row's own runs directory
+	}
 	if o.Harness != nil {
 		o.Harness(&opts)
 	}
@@ -529,4 +556,21 @@ func steppedClock(clock func() time.Time, step time.Duration) func() time.Time {
 		}
 		return t
 	}
+}
+
+// unsignedStage2Run makes a stage 2 pass run in runs without a signing key:
+// what a forger who can write a runs directory, but has no key, can produce.
+// Its gate reads the genuine stage 1 record of the main runs directory.
+func unsignedStage2Run(ctx context.Context, o ReplayOptions, runs string) (*ctoharness.Report, error) {
+	rep, err := harness.Run(ctx, harness.Options{Stage: 2, Lane: ctoharness.LaneFake, RunsDir: runs,
+		Getenv: gateEnv(o.HostEnv, "1", "2"), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
+		RecordsDir: harness.RecordsDir(o.RunsDir), RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
+		Signing: attest.Keys{Trusted: o.Signing.Trusted}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.Status != ctoharness.StatusPass || rep.Signed {
+		return nil, fmt.Errorf("status %s, signed %v, blockers %v; want an unsigned pass", rep.Status, rep.Signed, rep.Blockers)
+	}
+	return rep, nil
 }

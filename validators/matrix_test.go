@@ -19,7 +19,7 @@ func replayOpts(t *testing.T) validators.ReplayOptions {
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	return validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}
+	return validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: so.Signing}
 }
 
 // Every row replays alone and fails closed exactly as the matrix says.

@@ -2,6 +2,7 @@ package validators
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
@@ -34,9 +36,16 @@ func checkAttestation(v *runView, c collector) {
 	if v.report != nil && !v.report.Signed && present {
 		c.fail(chk, evidence.Attestation, "present although report.json says the run is unsigned")
 	}
+	if v.report != nil && v.report.Signed && v.report.UnsignedReason != "" {
+		c.fail(chk, evidence.ReportJSON, "report.json says the run is signed and also why it is unsigned (%q)", v.report.UnsignedReason)
+	}
 	if !present {
 		if v.opts.RequireSignature {
-			c.fail(chk, evidence.Attestation, "the run is unsigned; --require-signature needs a run signed by a trusted key")
+			why := "no reason given"
+			if v.report != nil && v.report.UnsignedReason != "" {
+				why = v.report.UnsignedReason
+			}
+			c.fail(chk, evidence.Attestation, "the run is unsigned (%s); a signature by a trusted key is required (--allow-unsigned accepts unsigned evidence)", why)
 		}
 		return
 	}
@@ -60,13 +69,18 @@ func checkAttestation(v *runView, c collector) {
 	switch {
 	case len(v.opts.Trusted) > 0:
 		id, err := env.Verify(context.Background(), v.opts.Trusted)
-		if err != nil {
+		switch {
+		case errors.Is(err, attest.ErrUnknownKey) && !v.opts.RequireSignature:
+			// Signed, but by no key this verifier trusts: accepted as
+			// unverified (signature_ok false) only when unsigned evidence
+			// is. A bad signature by a trusted key is a forgery either way.
+		case err != nil:
 			c.fail(chk, evidence.Attestation, "signature: %v", err)
-		} else {
+		default:
 			c.res.KeyID, c.res.SignatureOK = id, true
 		}
 	case v.opts.RequireSignature:
-		c.fail(chk, evidence.Attestation, "no trusted public key to verify the signature against; pass --pubkey FILE or set signing.trusted_keys in the config")
+		c.fail(chk, evidence.Attestation, "no trusted public key to verify the signature against; pass the signer's public key with --pubkey FILE or set signing.trusted_keys in the config (--allow-unsigned accepts it unverified)")
 	}
 	if v.report != nil && v.report.SigningKeyID != c.res.KeyID {
 		c.fail(chk, evidence.ReportJSON, "signing_key_id %q differs from the envelope's key id %q", v.report.SigningKeyID, c.res.KeyID)
@@ -157,7 +171,7 @@ func (s *stageRun) signRecord(ctx context.Context, rec gates.Record, p string) {
 			s.failf("record_signed", err)
 		}
 		if s.o.RequireSignature {
-			s.fail("record_signed: no signing key is configured; --require-signature needs signed evidence (set signing.key_file or %s)", attest.EnvSigningKeyFile)
+			s.fail("record_signed: no signing key is configured but signed evidence is required (set signing.key_file or %s, or pass --allow-unsigned)", attest.EnvSigningKeyFile)
 		}
 		return
 	}
@@ -204,6 +218,9 @@ func rowSigning(ctx context.Context, st fixtures.Setup, o ReplayOptions, work, r
 		if err != nil {
 			return attest.Keys{}, err
 		}
+		if data, err = damageEnvelope(data, st.Stage2Signature); err != nil {
+			return attest.Keys{}, err
+		}
 		return o.Signing, os.WriteFile(gates.SignaturePath(records, 2), data, 0o644)
 	case "ephemeral":
 		pub, err := attest.Generate(filepath.Join(work, "keys"))
@@ -238,4 +255,64 @@ func (v *runView) traced(p string) bool {
 		}
 	}
 	return false
+}
+
+// damageEnvelope rewrites a genuine DSSE envelope as a row asks. The
+// duplicate and case-variant keys smuggle a forged payload (a statement
+// whose record subject is changed) in front of the genuine one: a decoder
+// that keeps the last key verifies the genuine signature, while a reader
+// that takes the first, or matches case exactly (jq's .payload), reads the
+// forgery. The extra signatures sit beside the genuine one.
+func damageEnvelope(data []byte, how string) ([]byte, error) {
+	if how == "" {
+		return data, nil
+	}
+	var env struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+		Signatures  []struct {
+			KeyID string `json:"keyid"`
+			Sig   string `json:"sig"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(data, &env); err != nil || len(env.Signatures) == 0 {
+		return nil, fmt.Errorf("the genuine stage 2 envelope does not decode: %v", err)
+	}
+	forged := base64.StdEncoding.EncodeToString([]byte(`{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"validation/stage-2.json","digest":{"sha256":"` +
+		strings.Repeat("0", 64) + `"}}],"predicateType":"` + attest.StageRecordPredicateType + `","predicate":{}}`))
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	sig := `{"keyid":` + q(env.Signatures[0].KeyID) + `,"sig":` + q(env.Signatures[0].Sig) + `}`
+	var out string
+	switch how {
+	case "duplicate-key":
+		out = `{"payloadType":` + q(env.PayloadType) + `,"payload":` + q(forged) + `,"payload":` + q(env.Payload) + `,"signatures":[` + sig + `]}`
+	case "case-variant-key":
+		out = `{"payloadType":` + q(env.PayloadType) + `,"payload":` + q(forged) + `,"Payload":` + q(env.Payload) + `,"signatures":[` + sig + `]}`
+	case "extra-bad-signature":
+		bad := base64.StdEncoding.EncodeToString(make([]byte, 64))
+		out = `{"payloadType":` + q(env.PayloadType) + `,"payload":` + q(env.Payload) + `,"signatures":[` + sig + `,{"keyid":` + q(env.Signatures[0].KeyID) + `,"sig":` + q(bad) + `}]}`
+	case "extra-unknown-signature":
+		other, err := attest.Ephemeral()
+		if err != nil {
+			return nil, err
+		}
+		payload, err := base64.StdEncoding.DecodeString(env.Payload)
+		if err != nil {
+			return nil, err
+		}
+		signed, err := attest.Sign(context.Background(), other.Signer, payload)
+		if err != nil {
+			return nil, err
+		}
+		var o struct {
+			Signatures []json.RawMessage `json:"signatures"`
+		}
+		if err := json.Unmarshal(signed, &o); err != nil {
+			return nil, err
+		}
+		out = `{"payloadType":` + q(env.PayloadType) + `,"payload":` + q(env.Payload) + `,"signatures":[` + sig + `,` + string(o.Signatures[0]) + `]}`
+	default:
+		return nil, fmt.Errorf("unknown stage2_signature %q; use duplicate-key, case-variant-key, extra-bad-signature or extra-unknown-signature", how)
+	}
+	return []byte(out + "\n"), nil
 }

@@ -185,7 +185,11 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "signed by no trusted key")
 	})
 	t.Run("verified with an unknown key", func(t *testing.T) {
-		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted}), "attestation", "signed by no trusted key")
+		onlyCheck(t, validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted, RequireSignature: true}), "attestation", "signed by no trusted key")
+		// Accepting unsigned evidence accepts it unverified, and says so.
+		if v := validators.Run(ctx, pass, set, validators.RunOptions{Trusted: other.Trusted}); !v.OK || !v.Signed || v.SignatureOK {
+			t.Fatalf("unverified but accepted: %+v", v)
+		}
 	})
 	t.Run("envelope from another run copied in", func(t *testing.T) {
 		stage1 := readRecord(t, runs, 1).RunDir
@@ -228,7 +232,7 @@ func TestSignedRunsAndForgeries(t *testing.T) {
 		if v := validators.Run(ctx, pass, set, validators.RunOptions{}); !v.OK || v.Signed {
 			t.Fatalf("an unsigned run is valid but must say so: %+v", v)
 		}
-		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--require-signature")
+		onlyCheck(t, validators.Run(ctx, pass, set, trusted), "attestation", "--allow-unsigned")
 	})
 	t.Run("attestation write not traced", func(t *testing.T) {
 		tamper(t, pass, func(dir string) {
@@ -300,8 +304,12 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 	env := func(k string) string {
 		return map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}[k]
 	}
-	check := func(trusted []attest.PublicKey) []string {
-		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Trusted: trusted, Records: gates.RecordCheck{Dir: dir,
+	check := func(trusted []attest.PublicKey, disabled ...string) []string {
+		k := attest.Keys{Trusted: trusted}
+		if len(disabled) > 0 {
+			k.Disabled = disabled[0]
+		}
+		d := gates.Check(ctx, gates.Request{Stage: 3, Getenv: env, Signing: k, Records: gates.RecordCheck{Dir: dir,
 			RunsDir: runs, VerifyRun: validators.StageRunVerifier(set),
 			MaxAge: 24 * 3600e9, Now: readRecord(t, runs, 2).ValidatedAt, Validate: set.Validator(schemas.StageRecord)}})
 		var codes []string
@@ -317,7 +325,7 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 		}
 	}
 	want("genuine, trusted", check(keys.Trusted))
-	want("genuine, no trusted keys", check(nil))
+	want("genuine, no trusted keys", check(nil), string(ctoharness.BlockStageRecordUntrusted))
 	want("genuine, unknown key", check(other.Trusted), string(ctoharness.BlockStageRecordUntrusted))
 
 	p := gates.RecordPath(dir, 2)
@@ -329,7 +337,10 @@ func TestGateRefusesUntrustedRecord(t *testing.T) {
 	if err := os.WriteFile(p, append(forged, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want("forged consistently, no trusted keys (the hole a signature closes)", check(nil))
+	// No trusted key used to let this through; now only the explicit
+	// opt-out does, and the next run's signed predicate says so.
+	want("forged consistently, no trusted keys", check(nil), string(ctoharness.BlockStageRecordUntrusted))
+	want("forged consistently, signing disabled in the config", check(nil, "test opt-out"))
 	want("forged consistently, trusted", check(keys.Trusted), string(ctoharness.BlockStageRecordUntrusted))
 	if err := os.WriteFile(p, orig, 0o644); err != nil {
 		t.Fatal(err)

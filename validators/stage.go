@@ -130,7 +130,7 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 	s.check(name)
 	rec, err := s.recordCheck().Verify(ctx, n)
 	if err == nil {
-		err = gates.CheckRecordTrust(ctx, s.recordCheck().Dir, &rec, s.o.Signing.Trusted)
+		err = gates.CheckRecordTrust(ctx, s.recordCheck().Dir, &rec, s.o.Signing)
 	}
 	if err == nil {
 		return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
@@ -41,8 +42,19 @@ func stageOpts(t *testing.T, runs string) (validators.StageOptions, *schemas.Set
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}, set
+	return validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: testKeys, RequireSignature: true}, set
 }
+
+// testKeys sign every stage these tests validate, in memory: one pair for
+// the whole package, so that a stage validated in one call is trusted in
+// the next, as the machine key makes it outside tests.
+var testKeys = func() attest.Keys {
+	k, err := attest.Ephemeral()
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // passRun validates stage 2 (and so stage 1) in a fresh runs dir and returns
 // the stage 2 pass run directory.

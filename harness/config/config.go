@@ -89,6 +89,11 @@ type NetworkAllow struct {
 type Signing struct {
 	KeyFile     string   `json:"key_file,omitempty"`
 	TrustedKeys []string `json:"trusted_keys,omitempty"`
+	// Disabled is the one way to run unsigned: evidence is signed by
+	// default (a machine key is created on first use), so turning that off
+	// is an explicit, explained choice that health reports.
+	Disabled       bool   `json:"disabled,omitempty"`
+	DisabledReason string `json:"disabled_reason,omitempty"`
 }
 
 // MaxAge returns the configured stage-record max age, or the default.
@@ -140,6 +145,9 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 				return Config{}, fmt.Errorf("%w: %s: path %q must be absolute", ErrInvalid, origin, p)
 			}
 		}
+	}
+	if c.Signing.Disabled && (c.Signing.DisabledReason == "" || c.Signing.KeyFile != "") {
+		return Config{}, fmt.Errorf("%w: %s: signing.disabled needs a signing.disabled_reason and no signing.key_file", ErrInvalid, origin)
 	}
 	if c.StageRecordMaxAge != "" {
 		d, err := time.ParseDuration(c.StageRecordMaxAge)

@@ -22,13 +22,19 @@ func TestSigningConfig(t *testing.T) {
 		t.Errorf("signing = %+v", c.Signing)
 	}
 	for name, doc := range map[string]string{
-		"relative key file":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"key_file":"k/signing.key"}}`,
-		"relative trusted key": `{"owned_sources":[],"target_repository_roots":[],"signing":{"trusted_keys":["signing.pub"]}}`,
-		"unknown field":        `{"owned_sources":[],"target_repository_roots":[],"signing":{"key":"/k"}}`,
+		"relative key file":      `{"owned_sources":[],"target_repository_roots":[],"signing":{"key_file":"k/signing.key"}}`,
+		"relative trusted key":   `{"owned_sources":[],"target_repository_roots":[],"signing":{"trusted_keys":["signing.pub"]}}`,
+		"unknown field":          `{"owned_sources":[],"target_repository_roots":[],"signing":{"key":"/k"}}`,
+		"disabled, no reason":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true}}`,
+		"disabled, empty reason": `{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true,"disabled_reason":""}}`,
+		"disabled with a key":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true,"disabled_reason":"x","key_file":"/k/signing.key"}}`,
 	} {
 		if _, err := config.Parse([]byte(doc), "cfg", v); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	if c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true,"disabled_reason":"offline box"}}`), "cfg", v); err != nil || !c.Signing.Disabled || c.Signing.DisabledReason != "offline box" {
+		t.Errorf("the opt-out with a reason: %+v %v", c.Signing, err)
 	}
 	if c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[]}`), "cfg", v); err != nil || c.Signing.KeyFile != "" {
 		t.Errorf("no signing section: %+v %v", c.Signing, err)

@@ -172,6 +172,9 @@ func Protected(runsDir string) (map[string]bool, error) {
 		return nil, err
 	}
 	for _, p := range paths {
+		if strings.HasSuffix(p, ".dsse.json") {
+			continue // a record's signature, next to it; the record names the run
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("read stage record %s: %w", p, err)

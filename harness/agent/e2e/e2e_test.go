@@ -10,6 +10,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -81,7 +82,11 @@ func stage3(t testing.TB, set *schemas.Set) harness.Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv})
+	keys, err := attest.Ephemeral()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys})
 	if !res.OK {
 		t.Fatalf("stage 2 validation: %v", res.Errors)
 	}
@@ -104,7 +109,7 @@ func stage3(t testing.TB, set *schemas.Set) harness.Options {
 	spec.CaseTimeoutSeconds = 240
 	env := map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3", keyVar: key}
 	return harness.Options{Stage: 3, RunsDir: runs, Schemas: set, SelfExe: exe, Source: src, Spec: &spec,
-		Config: config.Config{OwnedSources: []string{src}}, VerifyRun: validators.StageRunVerifier(set),
+		Config: config.Config{OwnedSources: []string{src}}, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		Getenv: func(k string) string {
 			if v, ok := env[k]; ok {
 				return v
