@@ -421,7 +421,7 @@ func LandlockABI() int {
 // with the strict preset of the kernel's own ABI (never BestEffort): read and
 // execute under the read-only roots, full access (except creating device
 // nodes) under the writable dirs, read-write on a few harmless device files,
-// and with ABI 4+ TCP bind on every port but the egress listeners'.
+// and, with egress listeners and ABI 4+, TCP bind on every port but theirs.
 func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	abi := LandlockABI()
 	if abi < MinLandlockABI {
@@ -429,7 +429,9 @@ func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	}
 	cfg := landlockConfigs[min(abi, len(landlockConfigs)-1)]
 	mech := []string{"landlock_fs"}
-	if !p.DenyNetwork {
+	if !p.DenyNetwork || p.Network == nil {
+		// Without egress listeners there is no port to keep: the
+		// namespace holds only the command's own loopback (netRules).
 		cfg.HandledAccessNet = 0
 	} else if cfg.HandledAccessNet != 0 {
 		// Bind only: connect stays inside the namespace anyway (netRules).

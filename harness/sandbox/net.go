@@ -246,9 +246,11 @@ func addLoopbackAddr(a netip.Addr) error {
 // outside; the namespace does that: it holds only lo (with the egress
 // listeners on it), so every connect stays inside it, and the connection
 // watch records and refuses what would leave. Landlock therefore only
-// handles bind (see landlockNet) and allows it on every port except the
-// egress listeners': the command's own servers (httptest, a test database)
-// work, but none can take a listener's port.
+// handles bind, and only when there are egress listeners, and allows it on
+// every port except theirs: the command's own servers (httptest, a test
+// database) work, but none can take a listener's port. That is one rule per
+// port (Landlock has no ranges), 0.1 to 0.3 s per launch, paid only with an
+// allowlist.
 func netRules(p Policy) []landlock.Rule {
 	taken := map[uint16]bool{}
 	for _, port := range p.Network.ConnectPorts() {
