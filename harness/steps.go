@@ -727,6 +727,10 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		block(ctoharness.BlockTestFlake, "verification %q failed, then passed on rerun: a flaky test; see %s", rec.Command, evidence.TestLog)
 	case ctoharness.TestGovUnav:
 		block(ctoharness.BlockGovernanceUnavailable, "a limit of the verification cannot be enforced: %s", rec.Reason)
+	case ctoharness.TestNotRun:
+		if err == nil { // a start error is blocked above
+			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s; see %s", rec.Command, rec.Reason, evidence.TestLog)
+		}
 	}
 }
 
