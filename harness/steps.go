@@ -58,6 +58,9 @@ func (r *run) gate(ctx context.Context) bool {
 		r.checkAgent()
 	}
 	if r.ok() {
+		r.checkTools()
+	}
+	if r.ok() {
 		r.probeSandbox()
 	}
 	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
@@ -339,7 +342,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := append(backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandCase)...)
+	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)), r.netEnv(egress.CommandCase)...)
 	if r.agent != nil {
 		var err error
 		if argv, env, err = r.agent.command(r, env); err != nil {

@@ -36,6 +36,13 @@ type Config struct {
 	// Sandbox adds host paths to, or hides them from, the sandbox's
 	// filesystem view (see docs/sandbox.md).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Toolchains are toolchains installed outside the sandbox's default
+	// view (in a home directory: rustup, pyenv, nvm), shown read-only to
+	// Case, the setup and the verification with the variables they need
+	// (package toolenv).
+	Toolchains []Toolchain `json:"toolchains,omitempty"`
+	// Env are named variables passed to the commands they name.
+	Env []EnvVar `json:"env,omitempty"`
 	// Path is where Load read the config from (absolute); the sandbox hides
 	// it from Case.
 	Path string `json:"-"`
@@ -82,6 +89,24 @@ type NetworkAllow struct {
 	CaseAllow   []string `json:"case_allow,omitempty"`
 	VerifyAllow []string `json:"verify_allow,omitempty"`
 	SetupAllow  []string `json:"setup_allow,omitempty"`
+}
+
+// Toolchain is one toolchain outside the default view: its directories
+// (bound read-only), the PATH entries in them, and its variables.
+type Toolchain struct {
+	Name  string            `json:"name"`
+	Paths []string          `json:"paths"`
+	Path  []string          `json:"path,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+}
+
+// EnvVar is one variable for the commands in For ("case", "setup",
+// "verification"). Without Value it is copied from the harness's own
+// environment, and a run where it is unset is refused.
+type EnvVar struct {
+	Name  string   `json:"name"`
+	Value *string  `json:"value,omitempty"`
+	For   []string `json:"for"`
 }
 
 // Signing names the evidence signing key and the public keys trusted when
@@ -133,6 +158,9 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 		if v := c.Sandbox.Verification; v != nil {
 			lists = append(lists, v.ReadPaths, v.HidePaths)
 		}
+	}
+	for _, tc := range c.Toolchains {
+		lists = append(lists, tc.Paths, tc.Path)
 	}
 	for _, list := range lists {
 		for _, p := range list {

@@ -400,3 +400,11 @@ func TestPatternsDocumented(t *testing.T) {
 		}
 	}
 }
+
+func TestPrograms(t *testing.T) {
+	got := Programs(`cd sub && GOFLAGS=-mod=mod go test ./... | tee out; test -f x && "$HOME/bin/tool" a; /usr/local/go/bin/go vet; (make check)`)
+	want := []string{"go", "tee", "/usr/local/go/bin/go", "make"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Programs = %q, want %q", got, want)
+	}
+}
