@@ -377,8 +377,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 		if pol.AllowDangerous {
 			plan.DangerousAllowed = true
 		} else {
-			set(RefusedDangerous, fmt.Sprintf("%s (%s:%d); pass --allow-dangerous to run it anyway",
-				blockingSummary(plan.Findings), plan.Findings[0].File, plan.Findings[0].Line))
+			set(RefusedDangerous, fmt.Sprintf("%s; pass --allow-dangerous to run it anyway", blockingSummary(plan.Findings)))
 		}
 	}
 	if serr != nil {
@@ -394,13 +393,15 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 	return plan, nil
 }
 
+// blockingSummary names each blocking pattern once, with the file and line
+// of its first finding.
 func blockingSummary(fs []scan.Finding) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, f := range fs {
 		if (f.Severity == scan.High || f.Severity == scan.Critical) && !seen[f.Pattern] {
 			seen[f.Pattern] = true
-			parts = append(parts, f.Pattern)
+			parts = append(parts, fmt.Sprintf("%s at %s:%d", f.Pattern, f.File, f.Line))
 		}
 	}
 	return "dangerous operations found: " + strings.Join(parts, ", ")
