@@ -37,6 +37,7 @@ const (
 	ViewProc    = "proc"
 	ViewDevice  = "device"
 	ViewSymlink = "symlink"
+	ViewOverlay = "overlay" // a host directory shown with writes going to a per-run layer
 	ViewRO      = "ro"
 	ViewRW      = "rw"
 )
