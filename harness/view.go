@@ -102,6 +102,11 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 			v.Read = append(v.Read, p)
 		}
 	}
+	if _, scratch := r.roots(verification); scratch != "" {
+		if err := r.warmView(v, scratch); err != nil {
+			return nil, ctoharness.ViewRecord{}, err
+		}
+	}
 	if len(argv) > 0 {
 		exe := argv[0]
 		if !filepath.IsAbs(exe) {
@@ -170,7 +175,7 @@ func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
 		if m.Writable {
 			mode = ctoharness.ViewRW
 		}
-		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode})
+		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode, Layer: m.Upper})
 	}
 	return out
 }

@@ -43,6 +43,10 @@ type Config struct {
 	Toolchains []Toolchain `json:"toolchains,omitempty"`
 	// Env are named variables passed to the commands they name.
 	Env []EnvVar `json:"env,omitempty"`
+	// Caches offers the host's dependency and build caches to Case, the
+	// setup and the verification without letting them change the host's
+	// copy (package warmcache).
+	Caches *Caches `json:"caches,omitempty"`
 	// Path is where Load read the config from (absolute); the sandbox hides
 	// it from Case.
 	Path string `json:"-"`
@@ -98,6 +102,13 @@ type Toolchain struct {
 	Paths []string          `json:"paths"`
 	Path  []string          `json:"path,omitempty"`
 	Env   map[string]string `json:"env,omitempty"`
+}
+
+// Caches names the host caches to offer.
+type Caches struct {
+	// Go serves the host's module cache as an offline module proxy and
+	// shows its build cache through a per-run overlay.
+	Go bool `json:"go,omitempty"`
 }
 
 // EnvVar is one variable for the commands in For ("case", "setup",

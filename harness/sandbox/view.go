@@ -243,8 +243,8 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if under := firstContaining(o.Lower, v.Protected); under != "" {
 			return nil, viewErr("overlay %s shows %s, inside %s, which the command must never see", o.Path, o.Lower, under)
 		}
-		if !insideAny(o.Path, writable) {
-			return nil, viewErr("overlay %s is not inside a writable directory", o.Path)
+		if under := firstContaining(o.Path, v.Protected); under != "" && !insideAny(o.Path, writable) {
+			return nil, viewErr("overlay %s lies inside %s, which the command must never see", o.Path, under)
 		}
 		for _, d := range []string{o.Lower, o.Upper, o.Work} {
 			if st, err := os.Stat(d); err != nil || !st.IsDir() {

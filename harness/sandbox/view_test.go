@@ -490,10 +490,15 @@ func TestViewOverlay(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(upper, "entry-c")); string(got) != "new\n" {
 		t.Errorf("the per-run layer holds %q for entry-c", got)
 	}
-	// The overlay must sit inside a writable directory, and show no protected path.
-	p.View.Overlays = []sandbox.Overlay{{Path: filepath.Join(b.root, "elsewhere"), Lower: lower, Upper: upper, Work: work}}
-	if _, err := p.View.Plan(p.Writable); err == nil {
-		t.Error("an overlay outside every writable directory was planned")
+	// The overlay may stand at the lower directory's own (hidden) path, and
+	// is writable there too; it may show no protected path.
+	p.View.Overlays = []sandbox.Overlay{{Path: lower, Lower: lower, Upper: upper, Work: work}}
+	o = launch(t, p, b.fixture, "/bin/sh", "-c", "cd "+lower+" && test \"$(cat entry-a)\" = poisoned && echo again > entry-d")
+	if o.code != 0 {
+		t.Fatalf("the overlay at the host path: exit %d, stderr %q", o.code, o.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(lower, "entry-d")); err == nil {
+		t.Error("a write at the overlay's host path reached the host directory")
 	}
 	p.View.Overlays = []sandbox.Overlay{{Path: at, Lower: b.source, Upper: upper, Work: work}}
 	if _, err := p.View.Plan(p.Writable); err == nil {

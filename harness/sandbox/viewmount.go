@@ -268,6 +268,11 @@ func applyView(p Policy, got *enforced) (bool, error) {
 	got.ViewBuildNs = took.Nanoseconds()
 	got.PrivateShm = true
 	got.Writable = append(got.Writable, "/dev/shm", "/tmp")
+	for _, m := range mounts {
+		if m.Kind == MountOverlay {
+			got.Writable = append(got.Writable, m.Path) // its writes go to the per-run layer
+		}
+	}
 	got.Mechanisms = append(got.Mechanisms, "fs_view")
 	return true, nil
 }
