@@ -51,7 +51,7 @@ func newGoRepo(t testing.TB) goRepo {
 	app := map[string]string{
 		"go.mod":         "module example.com/app\n\ngo 1.21\n\nrequire example.com/greet v1.0.0\n",
 		"app.go":         "package app\n\nimport \"example.com/greet\"\n\n// Greeting is the app's greeting.\nfunc Greeting() string { return greet.Hello(\" world \") }\n",
-		"app_test.go": "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif Greeting() != \"hello, world\" {\n\t\tt.Fatal(Greeting())\n\t}\n}\n",
+		"app_test.go":    "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif Greeting() != \"hello, world\" {\n\t\tt.Fatal(Greeting())\n\t}\n}\n",
 		"docs/README.md": "# app\n",
 	}
 	for name, data := range app {
