@@ -183,6 +183,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))
 	}
 	venv := vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root))
+	if g, ok, err := warmGo(o); err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if ok && !o.Unsandboxed {
+		venv = append(venv, g.Env()...)
+	}
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
 	}
