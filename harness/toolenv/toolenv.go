@@ -228,8 +228,10 @@ func Detect(home string, have []config.Toolchain) []config.Toolchain {
 		out = append(out, tc)
 	}
 	j := func(rel string) string { return filepath.Join(home, rel) }
-	add(config.Toolchain{Name: "rust", Paths: []string{j(".cargo"), j(".rustup")}, Path: []string{j(".cargo/bin")},
-		Env: map[string]string{"CARGO_HOME": j(".cargo"), "RUSTUP_HOME": j(".rustup")}})
+	// Only cargo's bin: CARGO_HOME stays in the command's scratch HOME,
+	// where cargo may write its registry and locks.
+	add(config.Toolchain{Name: "rust", Paths: []string{j(".cargo/bin"), j(".rustup")}, Path: []string{j(".cargo/bin")},
+		Env: map[string]string{"RUSTUP_HOME": j(".rustup")}})
 	add(config.Toolchain{Name: "pyenv", Paths: []string{j(".pyenv")}, Path: []string{j(".pyenv/shims"), j(".pyenv/bin")},
 		Env: map[string]string{"PYENV_ROOT": j(".pyenv")}})
 	if exists(j(".nvm")) && !declared(j(".nvm")) {

@@ -90,7 +90,7 @@ func TestResolveAndDetect(t *testing.T) {
 		t.Error("sh does not resolve")
 	}
 	found := toolenv.Detect(home, nil)
-	if len(found) != 1 || found[0].Name != "rust" || found[0].Env["RUSTUP_HOME"] != filepath.Join(home, ".rustup") {
+	if len(found) != 1 || found[0].Name != "rust" || found[0].Env["RUSTUP_HOME"] != filepath.Join(home, ".rustup") || found[0].Paths[0] != bin {
 		t.Fatalf("detected %+v", found)
 	}
 	if again := toolenv.Detect(home, found); len(again) != 0 {
