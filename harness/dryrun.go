@@ -246,7 +246,12 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 		if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
 			continue
 		}
-		if toolenv.Resolve(prog, path, visible) != "" {
+		if in := toolenv.Resolve(prog, path, visible); in != "" {
+			// Found, but maybe not the one the user runs: pyenv's python3
+			// on the host, the system's in the sandbox.
+			if host := lookIn(prog, o.Getenv("PATH")); host != "" && host != in && !strings.Contains(prog, "/") && !visible(host) {
+				out = append(out, fmt.Sprintf("the verification's %s is %s inside the sandbox but %s on this host, which the sandbox does not show; declare its toolchain in the config's \"toolchains\" to use it", prog, in, host))
+			}
 			continue
 		}
 		msg := fmt.Sprintf("the verification runs %s, which does not resolve inside the sandbox's view (PATH %s): the run would end TEST_NOT_RUN (exit 127)", prog, path)
