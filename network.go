@@ -13,7 +13,7 @@ type NetworkRecord struct {
 	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy)
 	// or "syscall" (refused at connect, sendto, sendmsg or sendmmsg, before
 	// any packet: a connection or a datagram to an address outside the
-	// namespace).
+	// namespace, or to an allowed host's port no listener serves).
 	Via string `json:"via"`
 	// Protocol is tcp, udp, icmp or other; records written before it
 	// existed leave it out.
