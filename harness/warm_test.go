@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -206,6 +207,25 @@ func TestWarmGoCaches(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
 	if !strings.Contains(string(log), "ok  \texample.com/app") {
 		t.Errorf("test.log:\n%s", log)
+	}
+	// Case plants an entry in the build cache and a module in the module
+	// cache: the writes succeed in its overlay and reach neither the host
+	// nor the verification, which still passes.
+	poisoned := o
+	poisoned.Scenario = "write-source-abs=" + filepath.Join(g.buildCache, "00", "planted-d")
+	rep, err = harness.Run(context.Background(), poisoned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("run with a planted cache entry: status %s, blockers %v", rep.Status, rep.Blockers)
+	}
+	events, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.CaseEvents))
+	if !strings.Contains(string(events), `"attempt":"write-source-abs"`) || strings.Contains(string(events), `"denied":true`) {
+		t.Errorf("Case's write into its overlay should have worked: %s", events)
+	}
+	if treeDigest(t, g.modCache) != modBefore || treeDigest(t, g.buildCache) != buildBefore {
+		t.Error("Case's write reached the host's Go caches")
 	}
 	// Without the caches the same verification has no module to build with.
 	o.Config.Caches = nil
