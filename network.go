@@ -12,8 +12,8 @@ type NetworkRecord struct {
 	// in-namespace address or an allowed IP), "connect" (HTTP CONNECT through
 	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy)
 	// or "syscall" (refused at connect, sendto, sendmsg or sendmmsg, before
-	// any packet: an address or port no egress listener serves, or a
-	// datagram to outside).
+	// any packet: a connection or a datagram to an address outside the
+	// namespace, or to an allowed host's port no listener serves).
 	Via string `json:"via"`
 	// Protocol is tcp, udp, icmp or other; records written before it
 	// existed leave it out.

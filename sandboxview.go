@@ -20,13 +20,16 @@ type ViewRecord struct {
 }
 
 // ViewMount is one mount of the view. Kind is bind, tmpfs, mask (an empty
-// read-only mount over a hidden path), proc, device or symlink; Mode is ro or
-// rw; Source is the host path of a bind or device, or a symlink's target.
+// read-only mount over a hidden path), proc, device, symlink or overlay;
+// Mode is ro or rw; Source is the host path of a bind, device or overlay, or
+// a symlink's target; Layer is where an overlay's writes go (a per-run
+// directory, so the host's Source never changes).
 type ViewMount struct {
 	Path   string `json:"path"`
 	Kind   string `json:"kind"`
 	Source string `json:"source,omitempty"`
 	Mode   string `json:"mode"`
+	Layer  string `json:"layer,omitempty"`
 }
 
 // View mount kinds and modes, as recorded.
@@ -37,6 +40,7 @@ const (
 	ViewProc    = "proc"
 	ViewDevice  = "device"
 	ViewSymlink = "symlink"
+	ViewOverlay = "overlay" // a host directory shown with writes going to a per-run layer
 	ViewRO      = "ro"
 	ViewRW      = "rw"
 )

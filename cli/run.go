@@ -220,6 +220,14 @@ func (c *RunCmd) dryRun(env *Env, opts harness.Options) error {
 		for _, f := range plan.Verification.Findings {
 			fmt.Fprintf(env.Stdout, "finding: %s %s at %s:%d: %s\n", term(f.Severity), term(f.Pattern), term(f.File), f.Line, term(f.Command))
 		}
+		for _, w := range plan.Warnings {
+			fmt.Fprintf(env.Stdout, "warning: %s\n", term(w))
+		}
+		if len(plan.ToolchainsFound) > 0 {
+			// Ready to paste into the config's "toolchains" list.
+			data, _ := json.Marshal(plan.ToolchainsFound)
+			fmt.Fprintf(env.Stdout, "toolchains found in your home and not in the config (add them to \"toolchains\" to use them in the sandbox): %s\n", term(string(data)))
+		}
 		for _, b := range plan.Blockers {
 			fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 		}

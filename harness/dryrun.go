@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -13,10 +14,14 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/checkout"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -52,6 +57,12 @@ type DryRun struct {
 	Verification   verify.Plan          `json:"verification"`
 	Unsandboxed    bool                 `json:"unsandboxed"`
 	AllowDangerous bool                 `json:"allow_dangerous"`
+	// ToolchainsFound are toolchains on this host (in the user's home) that
+	// the config does not declare, in the config's own form.
+	ToolchainsFound []config.Toolchain `json:"toolchains_found"`
+	// Warnings are what would likely break the run though nothing blocks
+	// it yet: a verification program that does not resolve in the view.
+	Warnings []string `json:"warnings"`
 }
 
 // Plan checks the gates and the source without writing anything (read-only),
@@ -77,6 +88,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	runID := o.NewRunID(o.Stage, o.Clock())
 	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
+		ToolchainsFound: toolenv.Detect(o.Getenv("HOME"), o.Config.Toolchains), Warnings: []string{},
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "checkout of the result", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
@@ -148,7 +160,8 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 				argv = o.Config.CaseCommand
 			}
 		}
-		env := backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root)
+		cset, _ := tools(o, egress.CommandCase) // an error is reported with the verification's below
+		env := cset.Apply(backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root))
 		if o.Agent.Name != "" {
 			argv, env = planAgent(o, contract, scratch, env, plan)
 		}
@@ -165,7 +178,19 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	// The verification runs in a fresh checkout of the result, with a
 	// scratch of its own (package checkout).
 	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, ".work", runID))
-	venv := backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root)
+	vset, terr := tools(o, egress.CommandVerify)
+	if terr != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))
+	}
+	venv := vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root))
+	if g, ok, err := warmGo(o); err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if ok && !o.Unsandboxed {
+		venv = append(venv, g.Env()...)
+	}
+	if !o.Unsandboxed {
+		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
+	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
 			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
@@ -194,4 +219,53 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockGovernanceUnavailable, Step: ctoharness.StepVerify, Message: vp.Reason})
 	}
 	return plan, nil
+}
+
+// unresolved warns about each program of the verification command that
+// does not resolve inside the verification's view on its PATH: such a run
+// ends TEST_NOT_RUN (exit 127). A path relative to the checkout is the
+// repository's own and is not checked.
+func unresolved(o Options, command string, tc toolenv.Set, path string, found []config.Toolchain) []string {
+	lists := o.Config.Lists(true)
+	system := append(sandbox.DefaultSystem(), toolchainRoots(path)...)
+	shown := append(append([]string{}, lists.ReadPaths...), tc.Read...)
+	hide := append(append(sandbox.DefaultHide(), lists.HidePaths...), tc.Hide...)
+	if home := o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
+		hide = append(hide, filepath.Clean(home))
+	}
+	visible := func(p string) bool {
+		for _, q := range []string{p, realPath(p)} {
+			if insideAnyPath(q, shown) || insideAnyPath(q, system) && !insideAnyPath(q, hide) {
+				return true
+			}
+		}
+		return false
+	}
+	var out []string
+	for _, prog := range scan.Programs(command) {
+		if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+			continue
+		}
+		if in := toolenv.Resolve(prog, path, visible); in != "" {
+			// Found, but maybe not the one the user runs: pyenv's python3
+			// on the host, the system's in the sandbox.
+			if host := lookIn(prog, o.Getenv("PATH")); host != "" && host != in && !strings.Contains(prog, "/") && !visible(host) {
+				out = append(out, fmt.Sprintf("the verification's %s is %s inside the sandbox but %s on this host, which the sandbox does not show; declare its toolchain in the config's \"toolchains\" to use it", prog, in, host))
+			}
+			continue
+		}
+		msg := fmt.Sprintf("the verification runs %s, which does not resolve inside the sandbox's view (PATH %s): the run would end TEST_NOT_RUN (exit 127)", prog, path)
+		if host := lookIn(prog, o.Getenv("PATH")); host != "" && !strings.Contains(prog, "/") {
+			msg += "; on this host it is " + host
+		}
+		for _, t := range found {
+			for _, d := range t.Path {
+				if lookIn(filepath.Base(prog), d) != "" {
+					msg += fmt.Sprintf("; it is in the %s toolchain listed under toolchains_found: add that entry to the config's \"toolchains\"", t.Name)
+				}
+			}
+		}
+		out = append(out, msg)
+	}
+	return out
 }

@@ -58,6 +58,9 @@ func (r *run) gate(ctx context.Context) bool {
 		r.checkAgent()
 	}
 	if r.ok() {
+		r.checkTools()
+	}
+	if r.ok() {
 		r.probeSandbox()
 	}
 	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
@@ -342,7 +345,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := append(backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root), r.netEnv(egress.CommandCase)...)
+	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)), r.netEnv(egress.CommandCase)...)
 	if r.agent != nil {
 		var err error
 		if argv, env, err = r.agent.command(r, env); err != nil {
@@ -730,6 +733,10 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		block(ctoharness.BlockTestFlake, "verification %q failed, then passed on rerun: a flaky test; see %s", rec.Command, evidence.TestLog)
 	case ctoharness.TestGovUnav:
 		block(ctoharness.BlockGovernanceUnavailable, "a limit of the verification cannot be enforced: %s", rec.Reason)
+	case ctoharness.TestNotRun:
+		if err == nil { // a start error is blocked above
+			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s; see %s", rec.Command, rec.Reason, evidence.TestLog)
+		}
 	}
 }
 

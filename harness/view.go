@@ -11,6 +11,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
@@ -91,11 +92,27 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	if home := r.o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
 		hide = append(hide, filepath.Clean(home))
 	}
-	hostPath := pathOf(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root))
+	cmd := egress.CommandCase
+	if verification {
+		cmd = egress.CommandVerify
+	}
+	tc, _ := tools(r.o, cmd) // checked at the gate
+	hide = append(hide, tc.Hide...)
+	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)))
 	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := r.roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
 	v.Read = append(v.Read, read...)
+	for _, p := range tc.Read {
+		if !slices.Contains(v.Read, p) {
+			v.Read = append(v.Read, p)
+		}
+	}
+	if _, scratch := r.roots(verification); scratch != "" {
+		if err := r.warmView(v, scratch); err != nil {
+			return nil, ctoharness.ViewRecord{}, err
+		}
+	}
 	if len(argv) > 0 {
 		exe := argv[0]
 		if !filepath.IsAbs(exe) {
@@ -163,7 +180,7 @@ func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
 		if m.Writable {
 			mode = ctoharness.ViewRW
 		}
-		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode})
+		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode, Layer: m.Upper})
 	}
 	return out
 }

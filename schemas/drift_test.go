@@ -26,6 +26,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -154,13 +155,14 @@ var plainEnums = map[string][]string{
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},
 	"report:/tests/scope_reason": verify.ScopeReasons(),
 	"report:/sandbox/view/mounts/[]/kind": {ctoharness.ViewBind, ctoharness.ViewTmpfs, ctoharness.ViewMask, ctoharness.ViewProc,
-		ctoharness.ViewDevice, ctoharness.ViewSymlink},
+		ctoharness.ViewDevice, ctoharness.ViewSymlink, ctoharness.ViewOverlay},
 	"report:/sandbox/view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
 	"report:/sandbox/verification_view/mounts/[]/kind": {ctoharness.ViewBind, ctoharness.ViewTmpfs, ctoharness.ViewMask, ctoharness.ViewProc,
-		ctoharness.ViewDevice, ctoharness.ViewSymlink},
+		ctoharness.ViewDevice, ctoharness.ViewSymlink, ctoharness.ViewOverlay},
 	"report:/sandbox/verification_view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
 	"report:/agent/name":                 agent.Names(),
 	"config:/agent/name":                 agent.Names(),
+	"config:/env/[]/for/[]":              {toolenv.ForCase, toolenv.ForSetup, toolenv.ForVerification},
 	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify), string(egress.CommandSetup)},
@@ -822,7 +824,8 @@ func instances() []struct {
 		{"dry run", schemas.DryRun, map[string]any{
 			"status": "dry_run", "stage": 3, "blockers": []any{}, "steps": []string{"gate check"}, "source": "/src", "source_clean": true,
 			"copy_target": "/runs/x/fixture", "task_contract": map[string]any{}, "commands": []any{}, "verification": map[string]any{},
-			"profile": profile.All()[0].Record(), "unsandboxed": false, "allow_dangerous": false,
+			"profile": profile.All()[0].Record(), "unsandboxed": false, "allow_dangerous": false, "warnings": []string{},
+			"toolchains_found": []any{map[string]any{"name": "rust", "paths": []string{"/home/u/.cargo"}, "path": []string{"/home/u/.cargo/bin"}, "env": map[string]string{"CARGO_HOME": "/home/u/.cargo"}}},
 		}},
 		{"case started", schemas.CaseEvent, map[string]any{"type": "case.started", "scenario": "pass", "run_id": runID}},
 		{"case file changed", schemas.CaseEvent, map[string]any{"type": "case.file_changed", "path": "docs/a.md"}},

@@ -45,7 +45,7 @@ func TestDryRunProfileSchema(t *testing.T) {
 	for _, p := range profile.All() {
 		plan := map[string]any{"status": "dry_run", "stage": 1, "blockers": []any{}, "steps": []any{}, "source": "", "source_clean": true,
 			"copy_target": "", "task_contract": nil, "commands": []any{}, "profile": p.Record(), "verification": map[string]any{},
-			"unsandboxed": false, "allow_dangerous": false}
+			"unsandboxed": false, "allow_dangerous": false, "toolchains_found": []any{}, "warnings": []any{}}
 		data, _ := json.Marshal(plan)
 		if err := set.Validate(schemas.DryRun, data); err != nil {
 			t.Errorf("profile %s: %v", p.Name, err)

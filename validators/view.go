@@ -63,6 +63,9 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 		case m.Kind == ctoharness.ViewBind && m.Source == m.Path && own(m.Path):
 		case m.Kind == ctoharness.ViewTmpfs && (m.Path == "/tmp" || m.Path == "/dev/shm"):
 		case m.Kind == ctoharness.ViewDevice && inside(m.Path, "/dev"):
+		case m.Kind == ctoharness.ViewOverlay && m.Layer != "" && r.RuntimeWorkspaceRoot != "" && inside(m.Layer, scratch):
+			// A warm cache: the host's copy is only read, the writes stay in
+			// the run's own scratch.
 		default:
 			fail("writable %s mount at %s (from %q) lies outside its work and scratch directories", m.Kind, m.Path, m.Source)
 		}

@@ -36,6 +36,17 @@ type Config struct {
 	// Sandbox adds host paths to, or hides them from, the sandbox's
 	// filesystem view (see docs/sandbox.md).
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+	// Toolchains are toolchains installed outside the sandbox's default
+	// view (in a home directory: rustup, pyenv, nvm), shown read-only to
+	// Case, the setup and the verification with the variables they need
+	// (package toolenv).
+	Toolchains []Toolchain `json:"toolchains,omitempty"`
+	// Env are named variables passed to the commands they name.
+	Env []EnvVar `json:"env,omitempty"`
+	// Caches offers the host's dependency and build caches to Case, the
+	// setup and the verification without letting them change the host's
+	// copy (package warmcache).
+	Caches *Caches `json:"caches,omitempty"`
 	// Path is where Load read the config from (absolute); the sandbox hides
 	// it from Case.
 	Path string `json:"-"`
@@ -82,6 +93,31 @@ type NetworkAllow struct {
 	CaseAllow   []string `json:"case_allow,omitempty"`
 	VerifyAllow []string `json:"verify_allow,omitempty"`
 	SetupAllow  []string `json:"setup_allow,omitempty"`
+}
+
+// Toolchain is one toolchain outside the default view: its directories
+// (bound read-only), the PATH entries in them, and its variables.
+type Toolchain struct {
+	Name  string            `json:"name"`
+	Paths []string          `json:"paths"`
+	Path  []string          `json:"path,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+}
+
+// Caches names the host caches to offer.
+type Caches struct {
+	// Go serves the host's module cache as an offline module proxy and
+	// shows its build cache through a per-run overlay.
+	Go bool `json:"go,omitempty"`
+}
+
+// EnvVar is one variable for the commands in For ("case", "setup",
+// "verification"). Without Value it is copied from the harness's own
+// environment, and a run where it is unset is refused.
+type EnvVar struct {
+	Name  string   `json:"name"`
+	Value *string  `json:"value,omitempty"`
+	For   []string `json:"for"`
 }
 
 // Signing names the evidence signing key and the public keys trusted when
@@ -138,6 +174,9 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 		if v := c.Sandbox.Verification; v != nil {
 			lists = append(lists, v.ReadPaths, v.HidePaths)
 		}
+	}
+	for _, tc := range c.Toolchains {
+		lists = append(lists, tc.Paths, tc.Path)
 	}
 	for _, list := range lists {
 		for _, p := range list {

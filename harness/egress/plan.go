@@ -74,6 +74,24 @@ func (p Plan) ConnectPorts() []uint16 {
 	return append(out, p.ProxyPort)
 }
 
+// standsForOutside reports whether the in-namespace address a is an
+// allowed name's address or an allowed IP added to lo: it stands for a host
+// outside, not for the namespace's own loopback. An allowed loopback IP
+// (127.0.0.1:8080) is the host's only on its listed ports; on every other
+// port it is the namespace's own.
+func (p Plan) standsForOutside(a netip.Addr) bool {
+	a = a.Unmap()
+	if slices.Contains(p.Addrs, a) {
+		return true
+	}
+	for _, n := range p.Names {
+		if n == a {
+			return true
+		}
+	}
+	return false
+}
+
 // ProxyURL is the value of the proxy variables.
 func (p Plan) ProxyURL() string { return fmt.Sprintf("http://%s:%d", ProxyHost, p.ProxyPort) }
 

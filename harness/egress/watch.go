@@ -12,8 +12,10 @@ import (
 )
 
 // ViaSyscall marks an attempt seen at the system call and refused there,
-// before any packet: a connection to an address or port that no egress
-// listener serves, or a datagram to outside the namespace.
+// before any packet: a connection or a datagram to an address outside the
+// namespace, or a connection to a port of an allowed host that no egress
+// listener serves. The namespace's own loopback, on any port, is not
+// recorded: it never leaves the namespace.
 const ViaSyscall = "syscall"
 
 // Protocols recorded for an attempt.
@@ -40,8 +42,8 @@ func (s *session) answer(c *notify.Call) {
 // judge reads what the call asks for. It returns 0 (let the kernel go on:
 // not an outside address, or something the egress listeners serve, which
 // the forwarder records) or the errno the caller gets, with the attempt to
-// record. The kernel's own rules (the empty namespace, Landlock's TCP
-// ports) stay in force for everything let through, so a caller that
+// record. The kernel's own rules (the namespace with only its loopback,
+// Landlock's bind rules) stay in force for everything let through, so a caller that
 // changes its arguments after this look gains nothing.
 func (s *session) judge(c *notify.Call) (*attempt, unix.Errno) {
 	n := &c.Notif
@@ -125,10 +127,15 @@ func (s *session) refusal(nr int32, dst netip.AddrPort, typ, proto int, connecte
 		if connected && nr != unix.SYS_CONNECT {
 			return nil, 0 // the address is ignored on a connected stream
 		}
-		if !slices.Contains(s.plan.ConnectPorts(), port) {
-			errno, reason = unix.EACCES, fmt.Sprintf("no egress listener serves port %d: only the ports of allowed endpoints are reachable", port)
-		} else if !local {
+		// An allowed name's address or an allowed IP stands for an
+		// outside host: only its listed ports are served. Any other local
+		// address, on any port, stays in the namespace: the command's own
+		// loopback servers, or an egress listener, which records what it
+		// receives.
+		if !local {
 			errno, reason = unix.ENETUNREACH, fmt.Sprintf("%s is outside the sandbox's network: an allowed name is reached by its name, an allowed address only when it is listed itself", addr)
+		} else if s.plan.standsForOutside(addr) && !slices.Contains(s.plan.ConnectPorts(), port) {
+			errno, reason = unix.EACCES, fmt.Sprintf("no egress listener serves port %d of %s: only the ports of allowed endpoints are reachable", port, s.plan.target(addr))
 		}
 	case !local:
 		errno = unix.ENETUNREACH

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,6 +123,18 @@ func helper(args []string) int {
 			c.Close()
 			r.OK = true
 		}
+	case "connect-read": // connect to ADDR and read until the peer closes
+		c, err := net.DialTimeout("tcp", arg(1), 2*time.Second)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = io.Copy(io.Discard, c)
+			c.Close()
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
 	case "udpsend": // N datagrams to the discard port on loopback, with sendto(2) and the address or write(2) on a connected socket; Count is the ns they took
 		n, _ := strconv.Atoi(arg(1))
 		connected := arg(2) == "write"
@@ -150,11 +163,25 @@ func helper(args []string) int {
 		} else {
 			r.OK = true
 		}
-	case "bind":
+	case "bind": // bind 0.0.0.0:PORT (18080 by default)
+		port := 18080
+		if arg(1) != "" {
+			port, _ = strconv.Atoi(arg(1))
+		}
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
 		if err == nil {
-			err = unix.Bind(fd, &unix.SockaddrInet4{Port: 18080})
+			err = unix.Bind(fd, &unix.SockaddrInet4{Port: port})
 			unix.Close(fd)
+		}
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
+	case "httptest": // an httptest server on loopback and one GET to it, over IPv4 and IPv6
+		err := loopbackHTTP("tcp4", "127.0.0.1:0")
+		if err == nil {
+			err = loopbackHTTP("tcp6", "[::1]:0")
 		}
 		if err != nil {
 			fail(err)
@@ -575,4 +602,31 @@ func newBox(t testing.TB) box {
 // holds the materialized source) are writable.
 func (b box) policy() sandbox.Policy {
 	return sandbox.Policy{Writable: append([]string{b.fixture}, backend.ScratchDirs(b.scratchRoot)...), DenyNetwork: true}
+}
+
+// loopbackHTTP serves one HTTP answer on addr and fetches it, the way
+// net/http/httptest does.
+func loopbackHTTP(network, addr string) error {
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "pong")
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if string(b) != "pong" {
+		return fmt.Errorf("got %q from the loopback server", b)
+	}
+	return nil
 }

@@ -421,7 +421,7 @@ func LandlockABI() int {
 // with the strict preset of the kernel's own ABI (never BestEffort): read and
 // execute under the read-only roots, full access (except creating device
 // nodes) under the writable dirs, read-write on a few harmless device files,
-// and with ABI 4+ no TCP bind or connect at all.
+// and, with egress listeners and ABI 4+, TCP bind on every port but theirs.
 func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	abi := LandlockABI()
 	if abi < MinLandlockABI {
@@ -429,9 +429,13 @@ func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	}
 	cfg := landlockConfigs[min(abi, len(landlockConfigs)-1)]
 	mech := []string{"landlock_fs"}
-	if !p.DenyNetwork {
+	if !p.DenyNetwork || p.Network == nil {
+		// Without egress listeners there is no port to keep: the
+		// namespace holds only the command's own loopback (netRules).
 		cfg.HandledAccessNet = 0
 	} else if cfg.HandledAccessNet != 0 {
+		// Bind only: connect stays inside the namespace anyway (netRules).
+		cfg.HandledAccessNet = landlock.AccessNetSet(ll.AccessNetBindTCP)
 		mech = append(mech, "landlock_net")
 	}
 	// No IPC scoping: before ABI 8, go-landlock enforces the ruleset thread
@@ -446,7 +450,7 @@ func applyLandlock(p Policy, writable []string) (int, []string, error) {
 	}
 	rw := cfg.HandledAccessFS &^ landlock.AccessFSSet(ll.AccessFSMakeChar|ll.AccessFSMakeBlock|ll.AccessFSIoctlDev)
 	rules := []landlock.Rule{landlock.RODirs(ro...), landlock.RWFiles(devFiles...).IgnoreIfMissing()}
-	if p.Network != nil && cfg.HandledAccessNet != 0 {
+	if cfg.HandledAccessNet != 0 {
 		rules = append(rules, netRules(p)...)
 	}
 	if len(writable) > 0 {

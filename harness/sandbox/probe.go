@@ -166,7 +166,7 @@ func (p Policy) Mechanisms(f Facts) []string {
 		return nil
 	}
 	m := []string{"landlock_fs"}
-	if p.DenyNetwork && f.LandlockABI >= 4 {
+	if p.DenyNetwork && p.Network != nil && f.LandlockABI >= 4 {
 		m = append(m, "landlock_net")
 	}
 	if p.DenyNetwork {

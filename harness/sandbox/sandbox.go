@@ -70,8 +70,9 @@ type Policy struct {
 	ReadOnly []string `json:"read_only,omitempty"`
 	// Rlimits; a zero field takes its DefaultRlimits value.
 	Rlimits Rlimits `json:"rlimits"`
-	// DenyNetwork runs the command in an empty network namespace and, with
-	// Landlock ABI 4+, denies every TCP bind and connect. Always true for
+	// DenyNetwork runs the command in a network namespace of its own that
+	// holds only its loopback (up); with an egress layout and Landlock
+	// ABI 4+ TCP bind on the listeners' ports is denied. Always true for
 	// Case and the verification command.
 	DenyNetwork bool `json:"deny_network"`
 	// Network, with DenyNetwork, gives the command a way out through the

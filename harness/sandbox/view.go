@@ -37,12 +37,27 @@ type View struct {
 	// (the source, owned roots, Target roots, the config, the runs
 	// directory).
 	Protected []string `json:"protected,omitempty"`
+	// Overlays show a host directory with the command's writes kept apart
+	// (warm caches: the host's stays untouched, see Overlay).
+	Overlays []Overlay `json:"overlays,omitempty"`
 	// Cwd is where the command starts; it must be inside the view.
 	Cwd string `json:"cwd,omitempty"`
 	// Expect, when set, is the Digest of the view the launcher must build;
 	// a launch whose plan differs (the host changed since the view was
 	// tried and recorded) fails instead of running in another view.
 	Expect string `json:"expect,omitempty"`
+}
+
+// Overlay shows Lower, a host directory the command must not change (a
+// warm build cache), at Path as an overlayfs: the command reads Lower and
+// writes to Upper, a per-run directory; Work is overlayfs's own, on Upper's
+// filesystem. Path must lie inside a writable directory (Landlock allows
+// writes by path), and Lower inside no Protected path.
+type Overlay struct {
+	Path  string `json:"path"`
+	Lower string `json:"lower"`
+	Upper string `json:"upper"`
+	Work  string `json:"work"`
 }
 
 // Bind is one exact read-only bind: Source on the host appears at Path.
@@ -62,6 +77,7 @@ const (
 	MountProc    MountKind = "proc"    // procfs of the new PID namespace
 	MountDevice  MountKind = "device"  // a host device node (/dev/null, …)
 	MountSymlink MountKind = "symlink" // a symbolic link created in the view
+	MountOverlay MountKind = "overlay" // an overlayfs over a host directory, writes to a per-run layer
 )
 
 // Mount is one entry of the view, in the order it is made.
@@ -72,6 +88,9 @@ type Mount struct {
 	Writable bool      `json:"writable"`
 	// file marks a bind or mask of a non-directory (the mount point is a file).
 	File bool `json:"file,omitempty"`
+	// Upper and Work are an overlay's writable layer and work directory.
+	Upper string `json:"upper,omitempty"`
+	Work  string `json:"work,omitempty"`
 }
 
 // tmpSize caps the private /tmp; shmSize caps /dev/shm.
@@ -216,6 +235,26 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 			return nil, viewErr("writable directory %s does not exist", w)
 		}
 		add(Mount{Path: w, Kind: MountBind, Source: w, Writable: true})
+	}
+	for _, o := range v.Overlays {
+		if !clean(o.Path) || !clean(o.Lower) || !clean(o.Upper) || !clean(o.Work) {
+			return nil, viewErr("overlay %+v: paths must be absolute and clean", o)
+		}
+		if under := firstContaining(o.Lower, v.Protected); under != "" {
+			return nil, viewErr("overlay %s shows %s, inside %s, which the command must never see", o.Path, o.Lower, under)
+		}
+		if under := firstContaining(o.Path, v.Protected); under != "" && !insideAny(o.Path, writable) {
+			return nil, viewErr("overlay %s lies inside %s, which the command must never see", o.Path, under)
+		}
+		for _, d := range []string{o.Lower, o.Upper, o.Work} {
+			if st, err := os.Stat(d); err != nil || !st.IsDir() {
+				return nil, viewErr("overlay %s: directory %s does not exist", o.Path, d)
+			}
+		}
+		if within(o.Upper, o.Lower) || within(o.Lower, o.Upper) || within(o.Work, o.Lower) {
+			return nil, viewErr("overlay %s: the writable layer and %s overlap", o.Path, o.Lower)
+		}
+		add(Mount{Path: o.Path, Kind: MountOverlay, Source: o.Lower, Upper: o.Upper, Work: o.Work, Writable: true})
 	}
 	for _, f := range v.Files {
 		st, err := os.Stat(f.Source)

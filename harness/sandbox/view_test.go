@@ -452,3 +452,56 @@ func TestViewRunsNodeAgent(t *testing.T) {
 	}
 	t.Logf("gemini-cli %s in the view", strings.TrimSpace(out.stdout))
 }
+
+// An overlay shows a host cache the command may use as if it were its own:
+// it reads what is there, and whatever it writes, changes or deletes lands
+// in the per-run layer. The host directory is never changed.
+func TestViewOverlay(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	lower := filepath.Join(b.home, "cache") // inside a hidden home: shown only through the overlay
+	upper, work := filepath.Join(b.scratchRoot, "overlay", "upper"), filepath.Join(b.scratchRoot, "overlay", "work")
+	for _, d := range []string{lower, upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string]string{"entry-a": "trusted\n", "entry-b": "keep\n"} {
+		if err := os.WriteFile(filepath.Join(lower, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := filepath.Join(b.scratchRoot, "cache", "go-build")
+	p := b.viewPolicy(t)
+	p.View.Overlays = []sandbox.Overlay{{Path: at, Lower: lower, Upper: upper, Work: work}}
+	script := `set -e; cd ` + at + `; test "$(cat entry-a)" = trusted; echo poisoned > entry-a; rm entry-b; echo new > entry-c; test "$(cat entry-a)" = poisoned`
+	o := launch(t, p, b.fixture, "/bin/sh", "-c", script)
+	if o.code != 0 {
+		t.Fatalf("the command in the overlay: exit %d, stderr %q", o.code, o.stderr)
+	}
+	for name, want := range map[string]string{"entry-a": "trusted\n", "entry-b": "keep\n"} {
+		if got, err := os.ReadFile(filepath.Join(lower, name)); err != nil || string(got) != want {
+			t.Errorf("host %s: %q, %v; want it unchanged", name, got, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(lower, "entry-c")); err == nil {
+		t.Error("a file the command created reached the host directory")
+	}
+	if got, _ := os.ReadFile(filepath.Join(upper, "entry-c")); string(got) != "new\n" {
+		t.Errorf("the per-run layer holds %q for entry-c", got)
+	}
+	// The overlay may stand at the lower directory's own (hidden) path, and
+	// is writable there too; it may show no protected path.
+	p.View.Overlays = []sandbox.Overlay{{Path: lower, Lower: lower, Upper: upper, Work: work}}
+	o = launch(t, p, b.fixture, "/bin/sh", "-c", "cd "+lower+" && test \"$(cat entry-a)\" = poisoned && echo again > entry-d")
+	if o.code != 0 {
+		t.Fatalf("the overlay at the host path: exit %d, stderr %q", o.code, o.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(lower, "entry-d")); err == nil {
+		t.Error("a write at the overlay's host path reached the host directory")
+	}
+	p.View.Overlays = []sandbox.Overlay{{Path: at, Lower: b.source, Upper: upper, Work: work}}
+	if _, err := p.View.Plan(p.Writable); err == nil {
+		t.Error("an overlay of the protected source was planned")
+	}
+}

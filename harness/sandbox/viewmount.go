@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,29 @@ func buildView(mounts []Mount, cwd string) (time.Duration, error) {
 			unix.Close(fd)
 		}
 	}()
+	// An overlay's directories are named to the kernel as /proc/self/fd
+	// links, opened now: the new root's tmpfs may cover where they are.
+	dirFDs := map[string]int{}
+	defer func() {
+		for _, fd := range dirFDs {
+			unix.Close(fd)
+		}
+	}()
+	for _, m := range mounts {
+		if m.Kind != MountOverlay {
+			continue
+		}
+		for _, d := range []string{m.Source, m.Upper, m.Work} {
+			if _, ok := dirFDs[d]; ok {
+				continue
+			}
+			fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return 0, failf("view: cannot open %s for the overlay at %s: %v", d, m.Path, err)
+			}
+			dirFDs[d] = fd
+		}
+	}
 	for _, m := range mounts {
 		if m.Kind != MountBind && m.Kind != MountDevice {
 			continue
@@ -109,6 +133,19 @@ func buildView(mounts []Mount, cwd string) (time.Duration, error) {
 			}
 			if !m.Writable {
 				readOnly = append(readOnly, ro{t, flags})
+			}
+		case MountOverlay:
+			if err := mountPoint(t, false); err != nil {
+				return 0, failf("view: no mount point for %s: %v", m.Path, err)
+			}
+			fdPath := func(d string) string { return "/proc/self/fd/" + strconv.Itoa(dirFDs[d]) }
+			opts := "lowerdir=" + fdPath(m.Source) + ",upperdir=" + fdPath(m.Upper) + ",workdir=" + fdPath(m.Work)
+			flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+			if err := unix.Mount("overlay", t, "overlay", flags, opts); err != nil {
+				// Older kernels want the user.* xattrs named in a user namespace.
+				if err2 := unix.Mount("overlay", t, "overlay", flags, opts+",userxattr"); err2 != nil {
+					return 0, failf("view: cannot mount the overlay of %s at %s (overlayfs in a user namespace, Linux 5.11+): %v", m.Source, m.Path, err)
+				}
 			}
 		case MountProc:
 			if err := mountPoint(t, false); err != nil {
@@ -231,6 +268,11 @@ func applyView(p Policy, got *enforced) (bool, error) {
 	got.ViewBuildNs = took.Nanoseconds()
 	got.PrivateShm = true
 	got.Writable = append(got.Writable, "/dev/shm", "/tmp")
+	for _, m := range mounts {
+		if m.Kind == MountOverlay {
+			got.Writable = append(got.Writable, m.Path) // its writes go to the per-run layer
+		}
+	}
 	got.Mechanisms = append(got.Mechanisms, "fs_view")
 	return true, nil
 }

@@ -429,6 +429,8 @@ func (s *scanner) command(u *unit, at *stmtRef, args []arg, e *env, depth int) {
 		case !cmdMode && !readStdin && len(rest) > 0 && rest[0].s != "-" && rest[0].s != "/dev/stdin" && !strings.HasPrefix(rest[0].s, devFdSentinel):
 			s.scriptArg(u, at, rest[0], "sh", s.scriptEnv(e, rest[0].s))
 		}
+	case name == "make" || name == "gmake":
+		s.make(u, at, ops, e)
 	case name == "eval":
 		var parts []string
 		size := 0
@@ -469,7 +471,15 @@ func (s *scanner) command(u *unit, at *stmtRef, args []arg, e *env, depth int) {
 			}
 		}
 	case strings.Contains(args[0].s, "/"):
-		s.scriptArg(u, at, args[0], "", s.scriptEnv(e, args[0].s))
+		// A program run by its path: the repository's own (./gradlew,
+		// scripts/test.sh) is read; one outside it is an installed program
+		// (/usr/local/go/bin/go, a virtualenv's bin/pip under $TMPDIR), like
+		// any program found on PATH. Running a script outside the
+		// repository through an interpreter (sh /opt/x.sh) is still a
+		// finding (scriptArg).
+		if loc, _ := s.classify(args[0].s, e.cwd); loc == locInside {
+			s.scriptArg(u, at, args[0], "", s.scriptEnv(e, args[0].s))
+		}
 	}
 }
 

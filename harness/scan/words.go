@@ -54,15 +54,28 @@ func (e *env) lookup(name string) string {
 	if v, ok := harnessVars[name]; ok {
 		return v
 	}
-	if e.assigned[name] || !plainName(name) {
-		return unknownMark // positional and special parameters, or set somewhere we cannot follow
+	// Positional and special parameters, names set somewhere the scan
+	// cannot follow, and names only the config's env or a toolchain may
+	// set: their value is only known at run time.
+	return unknownMark
+}
+
+// external reports whether name is a plain variable that neither the
+// script nor the harness sets: only the config's env could, so its value is
+// unknown (lookup), and the script's own default for it is the likely one.
+func (e *env) external(name string) bool {
+	if _, ok := e.vars[name]; ok {
+		return false
+	}
+	if _, ok := harnessVars[name]; ok || name == "PWD" || e.assigned[name] || !plainName(name) {
+		return false
 	}
 	switch name {
 	case "RANDOM", "LINENO", "SECONDS", "UID", "EUID", "PPID", "BASHPID", "BASH_SOURCE", "FUNCNAME", "OLDPWD",
 		"REPLY", "OPTARG", "OPTIND", "IFS", "SHELL", "HOSTNAME", "BASH", "BASH_VERSION", "PIPESTATUS":
-		return unknownMark
+		return false
 	}
-	return "" // unset in the harness environment: expands to nothing
+	return true
 }
 
 func plainName(n string) bool {
@@ -201,7 +214,9 @@ func (r resolver) param(p *syntax.ParamExp) string {
 	}
 	switch p.Exp.Op {
 	case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
-		if v == "" {
+		// A variable only the outside could set is most likely unset, and
+		// the default is what a script relies on: ${OUT:-/opt} is /opt.
+		if v == "" || r.e.external(p.Param.Value) {
 			return r.word(p.Exp.Word)
 		}
 		return v

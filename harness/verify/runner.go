@@ -231,6 +231,11 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			if budgetCut {
 				rec.Reason = fmt.Sprintf("killed when the test budget ran out, after %s (the per-run timeout is %s)", timeout, in.Timeout)
 			}
+		case res.ExitCode != nil && *res.ExitCode == ExitNotFound:
+			// The shell's answer to a program it cannot find: the tests
+			// did not run, and a rerun would not find it either.
+			a.Classification = ctoharness.TestNotRun
+			rec.Classification, rec.Reason = ctoharness.TestNotRun, notFoundReason(rec.StderrInline)
 		case res.ExitCode != nil && *res.ExitCode == 0:
 			a.Classification = ctoharness.TestPass
 			rec.Classification, rec.Reason = ctoharness.TestPass, ""
@@ -372,8 +377,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 		if pol.AllowDangerous {
 			plan.DangerousAllowed = true
 		} else {
-			set(RefusedDangerous, fmt.Sprintf("%s (%s:%d); pass --allow-dangerous to run it anyway",
-				blockingSummary(plan.Findings), plan.Findings[0].File, plan.Findings[0].Line))
+			set(RefusedDangerous, fmt.Sprintf("%s; pass --allow-dangerous to run it anyway", blockingSummary(plan.Findings)))
 		}
 	}
 	if serr != nil {
@@ -389,13 +393,15 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 	return plan, nil
 }
 
+// blockingSummary names each blocking pattern once, with the file and line
+// of its first finding.
 func blockingSummary(fs []scan.Finding) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, f := range fs {
 		if (f.Severity == scan.High || f.Severity == scan.Critical) && !seen[f.Pattern] {
 			seen[f.Pattern] = true
-			parts = append(parts, f.Pattern)
+			parts = append(parts, fmt.Sprintf("%s at %s:%d", f.Pattern, f.File, f.Line))
 		}
 	}
 	return "dangerous operations found: " + strings.Join(parts, ", ")
@@ -428,4 +434,26 @@ func RunWithPolicy(ctx context.Context, in Input, pol Policy, budget *Budget) (R
 	out, err := Execute(ctx, in, budget, pol.Profile.FlakeReruns)
 	out.Profile, out.Findings, out.Scripts, out.DangerousAllowed, out.Target = rec.Profile, rec.Findings, rec.Scripts, rec.DangerousAllowed, rec.Target
 	return out, err
+}
+
+// ExitNotFound is the shell's exit status for a command it cannot find
+// (POSIX: 127).
+const ExitNotFound = 127
+
+// notFoundReason is the reason of a verification that exited 127: the
+// shell's own "not found" line when stderr has one, and where to look.
+func notFoundReason(stderr string) string {
+	reason := "program not found in the sandbox (exit status 127)"
+	lines := strings.Split(stderr, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.Contains(l, "not found") || strings.Contains(l, "No such file") {
+			if len(l) > 200 {
+				l = l[:200] + "…"
+			}
+			reason += ": " + l
+			break
+		}
+	}
+	return reason + "; the verification sees only the sandbox's view and PATH: declare the toolchain in the config's \"toolchains\" (see docs/real-repositories.md) and check with --dry-run"
 }

@@ -399,7 +399,9 @@ func runnerOperands(words []string) (ops []string, isRunner bool) {
 			}
 		}
 		return nil, false
-	case strings.Contains(words[0], "/"):
+	case strings.Contains(words[0], "/") && !strings.HasPrefix(words[0], "/"):
+		// The repository's own runner (./run-tests.sh). An absolute path
+		// names an installed program (/usr/bin/test), not a test target.
 		return []string{words[0]}, true
 	default:
 		return nil, false

@@ -36,6 +36,8 @@ const probeTimeout = 5 * time.Second
 //	dns IP:PORT        a DNS query over UDP to a resolver
 //	conns N@HOST:PORT  N connections open at once, then an HTTP request on
 //	                   each; denied when any of them got no answer
+//	serve HOST:PORT    serve HTTP on HOST:PORT (port 0: any) inside the
+//	                   sandbox and GET it, as a test suite's own server does
 //	execs N            run /bin/true N times without case.command events
 //	                   (as many-procs does); not an attempt
 func netProbes(spec string) func(*caseRun) error {
@@ -69,6 +71,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = dnsQuery(target)
 			case "dial":
 				err = dial(target)
+			case "serve":
+				err = serveLoopback(target)
 			case "dials":
 				err = dials(target)
 			case "tfo":
@@ -160,6 +164,31 @@ func dial(addr string) error {
 		return err
 	}
 	return conn.Close()
+}
+
+// serveLoopback listens on addr, answers one GET of its own and checks the
+// answer: what httptest does.
+func serveLoopback(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "served inside the sandbox")
+	}), ReadHeaderTimeout: probeTimeout}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := &http.Client{Timeout: probeTimeout, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && string(b) != "served inside the sandbox" {
+		err = fmt.Errorf("the loopback server answered %q", b)
+	}
+	return err
 }
 
 // dials dials N@HOST:PORT N times, one after the other; it reports the

@@ -1,0 +1,155 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// The recipes of docs/real-repositories.md, each run as written on a small
+// real repository built here: a stage 3 run whose verification is the
+// project's own test command, in the sandbox, with no network.
+
+// recipeRepo commits files as an owned git repository.
+func recipeRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "owned", "project")
+	for name, data := range files {
+		writeFile(t, filepath.Join(dir, name), data)
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@invalid", "commit", "-q", "-m", "project"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return dir
+}
+
+// runRecipe runs stage 3 on src with the recipe's task and config and
+// requires a pass whose test.log holds want.
+func runRecipe(t *testing.T, src, spec string, cfg config.Config, getenv func(func(string) string) func(string) string, want string) {
+	t.Helper()
+	requireSandbox(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.Source = src
+	cfg.OwnedSources = []string{src}
+	o.Config = cfg
+	if getenv != nil {
+		o.Getenv = getenv(o.Getenv)
+	}
+	s, err := task.Parse([]byte(spec), "recipe", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spec = &s
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s, blockers %v\ntest.log:\n%s", rep.Status, rep.Blockers, log)
+	}
+	if !strings.Contains(string(log), want) {
+		t.Errorf("test.log does not hold %q:\n%s", want, log)
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// Node: the built-in test runner, with a test that serves HTTP on the
+// sandbox's loopback.
+func TestRecipeNode(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the Node recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"package.json": `{"name": "recipe", "version": "1.0.0", "private": true, "scripts": {"test": "node --test"}}` + "\n",
+		"index.js":     "exports.greet = (n) => `hello, ${n}`;\n",
+		"test/greet.test.js": `const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const { greet } = require('../index.js');
+
+test('greet', () => assert.strictEqual(greet('world'), 'hello, world'));
+
+test('a server on loopback', async () => {
+  const srv = http.createServer((req, res) => res.end(greet('loopback')));
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const body = await new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: srv.address().port }, (res) => {
+      let b = '';
+      res.on('data', (c) => (b += c));
+      res.on('end', () => resolve(b));
+    }).on('error', reject);
+  });
+  srv.close();
+  assert.strictEqual(body, 'hello, loopback');
+});
+`,
+		"docs/README.md": "# recipe\n",
+	})
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "npm test", "timeout_seconds": 120}}`, config.Config{}, nil, "# pass 2")
+}
+
+// Python: unittest from the standard library, with a test that binds an
+// ephemeral loopback port.
+func TestRecipePython(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: the Python recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"pyproject.toml":      "[project]\nname = \"recipe\"\nversion = \"1.0\"\n",
+		"recipe/__init__.py":  "def greet(name):\n    return 'hello, ' + name\n",
+		"tests/__init__.py":   "",
+		"tests/test_greet.py": "import socket\nimport unittest\n\nfrom recipe import greet\n\n\nclass GreetTest(unittest.TestCase):\n    def test_greet(self):\n        self.assertEqual(greet('world'), 'hello, world')\n\n    def test_loopback(self):\n        s = socket.socket()\n        s.bind(('127.0.0.1', 0))\n        s.listen()\n        c = socket.create_connection(s.getsockname())\n        a, _ = s.accept()\n        c.sendall(b'ping')\n        self.assertEqual(a.recv(4), b'ping')\n        for x in (a, c, s):\n            x.close()\n",
+		"docs/README.md":      "# recipe\n",
+	})
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "python3 -m unittest discover -v", "timeout_seconds": 120}}`, config.Config{}, nil, "Ran 2 tests")
+}
+
+// Rust: rustup's cargo in the home directory, declared as a toolchain;
+// a crate without dependencies tested offline.
+func TestRecipeRust(t *testing.T) {
+	home := os.Getenv("HOME")
+	cargoBin, rustup := filepath.Join(home, ".cargo", "bin"), filepath.Join(home, ".rustup")
+	if _, err := os.Stat(filepath.Join(cargoBin, "cargo")); err != nil {
+		t.Skip("no rustup cargo in ~/.cargo/bin: the Rust recipe is not checked")
+	}
+	if _, err := os.Stat(rustup); err != nil {
+		t.Skip("no ~/.rustup: the Rust recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"Cargo.toml":     "[package]\nname = \"recipe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+		"Cargo.lock":     "# This file is automatically @generated by Cargo.\n# It is not intended for manual editing.\nversion = 3\n\n[[package]]\nname = \"recipe\"\nversion = \"0.1.0\"\n",
+		"src/lib.rs":     "pub fn greet(name: &str) -> String { format!(\"hello, {name}\") }\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn greets() { assert_eq!(super::greet(\"world\"), \"hello, world\"); }\n}\n",
+		".gitignore":     "/target\n",
+		"docs/README.md": "# recipe\n",
+	})
+	cfg := config.Config{Toolchains: []config.Toolchain{{Name: "rust", Paths: []string{cargoBin, rustup}, Path: []string{cargoBin},
+		Env: map[string]string{"RUSTUP_HOME": rustup}}}}
+	withHome := func(base func(string) string) func(string) string {
+		return func(k string) string {
+			if k == "HOME" {
+				return home
+			}
+			return base(k)
+		}
+	}
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "cargo test --offline", "timeout_seconds": 300}}`, cfg, withHome, "test result: ok. 1 passed")
+}

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/toolenv"
+	"github.com/cto-harness/cto-harness/harness/warmcache"
+)
+
+// tools is what the config's toolchains and variables give cmd (package
+// toolenv). It is a function of the config and the harness's environment,
+// so the gate's check (checkTools) holds for every later call.
+func tools(o Options, cmd egress.Command) (toolenv.Set, error) {
+	s, err := toolenv.For(o.Config, string(cmd), o.Getenv)
+	if err != nil {
+		return s, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err, "the config's toolchains or env cannot be used")
+	}
+	return s, nil
+}
+
+// warmGo is the host's Go caches when the config offers them (ok false
+// when it does not).
+func warmGo(o Options) (g warmcache.Go, ok bool, err error) {
+	if o.Config.Caches == nil || !o.Config.Caches.Go {
+		return g, false, nil
+	}
+	g, err = warmcache.DetectGo(context.Background(), o.Getenv)
+	if err != nil {
+		return g, false, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err, "the config's caches.go cannot be offered")
+	}
+	return g, true, nil
+}
+
+// checkTools refuses, at the gate, a run whose toolchains, variables or
+// caches cannot be given to every command.
+func (r *run) checkTools() {
+	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
+		if _, err := tools(r.o, cmd); err != nil {
+			r.blockErr(err, ctoharness.StepGate)
+			return
+		}
+	}
+	if _, _, err := warmGo(r.o); err != nil {
+		r.blockErr(err, ctoharness.StepGate)
+	}
+}
+
+// toolEnv is env with cmd's toolchains, variables and warm caches in it;
+// the gate has checked that they resolve.
+func (r *run) toolEnv(cmd egress.Command, env []string) []string {
+	s, _ := tools(r.o, cmd)
+	env = s.Apply(env)
+	// Unsandboxed, the host's caches would be written directly: they are
+	// offered only through the sandbox's overlays.
+	if g, ok, _ := warmGo(r.o); ok && !r.o.Unsandboxed {
+		env = append(env, g.Env()...)
+		sort.Strings(env)
+	}
+	return env
+}
+
+// warmView adds the warm caches to a view whose command's scratch is
+// scratch: both Go caches as overlays at their host paths, with a layer of
+// this run's own.
+func (r *run) warmView(v *sandbox.View, scratch string) error {
+	g, ok, _ := warmGo(r.o)
+	if !ok || r.o.Unsandboxed {
+		return nil
+	}
+	ovs, err := g.Overlays(filepath.Join(scratch, "warm"))
+	if err != nil {
+		return err
+	}
+	v.Overlays = append(v.Overlays, ovs...)
+	return nil
+}

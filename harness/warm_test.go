@@ -1,0 +1,276 @@
+package harness_test
+
+import (
+	"archive/zip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// goRepo is a Go module with one dependency, built at test time: the
+// dependency is served by a file:// module proxy, and the host's caches
+// (GOMODCACHE, GOCACHE) are the test's own directories, warmed by running
+// the tests directly once.
+type goRepo struct {
+	src, modCache, buildCache string
+	hostEnv                   []string // the host's environment for a direct `go test`
+}
+
+func newGoRepo(t testing.TB) goRepo {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command on PATH")
+	}
+	root := t.TempDir()
+	proxy := filepath.Join(root, "proxy")
+	g := goRepo{src: filepath.Join(root, "owned", "app"), modCache: filepath.Join(root, "host", "gomod"), buildCache: filepath.Join(root, "host", "gobuild")}
+	dep := map[string]string{
+		"go.mod":       "module example.com/greet\n\ngo 1.21\n",
+		"greet.go":     "package greet\n\nimport \"strings\"\n\n// Hello greets name.\nfunc Hello(name string) string { return \"hello, \" + strings.TrimSpace(name) }\n",
+		"greet/doc.go": "// Package greet is a sub-package that nothing imports.\npackage greet\n",
+	}
+	writeModule(t, proxy, "example.com/greet", "v1.0.0", dep)
+	app := map[string]string{
+		"go.mod":         "module example.com/app\n\ngo 1.21\n\nrequire example.com/greet v1.0.0\n",
+		"app.go":         "package app\n\nimport \"example.com/greet\"\n\n// Greeting is the app's greeting.\nfunc Greeting() string { return greet.Hello(\" world \") }\n",
+		"app_test.go":    "package app\n\nimport \"testing\"\n\nfunc TestGreeting(t *testing.T) {\n\tif Greeting() != \"hello, world\" {\n\t\tt.Fatal(Greeting())\n\t}\n}\n",
+		"docs/README.md": "# app\n",
+	}
+	for name, data := range app {
+		writeFile(t, filepath.Join(g.src, name), data)
+	}
+	g.hostEnv = append(os.Environ(), "GOMODCACHE="+g.modCache, "GOCACHE="+g.buildCache, "GOPROXY=file://"+proxy,
+		"GOSUMDB=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	g.run(t, g.src, "go", "mod", "tidy")
+	g.run(t, g.src, "go", "test", "./...")
+	g.run(t, g.src, "git", "init", "-q", "-b", "main")
+	g.run(t, g.src, "git", "add", "-A")
+	g.run(t, g.src, "git", "-c", "user.name=t", "-c", "user.email=t@invalid", "commit", "-q", "-m", "app")
+	return g
+}
+
+func (g goRepo) run(t testing.TB, dir, name string, args ...string) time.Duration {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, g.hostEnv
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return time.Since(start)
+}
+
+// getenv is the harness's environment: the host's caches are the test's.
+func (g goRepo) getenv(base func(string) string) func(string) string {
+	return func(k string) string {
+		switch k {
+		case "GOMODCACHE":
+			return g.modCache
+		case "GOCACHE":
+			return g.buildCache
+		}
+		return base(k)
+	}
+}
+
+func writeFile(t testing.TB, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeModule lays out one module version in a file:// module proxy.
+func writeModule(t testing.TB, proxy, mod, version string, files map[string]string) {
+	t.Helper()
+	dir := filepath.Join(proxy, mod, "@v")
+	writeFile(t, filepath.Join(dir, "list"), version+"\n")
+	writeFile(t, filepath.Join(dir, version+".info"), `{"Version":"`+version+`","Time":"2026-01-01T00:00:00Z"}`)
+	writeFile(t, filepath.Join(dir, version+".mod"), files["go.mod"])
+	f, err := os.Create(filepath.Join(dir, version+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		w, err := zw.Create(mod + "@" + version + "/" + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, files[n])
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// treeDigest hashes every path, mode and content under dir, so a test can
+// tell whether anything there changed.
+func treeDigest(t testing.TB, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		io.WriteString(h, rel+"\x00"+info.Mode().String()+"\x00")
+		if info.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			io.Copy(h, f)
+			f.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// warmOptions is a stage 3 run on the repository with caches.go on and the
+// verification `go test -count=1 ./...`.
+func warmOptions(t testing.TB, set *schemas.Set, g goRepo, base harness.Options) harness.Options {
+	t.Helper()
+	o := base
+	o.Source = g.src
+	o.Config = config.Config{OwnedSources: []string{g.src}, Caches: &config.Caches{Go: true}}
+	o.Getenv = g.getenv(o.Getenv)
+	spec, err := task.Parse([]byte(`{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "go test -count=1 ./...", "timeout_seconds": 300}}`), "warm", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spec = &spec
+	return o
+}
+
+// With caches.go the verification of a repository with a dependency runs
+// offline on the host's caches, and nothing the run writes reaches them.
+func TestWarmGoCaches(t *testing.T) {
+	requireSandbox(t)
+	set := compile(t)
+	start := time.Now()
+	base, _ := stage3(t, set)
+	t.Logf("stage 2 record: %s", time.Since(start))
+	g := newGoRepo(t)
+	t.Logf("repository and host caches: %s", time.Since(start))
+	modBefore, buildBefore := treeDigest(t, g.modCache), treeDigest(t, g.buildCache)
+	o := warmOptions(t, set, g, base)
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s, blockers %v, tests %q", rep.Status, rep.Blockers, rep.Tests.Reason)
+	}
+	mustValidate(t, set, rep, true)
+	t.Logf("run: %s, its verification %d ms", time.Since(start), rep.Tests.DurationMs)
+	if treeDigest(t, g.modCache) != modBefore || treeDigest(t, g.buildCache) != buildBefore {
+		t.Error("the run changed the host's Go caches")
+	}
+	log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+	if !strings.Contains(string(log), "ok  \texample.com/app") {
+		t.Errorf("test.log:\n%s", log)
+	}
+	// Case plants an entry in the build cache and a module in the module
+	// cache: the writes succeed in its overlay and reach neither the host
+	// nor the verification, which still passes.
+	poisoned := o
+	poisoned.Scenario = "write-source-abs=" + filepath.Join(g.buildCache, "00", "planted-d")
+	rep, err = harness.Run(context.Background(), poisoned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("run with a planted cache entry: status %s, blockers %v", rep.Status, rep.Blockers)
+	}
+	events, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.CaseEvents))
+	if !strings.Contains(string(events), `"attempt":"write-source-abs"`) || strings.Contains(string(events), `"denied":true`) {
+		t.Errorf("Case's write into its overlay should have worked: %s", events)
+	}
+	if treeDigest(t, g.modCache) != modBefore || treeDigest(t, g.buildCache) != buildBefore {
+		t.Error("Case's write reached the host's Go caches")
+	}
+	// Without the caches the same verification has no module to build with.
+	o.Config.Caches = nil
+	rep, err = harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status == ctoharness.StatusPass {
+		t.Error("the verification passed without the caches: the test does not show what they give")
+	}
+}
+
+// BenchmarkWarmGoCache compares a stage 3 verification's `go test` on a
+// repository with a dependency, on a warm second run with caches.go, with
+// the same tests run directly on the host (x-direct: the ratio).
+func BenchmarkWarmGoCache(b *testing.B) {
+	exe, _ := os.Executable()
+	if f := sandbox.ProbeWith(exe); !f.Available() {
+		b.Skipf("sandbox unavailable on this machine: %s", f.Reason)
+	}
+	set := compileB(b)
+	runs := b.TempDir()
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	g := newGoRepo(b)
+	base := harness.Options{Stage: 3, RunsDir: runs, Schemas: set, SelfExe: exe,
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set)}
+	o := warmOptions(b, set, g, base)
+	if rep, err := harness.Run(context.Background(), o); err != nil || rep.Status != ctoharness.StatusPass {
+		b.Fatalf("first run: %v %+v", err, rep.Blockers)
+	}
+	direct := g.run(b, g.src, "go", "test", "-count=1", "./...")
+	var inHarness time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil || rep.Status != ctoharness.StatusPass {
+			b.Fatalf("warm run: %v %+v", err, rep.Blockers)
+		}
+		inHarness += time.Duration(rep.Tests.DurationMs) * time.Millisecond
+	}
+	b.StopTimer()
+	per := inHarness / time.Duration(b.N)
+	b.ReportMetric(float64(per.Milliseconds()), "verify-ms")
+	b.ReportMetric(float64(direct.Milliseconds()), "direct-ms")
+	b.ReportMetric(float64(per)/float64(direct), "x-direct")
+}
