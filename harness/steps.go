@@ -219,8 +219,8 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr})
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress})
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv})
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst

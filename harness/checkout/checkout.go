@@ -41,6 +41,9 @@ type Input struct {
 	BaselineTime, ResultTime time.Time
 	Tracer                   ctoharness.Tracer
 	Progress                 fixture.Progress
+	// Getenv is the environment the source's git configuration is read
+	// with, for its checkout conversions (see fixture.CopyInput).
+	Getenv func(string) string
 }
 
 // Result is the checkout that was made.
@@ -94,7 +97,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, error) {
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
 		return fixture.CopyResult{}, failed(err, "create the directory of the verification checkout %s", in.Dest)
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
 	if err != nil {
 		return cp, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}
