@@ -92,6 +92,10 @@ const (
 	BlockSourceObjectFormat        BlockerCode = "SOURCE_OBJECT_FORMAT_UNSUPPORTED"
 	BlockSourceRefStorage          BlockerCode = "SOURCE_REF_STORAGE_UNSUPPORTED"
 	BlockSourceGitFeature          BlockerCode = "SOURCE_GIT_FEATURE_UNSUPPORTED"
+	// BlockSourceBusy: a git process is working in the source (gc,
+	// maintenance, or a lock file it holds), so the source may change
+	// under the run.
+	BlockSourceBusy BlockerCode = "SOURCE_BUSY"
 )
 
 // BlockPrevStageUnproven: a previous stage's record is intact, but what it
@@ -153,7 +157,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
 		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
-		BlockUnsafeFileName,
+		BlockUnsafeFileName, BlockSourceBusy,
 	}
 }
 

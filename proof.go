@@ -125,7 +125,11 @@ type FixtureProof struct {
 	// leaves out (paths a .gitignore excludes): never verified, but named.
 	Ignored      []Leftover `json:"ignored"`
 	IgnoredTotal int        `json:"ignored_total"`
-	TakenAt      time.Time  `json:"taken_at"`
+	// NotTaken says why the proof was not taken (the fixture has no
+	// baseline to compare with); such a proof is never clean and blames
+	// nothing on Case.
+	NotTaken string    `json:"not_taken,omitempty"`
+	TakenAt  time.Time `json:"taken_at"`
 }
 
 // GitChange is one entry of the fixture's .git that Case added, removed or

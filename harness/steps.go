@@ -91,7 +91,7 @@ func (r *run) caseCommand() []string {
 // materialized in the workspace.
 func (r *run) classify(ctx context.Context) bool {
 	r.step(ctoharness.StepClassify)
-	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots}
+	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock}
 	path := r.o.Source
 	builtin := ""
 	if path == "" {
@@ -743,6 +743,16 @@ func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	}
 	var p ctoharness.FixtureProof
 	var err error
+	if r.rep.Commits.BaselineCommit == "" {
+		// Without a baseline every copied file would read as untracked,
+		// blaming on Case what the copy's own blocker already explains.
+		why := "the fixture has no baseline commit (the copy failed), so there is nothing to compare it with"
+		if len(r.rep.Blockers) > 0 {
+			why = "the fixture has no baseline commit (the copy failed: " + string(r.rep.Blockers[0].Code) + "), so there is nothing to compare it with"
+		}
+		r.writeCleanEndNotTaken(ctx, why)
+		return
+	}
 	if col != nil && rec.store != "" {
 		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.runID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
 			GitBefore: rec.gitBefore, Now: r.o.Clock(), Tracer: r.tr})
@@ -760,6 +770,16 @@ func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	if !p.Clean {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,
 			Message: "the fixture is not clean after the result commit: " + strings.Join(p.Problems, "; ")})
+	}
+}
+
+// writeCleanEndNotTaken records a clean-end proof that was not taken, and why.
+func (r *run) writeCleanEndNotTaken(ctx context.Context, why string) {
+	p := ctoharness.FixtureProof{SchemaVersion: ctoharness.SchemaVersion, RunID: r.runID, Kind: fixture.KindCleanEnd, FixturePath: r.fixture,
+		Status: []ctoharness.StatusEntry{}, Problems: []string{}, SymlinksOutside: []string{}, GitChanges: []ctoharness.GitChange{},
+		Ignored: []ctoharness.Leftover{}, NotTaken: why, TakenAt: r.o.Clock()}
+	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
+		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": false, "not_taken": why})
 	}
 }
 

@@ -1,0 +1,102 @@
+package validators
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"golang.org/x/sys/unix"
+	"golang.org/x/tools/txtar"
+
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
+)
+
+// materializeWith materializes the sample source with extra committed
+// files, then rewrites those files in the worktree the way git's checkout
+// writes them (the committed .gitattributes, core.autocrlf and core.eol of
+// gitConfig), as a clone of such a repository would hold them.
+func materializeWith(ctx context.Context, dst string, files map[string]string, gitConfig string, when time.Time) error {
+	archive, err := fixtures.Archive(fixtures.SampleOwned)
+	if err != nil {
+		return err
+	}
+	a := txtar.Parse(archive)
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a.Files = append(a.Files, txtar.File{Name: name, Data: []byte(files[name])})
+	}
+	if _, err := fixtures.Materialize(ctx, txtar.Format(a), dst, when.UTC().Truncate(time.Second)); err != nil {
+		return err
+	}
+	attrs := map[string][]byte{}
+	for _, f := range a.Files {
+		if f.Name == ".gitattributes" || strings.HasSuffix(f.Name, "/.gitattributes") {
+			attrs[strings.TrimSuffix(f.Name, ".gitattributes")] = f.Data
+		}
+	}
+	conv := gitstatus.NewConversions(attrs, nil, checkoutSettings(gitConfig))
+	r, err := git.PlainOpen(dst)
+	if err != nil {
+		return err
+	}
+	idx, err := r.Storer.Index()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		data := []byte(files[name])
+		out := conv.For(name).ToWorktree(data, plumbing.ComputeHash(plumbing.BlobObject, data))
+		if bytes.Equal(out, data) {
+			continue
+		}
+		p := filepath.Join(dst, filepath.FromSlash(name))
+		if err := os.WriteFile(p, out, 0o644); err != nil {
+			return fmt.Errorf("write %s as git checks it out: %w", name, err)
+		}
+		// Git's checkout records the stat data of what it wrote.
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		e, err := idx.Entry(name)
+		if err != nil {
+			return fmt.Errorf("index entry of %s: %w", name, err)
+		}
+		e.Size = uint32(st.Size)
+		e.ModifiedAt = time.Unix(st.Mtim.Unix())
+		e.CreatedAt = time.Unix(st.Ctim.Unix())
+		e.Inode, e.Dev = uint32(st.Ino), uint32(st.Dev)
+	}
+	return r.Storer.SetIndex(idx)
+}
+
+// checkoutSettings picks core.autocrlf and core.eol out of a [core]
+// section of a matrix row's git config text.
+func checkoutSettings(cfg string) gitstatus.CheckoutSettings {
+	var s gitstatus.CheckoutSettings
+	for _, line := range strings.Split(cfg, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "autocrlf":
+			s.AutoCRLF = strings.TrimSpace(v)
+		case "eol":
+			s.EOL = strings.TrimSpace(v)
+		}
+	}
+	return s
+}
