@@ -785,7 +785,7 @@ func (r *run) writeCleanEndNotTaken(ctx context.Context, why string) {
 
 func (r *run) proveAfter(ctx context.Context) {
 	r.step(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.tr)
+	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv, Before: r.before}, r.tr)
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		r.rep.SourceRepositoryMutated = true
