@@ -681,6 +681,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
+	gitBefore := r.checkoutGit(ctx, work)
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
@@ -695,7 +696,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	}
 	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings)})
+		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)})
 	if !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
