@@ -364,17 +364,11 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
 			return harness.Options{}, "", err
 		}
-	} else if err := materializeWith(ctx, srcDir, st.SourceFiles, st.SourceGitConfig, o.Clock()); err != nil {
+		if err := writeGitFiles(srcDir, st.SourceGitFiles); err != nil {
+			return harness.Options{}, "", err
+		}
+	} else if err := materializeWith(ctx, srcDir, st, o.Clock()); err != nil {
 		return harness.Options{}, "", err
-	}
-	for name, data := range st.SourceGitFiles {
-		p := filepath.Join(srcDir, ".git", filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return harness.Options{}, "", err
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			return harness.Options{}, "", err
-		}
 	}
 	if st.SourceModify != "" {
 		f, err := os.OpenFile(filepath.Join(srcDir, st.SourceModify), os.O_APPEND|os.O_WRONLY, 0)

@@ -23,7 +23,8 @@ import (
 // files, then rewrites those files in the worktree the way git's checkout
 // writes them (the committed .gitattributes, core.autocrlf and core.eol of
 // gitConfig), as a clone of such a repository would hold them.
-func materializeWith(ctx context.Context, dst string, files map[string]string, gitConfig string, when time.Time) error {
+func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when time.Time) error {
+	files, gitConfig := st.SourceFiles, st.SourceGitConfig
 	archive, err := fixtures.Archive(fixtures.SampleOwned)
 	if err != nil {
 		return err
@@ -38,6 +39,9 @@ func materializeWith(ctx context.Context, dst string, files map[string]string, g
 		a.Files = append(a.Files, txtar.File{Name: name, Data: []byte(files[name])})
 	}
 	if _, err := fixtures.Materialize(ctx, txtar.Format(a), dst, when.UTC().Truncate(time.Second)); err != nil {
+		return err
+	}
+	if err := writeGitFiles(dst, st.SourceGitFiles); err != nil {
 		return err
 	}
 	attrs := map[string][]byte{}
@@ -57,7 +61,14 @@ func materializeWith(ctx context.Context, dst string, files map[string]string, g
 	}
 	for _, name := range names {
 		data := []byte(files[name])
-		out := conv.For(name).ToWorktree(data, plumbing.ComputeHash(plumbing.BlobObject, data))
+		cv := conv.For(name)
+		out := cv.ToWorktree(data, plumbing.ComputeHash(plumbing.BlobObject, data))
+		if oid, _, ok := gitstatus.ParseLFSPointer(data); ok && cv.LFS {
+			// git-lfs's smudge, when the object is in the local store.
+			if content, err := os.ReadFile(filepath.Join(dst, ".git", "lfs", "objects", oid[:2], oid[2:4], oid)); err == nil {
+				out = content
+			}
+		}
 		if bytes.Equal(out, data) {
 			continue
 		}
@@ -96,7 +107,23 @@ func checkoutSettings(cfg string) gitstatus.CheckoutSettings {
 			s.AutoCRLF = strings.TrimSpace(v)
 		case "eol":
 			s.EOL = strings.TrimSpace(v)
+		case "smudge", "process":
+			s.LFS = s.LFS || strings.HasPrefix(strings.TrimSpace(v), "git-lfs ")
 		}
 	}
 	return s
+}
+
+// writeGitFiles writes a row's files below the source's .git.
+func writeGitFiles(src string, files map[string]string) error {
+	for name, data := range files {
+		p := filepath.Join(src, ".git", filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -20,12 +20,14 @@ type Conversions struct {
 	macros   map[string][]attrAssign
 	autocrlf string // "true", "input" or "false"
 	crlfEOL  bool   // core.eol=crlf
+	lfs      bool   // filter=lfs runs git-lfs (done natively)
 }
 
 // CheckoutSettings are the configuration values the conversions depend on.
 type CheckoutSettings struct {
 	AutoCRLF string // core.autocrlf as configured ("" when unset)
 	EOL      string // core.eol as configured ("" when unset)
+	LFS      bool   // the standard git-lfs filter driver is configured
 }
 
 // CheckoutSettingsOf reads core.autocrlf and core.eol from cfg.
@@ -36,6 +38,7 @@ func CheckoutSettingsOf(cfg *Config) CheckoutSettings {
 	}
 	s.AutoCRLF, _ = cfg.Get("core.autocrlf")
 	s.EOL, _ = cfg.Get("core.eol")
+	s.LFS = LFSEnabled(cfg)
 	return s
 }
 
@@ -51,6 +54,7 @@ func NewConversions(attrFiles map[string][]byte, info []byte, s CheckoutSettings
 		c.autocrlf = "true"
 	}
 	c.crlfEOL = strings.EqualFold(strings.TrimSpace(s.EOL), "crlf")
+	c.lfs = s.LFS
 	if info != nil {
 		c.info = parseAttrFile(info, "", true)
 		for k, m := range c.info.macros {
@@ -73,6 +77,10 @@ type Conversion struct {
 	in      conversion
 	outCRLF bool   // LF -> CRLF on checkout
 	Filter  string // the filter attribute's driver name, "" when none
+	// LFS: the path's filter is git-lfs and git would run it; the
+	// pointer <-> content step is the caller's on checkout (it needs the
+	// LFS object store) and ToGit's on the way in.
+	LFS bool
 }
 
 // For is the conversion of path.
@@ -100,6 +108,7 @@ func (c *Conversions) For(path string) Conversion {
 	if f := attrs["filter"]; f != attrTrue && f != attrFalse {
 		out.Filter = f
 	}
+	out.LFS = c.lfs && out.Filter == "lfs"
 	return out
 }
 
@@ -153,12 +162,15 @@ func (c *Conversions) outputCRLF(attrs map[string]string) bool {
 }
 
 // None reports whether content passes unchanged in both directions.
-func (c Conversion) None() bool { return c.in.none() && !c.outCRLF }
+func (c Conversion) None() bool { return c.in.none() && !c.outCRLF && !c.LFS }
 
 // ToGit converts worktree content as git does before hashing it (the
 // filter attribute aside). indexHasCRLF is asked, at most once, whether the
 // blob in the tree already has CRLF line endings (then "auto" keeps them).
 func (c Conversion) ToGit(b []byte, indexHasCRLF func() (bool, error)) ([]byte, error) {
+	if c.LFS {
+		b = lfsClean(b) // git runs the filter first
+	}
 	if c.in.none() {
 		return b, nil
 	}
