@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
@@ -198,6 +199,9 @@ type record struct {
 	store      string // "" when it could not be made
 	baselineAt time.Time
 	gitBefore  []ctoharness.ManifestEntry
+	// conversions are the source's checkout settings the copy used, for
+	// the collect to hash Case's changes as git add would.
+	conversions gitstatus.CheckoutSettings
 	// checkout is the verification checkout's baseline, copied from the
 	// source alongside the fixture (the source is out of Case's reach), so
 	// that the verification later only writes the change.
@@ -240,6 +244,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	}
 	r.rep.Commits.BaselineCommit = res.BaselineCommit
 	r.rep.Commits.BaselineTree = res.BaselineTree
+	rec.conversions = res.Checkout
 	if r.o.Fault == FaultFixtureDirtyStart {
 		p := filepath.Join(dst, "injected-untracked.txt")
 		r.tr.Trace(ctoharness.TraceWrite, p)
@@ -548,7 +553,7 @@ func (r *run) collect(ctx context.Context, rec record) *collected {
 	}
 	col := &collected{at: r.o.Clock()}
 	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.rep.Commits.BaselineCommit,
-		When: col.at, Tracer: r.tr, Allowed: allowed})
+		When: col.at, Tracer: r.tr, Allowed: allowed, Checkout: rec.conversions})
 	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	// The patch is streamed from the store (capped, never whole in
 	// memory); a failed collect has none, as it has no result commit.
