@@ -360,7 +360,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	default:
 		return harness.Options{}, "", fmt.Errorf("unknown source kind %q", st.Source)
 	}
-	if len(st.SourceFiles) == 0 {
+	if len(st.SourceFiles) == 0 && len(st.SourceSubmodules) == 0 {
 		if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
 			return harness.Options{}, "", err
 		}

@@ -12,6 +12,9 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/sys/unix"
 	"golang.org/x/tools/txtar"
 
@@ -24,7 +27,17 @@ import (
 // writes them (the committed .gitattributes, core.autocrlf and core.eol of
 // gitConfig), as a clone of such a repository would hold them.
 func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when time.Time) error {
-	files, gitConfig := st.SourceFiles, st.SourceGitConfig
+	files, gitConfig := map[string]string{}, st.SourceGitConfig
+	for k, v := range st.SourceFiles {
+		files[k] = v
+	}
+	if len(st.SourceSubmodules) > 0 {
+		var mods strings.Builder
+		for _, p := range sortedKeys(st.SourceSubmodules) {
+			fmt.Fprintf(&mods, "[submodule %q]\n\tpath = %s\n\turl = https://example.invalid/%s.git\n", p, p, p)
+		}
+		files[".gitmodules"] = mods.String()
+	}
 	archive, err := fixtures.Archive(fixtures.SampleOwned)
 	if err != nil {
 		return err
@@ -54,6 +67,11 @@ func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when ti
 	r, err := git.PlainOpen(dst)
 	if err != nil {
 		return err
+	}
+	if len(st.SourceSubmodules) > 0 {
+		if err := addSubmodules(ctx, r, dst, st.SourceSubmodules, when); err != nil {
+			return err
+		}
 	}
 	idx, err := r.Storer.Index()
 	if err != nil {
@@ -126,4 +144,45 @@ func writeGitFiles(src string, files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// addSubmodules makes each submodule a repository of its own inside dst
+// (its .git embedded) and commits it into dst as a gitlink, as `git
+// submodule add` of a local repository would.
+func addSubmodules(ctx context.Context, r *git.Repository, dst string, subs map[string]map[string]string, when time.Time) error {
+	idx, err := r.Storer.Index()
+	if err != nil {
+		return err
+	}
+	for _, p := range sortedKeys(subs) {
+		var a txtar.Archive
+		for _, name := range sortedKeys(subs[p]) {
+			a.Files = append(a.Files, txtar.File{Name: name, Data: []byte(subs[p][name])})
+		}
+		head, err := fixtures.Materialize(ctx, txtar.Format(&a), filepath.Join(dst, filepath.FromSlash(p)), when.UTC().Truncate(time.Second))
+		if err != nil {
+			return fmt.Errorf("submodule %s: %w", p, err)
+		}
+		idx.Entries = append(idx.Entries, &index.Entry{Name: p, Mode: filemode.Submodule, Hash: plumbing.NewHash(head)})
+	}
+	sort.Slice(idx.Entries, func(i, j int) bool { return idx.Entries[i].Name < idx.Entries[j].Name })
+	if err := r.Storer.SetIndex(idx); err != nil {
+		return err
+	}
+	w, err := r.Worktree()
+	if err != nil {
+		return err
+	}
+	sig := object.Signature{Name: fixtures.AuthorName, Email: fixtures.AuthorEmail, When: when.UTC().Truncate(time.Second)}
+	_, err = w.Commit("submodules\n", &git.CommitOptions{Author: &sig, Committer: &sig})
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
