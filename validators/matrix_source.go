@@ -43,6 +43,23 @@ func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when ti
 		return err
 	}
 	a := txtar.Parse(archive)
+	// A submodule takes the place of whatever the sample has at its path.
+	for sub := range st.SourceSubmodules {
+		kept := a.Files[:0]
+		for _, f := range a.Files {
+			if f.Name != sub && !strings.HasPrefix(f.Name, sub+"/") {
+				kept = append(kept, f)
+			}
+		}
+		a.Files = kept
+		var comment []string
+		for _, line := range strings.Split(string(a.Comment), "\n") {
+			if !strings.Contains(line, " "+sub+"/") {
+				comment = append(comment, line)
+			}
+		}
+		a.Comment = []byte(strings.Join(comment, "\n"))
+	}
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)

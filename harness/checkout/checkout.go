@@ -175,6 +175,11 @@ func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, 
 	if err != nil {
 		return failed(err, "diff the baseline and the result")
 	}
+	// A submodule's new commit is written as the changes to its files,
+	// since the checkout holds a submodule's files, not its repository.
+	if changes, err = fixture.ExpandSubmodules(objects, changes); err != nil {
+		return failed(err, "diff the submodules of the baseline and the result")
+	}
 	conv, err := resultConversions(to, changes, settings)
 	if err != nil {
 		return err
