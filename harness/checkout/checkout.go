@@ -392,7 +392,7 @@ func resultConversions(tree *object.Tree, changes object.Changes, s gitstatus.Ch
 		}
 		attrs[dir] = []byte(data)
 	}
-	if len(attrs) == 0 && (s.AutoCRLF == "" || strings.EqualFold(s.AutoCRLF, "false")) {
+	if len(attrs) == 0 && len(s.Global) == 0 && (s.AutoCRLF == "" || strings.EqualFold(s.AutoCRLF, "false")) {
 		return nil, nil
 	}
 	return gitstatus.NewConversions(attrs, nil, s), nil

@@ -2,6 +2,7 @@ package gitstatus
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -17,6 +18,7 @@ import (
 type Conversions struct {
 	dirs     map[string]*attrFile // by directory: "" or "dir/"
 	info     *attrFile
+	global   []*attrFile
 	macros   map[string][]attrAssign
 	autocrlf string // "true", "input" or "false"
 	crlfEOL  bool   // core.eol=crlf
@@ -28,6 +30,32 @@ type CheckoutSettings struct {
 	AutoCRLF string // core.autocrlf as configured ("" when unset)
 	EOL      string // core.eol as configured ("" when unset)
 	LFS      bool   // the standard git-lfs filter driver is configured
+	// Global are the attribute files outside the repository, in git's
+	// order of precedence (core.attributesFile or its XDG default, then
+	// /etc/gitattributes); see GlobalAttributeFiles.
+	Global [][]byte
+}
+
+// GlobalAttributeFiles names the attribute files outside the repository
+// git reads for the worktree root, highest precedence first.
+func GlobalAttributeFiles(cfg *Config, env ConfigEnv, root string) []string {
+	var out []string
+	af, ok := cfg.Get("core.attributesfile")
+	if ok {
+		af = expandHome(af, env)
+		if af != "" && !filepath.IsAbs(af) {
+			af = filepath.Join(root, af)
+		}
+	} else if x := env.xdgDir(); x != "" {
+		af = filepath.Join(x, "attributes")
+	}
+	if af != "" {
+		out = append(out, af)
+	}
+	if env("GIT_ATTR_NOSYSTEM") == "" && env("GIT_CONFIG_NOSYSTEM") == "" {
+		out = append(out, "/etc/gitattributes")
+	}
+	return out
 }
 
 // CheckoutSettingsOf reads core.autocrlf and core.eol from cfg.
@@ -58,6 +86,13 @@ func NewConversions(attrFiles map[string][]byte, info []byte, s CheckoutSettings
 	if info != nil {
 		c.info = parseAttrFile(info, "", true)
 		for k, m := range c.info.macros {
+			c.macros[k] = m
+		}
+	}
+	for _, data := range s.Global {
+		f := parseAttrFile(data, "", true)
+		c.global = append(c.global, f)
+		for k, m := range f.macros {
 			c.macros[k] = m
 		}
 	}
@@ -103,6 +138,7 @@ func (c *Conversions) For(path string) Conversion {
 	if f := c.dirs[""]; f != nil {
 		s.files = append(s.files, f)
 	}
+	s.files = append(s.files, c.global...)
 	attrs := s.lookup(path, "text", "crlf", "eol", "ident", "filter")
 	out := Conversion{in: conversionFor(attrs, c.autocrlf), outCRLF: c.outputCRLF(attrs)}
 	if f := attrs["filter"]; f != attrTrue && f != attrFalse {
