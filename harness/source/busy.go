@@ -42,6 +42,16 @@ func checkBusy(in *inspector, gitDir string, now time.Time) error {
 			return classifyFSError(p, err)
 		}
 	}
+	for _, dir := range []string{gitDir, gitDir + "/objects", gitDir + "/objects/info", gitDir + "/objects/pack"} {
+		p, err := lockIn(in, dir)
+		if err != nil {
+			return err
+		}
+		if p != "" {
+			return block(ctoharness.BlockSourceBusy, nil,
+				"%s exists: a git command is working in the source; wait until it ends and run again, or remove the file if no git process is running", p)
+		}
+	}
 	if p, err := refLock(in, gitDir+"/refs"); err != nil {
 		return err
 	} else if p != "" {
@@ -110,4 +120,25 @@ func refLock(in *inspector, refs string) (string, error) {
 		return "", classifyFSError(refs, err)
 	}
 	return found, nil
+}
+
+// lockIn finds a *.lock file directly in dir ("" when none, or no dir).
+func lockIn(in *inspector, dir string) (string, error) {
+	if err := in.guard(dir); err != nil {
+		return "", err
+	}
+	in.tr.Trace(ctoharness.TraceRead, dir)
+	names, err := os.ReadDir(dir)
+	if isNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", classifyFSError(dir, err)
+	}
+	for _, d := range names {
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".lock") {
+			return dir + "/" + d.Name(), nil
+		}
+	}
+	return "", nil
 }

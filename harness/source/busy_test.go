@@ -26,6 +26,8 @@ func TestClassifyBusySource(t *testing.T) {
 		{"maintenance lock", "objects/maintenance.lock", "", 0, true},
 		{"ref lock", "refs/heads/main.lock", "", 0, true},
 		{"packed-refs lock", "packed-refs.lock", "", 0, true},
+		{"any lock in .git", "FETCH_HEAD.lock", "", 0, true},
+		{"a pack being written", "objects/pack/tmp_pack_x.lock", "", 0, true},
 		{"gc of a live process", "gc.pid", fmt.Sprintf("%d %s", os.Getpid(), host), 0, true},
 		{"gc of another host", "gc.pid", "12345 some-other-host", 0, true},
 		{"gc that ended without cleaning up", "gc.pid", fmt.Sprintf("%d %s", deadPID(t), host), 0, false},
