@@ -10,9 +10,12 @@ package checkout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,7 +136,7 @@ func (b *Baseline) Finish(ctx context.Context, in Input) (Result, error) {
 	}
 	if res.Hash != base.Hash {
 		in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
-		if err := apply(ctx, in.Dest, r.Storer, base, res, cp.Checkout); err != nil {
+		if err := apply(ctx, in.Dest, r.Storer, base, res, cp.Checkout, filepath.Join(in.Store, "lfs", "objects")); err != nil {
 			return out, err
 		}
 	}
@@ -162,7 +165,7 @@ func failed(err error, format string, args ...any) error {
 // added or modified leaf from the store's blobs. A blob is read by the hash
 // its change names: a look-up by path would decode every tree on the path
 // again for each file, quadratic in a directory of many changed files.
-func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, base, res *object.Commit, settings gitstatus.CheckoutSettings) error {
+func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, base, res *object.Commit, settings gitstatus.CheckoutSettings, lfsObjects string) error {
 	from, err := base.Tree()
 	if err != nil {
 		return failed(err, "read the baseline tree")
@@ -208,7 +211,7 @@ func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, 
 		if err != nil {
 			return failed(err, "read %s from the store", ch.To.Name)
 		}
-		if err := write(root, ch.To.Name, e.Mode, blob, conv); err != nil {
+		if err := write(root, ch.To.Name, e.Mode, blob, conv, lfsObjects); err != nil {
 			return failed(err, "write %s into the checkout", ch.To.Name)
 		}
 	}
@@ -286,7 +289,7 @@ func removeAt(dir int, name string) error {
 
 // write creates rel with the blob's content, converted as git's checkout
 // converts it (eol, ident), and the entry's mode.
-func write(root int, rel string, mode filemode.FileMode, blob *object.Blob, conv *gitstatus.Conversions) error {
+func write(root int, rel string, mode filemode.FileMode, blob *object.Blob, conv *gitstatus.Conversions, lfsObjects string) error {
 	dir, name, err := parent(root, rel, true)
 	if err != nil {
 		return err
@@ -322,6 +325,12 @@ func write(root int, rel string, mode filemode.FileMode, blob *object.Blob, conv
 			f.Close()
 			return err
 		}
+		if cv.LFS {
+			if data, err = smudge(data, lfsObjects); err != nil {
+				f.Close()
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+		}
 		if _, err := f.Write(cv.ToWorktree(data, blob.Hash)); err != nil {
 			f.Close()
 			return err
@@ -347,11 +356,9 @@ func Dirs(workspace string) (dir, scratch string) {
 
 // resultConversions are the checkout conversions of the changed paths:
 // the result's .gitattributes files in their directories and above (the
-// only ones that apply to them) and the source's settings, Git LFS left
-// out (the collect stores a changed LFS file as its content). nil
-// converts nothing.
+// only ones that apply to them) and the source's settings. nil converts
+// nothing.
 func resultConversions(tree *object.Tree, changes object.Changes, s gitstatus.CheckoutSettings) (*gitstatus.Conversions, error) {
-	s.LFS = false
 	dirs := map[string]bool{}
 	for _, ch := range changes {
 		for p := ch.To.Name; p != ""; {
@@ -405,4 +412,25 @@ func convFor(conv *gitstatus.Conversions, rel string) (gitstatus.Conversion, boo
 	}
 	cv := conv.For(rel)
 	return cv, !cv.None()
+}
+
+// smudge is git-lfs's smudge of a changed file: a pointer becomes the
+// content the collect kept in the store (checked against the oid); other
+// content, or a pointer whose content is not there, is written as it is.
+func smudge(data []byte, lfsObjects string) ([]byte, error) {
+	oid, size, ok := gitstatus.ParseLFSPointer(data)
+	if !ok {
+		return data, nil
+	}
+	content, err := os.ReadFile(filepath.Join(lfsObjects, oid[0:2], oid[2:4], oid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return data, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(content); hex.EncodeToString(sum[:]) != oid || int64(len(content)) != size {
+		return nil, fmt.Errorf("the store's LFS object %s does not match its pointer", oid)
+	}
+	return content, nil
 }
