@@ -92,6 +92,14 @@ const (
 	BlockSourceObjectFormat        BlockerCode = "SOURCE_OBJECT_FORMAT_UNSUPPORTED"
 	BlockSourceRefStorage          BlockerCode = "SOURCE_REF_STORAGE_UNSUPPORTED"
 	BlockSourceGitFeature          BlockerCode = "SOURCE_GIT_FEATURE_UNSUPPORTED"
+	// BlockSourceBusy: a git process is working in the source (gc,
+	// maintenance, or a lock file it holds), so the source may change
+	// under the run.
+	BlockSourceBusy BlockerCode = "SOURCE_BUSY"
+	// BlockLFSObjectMissing: a Git LFS file's content is not in the
+	// source's local LFS store (or does not match its pointer), so the
+	// copy cannot write what git-lfs would check out.
+	BlockLFSObjectMissing BlockerCode = "LFS_OBJECT_MISSING"
 )
 
 // BlockPrevStageUnproven: a previous stage's record is intact, but what it
@@ -153,7 +161,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
 		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
-		BlockUnsafeFileName,
+		BlockUnsafeFileName, BlockSourceBusy, BlockLFSObjectMissing,
 	}
 }
 

@@ -27,6 +27,11 @@ type ManifestEntry struct {
 	Inode   uint64    `json:"inode"`
 	Target  string    `json:"target,omitempty"`
 	SHA256  string    `json:"sha256,omitempty"`
+	// ObjectVerified is set in an after-proof on an immutable git object
+	// file (loose object, pack, pack index) whose lstat changed in ctime
+	// only and whose content was checked against its name: a hard link
+	// (a local clone) did that, not a write.
+	ObjectVerified bool `json:"object_verified,omitempty"`
 	// Device and owner complete the stat data git caches in its index;
 	// the status route compares them, the evidence does not carry them.
 	Dev uint64 `json:"-"`
@@ -99,6 +104,10 @@ type NonMutationProof struct {
 	Mutated         bool         `json:"mutated"`
 	DifferenceCount int          `json:"difference_count"`
 	Differences     []Difference `json:"differences"`
+	// Benign are metadata-only changes to immutable git object files
+	// whose content was verified unchanged (see ManifestEntry.ObjectVerified);
+	// they are recorded and do not count as a mutation.
+	Benign []Difference `json:"benign,omitempty"`
 }
 
 // FixtureProof is proofs/fixture-clean-start.json or proofs/fixture-clean-end.json.
@@ -128,7 +137,11 @@ type FixtureProof struct {
 	// leaves out (paths a .gitignore excludes): never verified, but named.
 	Ignored      []Leftover `json:"ignored"`
 	IgnoredTotal int        `json:"ignored_total"`
-	TakenAt      time.Time  `json:"taken_at"`
+	// NotTaken says why the proof was not taken (the fixture has no
+	// baseline to compare with); such a proof is never clean and blames
+	// nothing on Case.
+	NotTaken string    `json:"not_taken,omitempty"`
+	TakenAt  time.Time `json:"taken_at"`
 }
 
 // GitChange is one entry of the fixture's .git that Case added, removed or

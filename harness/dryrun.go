@@ -97,7 +97,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if len(plan.Blockers) > 0 {
 		return plan, nil
 	}
-	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots}
+	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock}
 	path, spec := o.Source, o.Spec
 	if path == "" {
 		if d.Stage.Fixture != gates.FixtureArtificial {

@@ -9,6 +9,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
@@ -50,12 +51,13 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 		Tracer: r.tr, Wrap: r.wrapFor(egress.CommandSetup)}
 	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
 	r.o.Progress.Step("setup")
+	before := r.checkoutGit(ctx, work)
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(timeout, 1))
 	rec := &ctoharness.SetupRecord{Command: s.Command, ExitCode: out.ExitCode, Classification: out.Classification, Reason: out.Reason,
 		DurationMs: out.DurationMs, TimeoutSeconds: s.TimeoutSeconds, TimedOut: out.TimedOut, LogPath: evidence.SetupLog}
 	r.rep.Setup = rec
 	r.emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
-		"duration_ms": rec.DurationMs, "log": evidence.SetupLog})
+		"duration_ms": rec.DurationMs, "log": evidence.SetupLog, "checkout_git_changes": r.checkoutGitChanges(ctx, work, before)})
 	if r.interrupted() {
 		r.skipVerify("the setup was stopped by an interrupt")
 		return false
@@ -84,4 +86,38 @@ func reasonSuffix(reason string) string {
 		return ""
 	}
 	return ": " + reason
+}
+
+// checkoutGit lists the verification checkout's .git before a step runs
+// in it (nil if it cannot be listed).
+func (r *run) checkoutGit(ctx context.Context, work string) []ctoharness.ManifestEntry {
+	m, err := fixture.GitSnapshot(ctx, work, r.tr)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// checkoutGitChanges names what a step (setup, verification) changed in
+// the checkout's .git, such as an install that sets core.hooksPath: the
+// step's own doing, recorded with it. The checkout is the verification's
+// alone and is never collected, so this blames nothing on Case and blocks
+// nothing; Case's fixture is proven separately.
+func (r *run) checkoutGitChanges(ctx context.Context, work string, before []ctoharness.ManifestEntry) []string {
+	out := []string{}
+	if before == nil {
+		return out
+	}
+	after, err := fixture.GitSnapshot(ctx, work, r.tr)
+	if err != nil {
+		return append(out, "the checkout's .git could not be listed: "+err.Error())
+	}
+	for i, ch := range fixture.DiffGit(before, after) {
+		if i == 100 {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, ".git/"+ch.Path+" "+ch.Change)
+	}
+	return out
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/store"
@@ -94,7 +95,7 @@ func (r *run) caseCommand() []string {
 // materialized in the workspace.
 func (r *run) classify(ctx context.Context) bool {
 	r.step(ctoharness.StepClassify)
-	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots}
+	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock}
 	path := r.o.Source
 	builtin := ""
 	if path == "" {
@@ -201,6 +202,9 @@ type record struct {
 	store      string // "" when it could not be made
 	baselineAt time.Time
 	gitBefore  []ctoharness.ManifestEntry
+	// conversions are the source's checkout settings the copy used, for
+	// the collect to hash Case's changes as git add would.
+	conversions gitstatus.CheckoutSettings
 	// checkout is the verification checkout's baseline, copied from the
 	// source alongside the fixture (the source is out of Case's reach), so
 	// that the verification later only writes the change.
@@ -222,11 +226,11 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr,
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress})
+	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
@@ -246,6 +250,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	}
 	r.rep.Commits.BaselineCommit = res.BaselineCommit
 	r.rep.Commits.BaselineTree = res.BaselineTree
+	rec.conversions = res.Checkout
 	if r.o.Fault == FaultFixtureDirtyStart {
 		p := filepath.Join(dst, "injected-untracked.txt")
 		r.tr.Trace(ctoharness.TraceWrite, p)
@@ -554,7 +559,7 @@ func (r *run) collect(ctx context.Context, rec record) *collected {
 	}
 	col := &collected{at: r.o.Clock()}
 	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.rep.Commits.BaselineCommit,
-		When: col.at, Tracer: r.tr, Allowed: allowed})
+		When: col.at, Tracer: r.tr, Allowed: allowed, Checkout: rec.conversions})
 	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	// The patch is streamed from the store (capped, never whole in
 	// memory); a failed collect has none, as it has no result commit.
@@ -687,6 +692,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
+	gitBefore := r.checkoutGit(ctx, work)
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
@@ -701,7 +707,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	}
 	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings)})
+		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)})
 	if !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
@@ -753,6 +759,16 @@ func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	}
 	var p ctoharness.FixtureProof
 	var err error
+	if r.rep.Commits.BaselineCommit == "" {
+		// Without a baseline every copied file would read as untracked,
+		// blaming on Case what the copy's own blocker already explains.
+		why := "the fixture has no baseline commit (the copy failed), so there is nothing to compare it with"
+		if len(r.rep.Blockers) > 0 {
+			why = "the fixture has no baseline commit (the copy failed: " + string(r.rep.Blockers[0].Code) + "), so there is nothing to compare it with"
+		}
+		r.writeCleanEndNotTaken(ctx, why)
+		return
+	}
 	if col != nil && rec.store != "" {
 		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.runID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
 			GitBefore: rec.gitBefore, AllowGitChanges: r.spec.AllowsGitChanges(), Now: r.o.Clock(), Tracer: r.tr})
@@ -773,9 +789,19 @@ func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
 	}
 }
 
+// writeCleanEndNotTaken records a clean-end proof that was not taken, and why.
+func (r *run) writeCleanEndNotTaken(ctx context.Context, why string) {
+	p := ctoharness.FixtureProof{SchemaVersion: ctoharness.SchemaVersion, RunID: r.runID, Kind: fixture.KindCleanEnd, FixturePath: r.fixture,
+		Status: []ctoharness.StatusEntry{}, Problems: []string{}, SymlinksOutside: []string{}, GitChanges: []ctoharness.GitChange{},
+		Ignored: []ctoharness.Leftover{}, NotTaken: why, TakenAt: r.o.Clock()}
+	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
+		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": false, "not_taken": why})
+	}
+}
+
 func (r *run) proveAfter(ctx context.Context) {
 	r.step(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.tr)
+	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv, Before: r.before}, r.tr)
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		r.rep.SourceRepositoryMutated = true

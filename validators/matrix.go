@@ -392,7 +392,14 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	default:
 		return harness.Options{}, "", fmt.Errorf("unknown source kind %q", st.Source)
 	}
-	if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
+	if len(st.SourceFiles) == 0 && len(st.SourceSubmodules) == 0 {
+		if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
+			return harness.Options{}, "", err
+		}
+		if err := writeGitFiles(srcDir, st.SourceGitFiles); err != nil {
+			return harness.Options{}, "", err
+		}
+	} else if err := materializeWith(ctx, srcDir, st, o.Clock()); err != nil {
 		return harness.Options{}, "", err
 	}
 	if st.SourceModify != "" {

@@ -110,6 +110,14 @@ func checkFixtureProof(v *runView, c collector, chk, name, kind string, code cto
 	if p.Kind != kind {
 		c.fail(chk, name, "kind %q, want %q", p.Kind, kind)
 	}
+	if p.NotTaken != "" {
+		// Only a run without a baseline may skip the proof, and only when a
+		// blocker already says why.
+		if v.report.Commits.BaselineCommit != "" || len(v.report.Blockers) == 0 || p.Clean || len(p.Problems) > 0 {
+			c.fail(chk, name, "not taken (%s) although the run has baseline %q and %d blocker(s)", p.NotTaken, v.report.Commits.BaselineCommit, len(v.report.Blockers))
+		}
+		return
+	}
 	if p.Clean != (len(p.Problems) == 0) {
 		c.fail(chk, name, "clean=%v contradicts its %d problem(s)", p.Clean, len(p.Problems))
 	}

@@ -10,9 +10,12 @@ package checkout
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +29,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/store"
 )
 
@@ -48,6 +52,9 @@ type Input struct {
 	// SourceManifest is the source proof taken before the run (sorted by
 	// path); an overlay checkout shows only files it vouches for.
 	SourceManifest []ctoharness.ManifestEntry
+	// Getenv is the environment the source's git configuration is read
+	// with, for its checkout conversions (see fixture.CopyInput).
+	Getenv func(string) string
 }
 
 // Result is the checkout that was made.
@@ -120,7 +127,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, string, er
 			return cp, mounted, err
 		}
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
 	if err != nil {
 		return cp, "", failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}
@@ -155,12 +162,12 @@ func (b *Baseline) Finish(ctx context.Context, in Input) (Result, error) {
 	}
 	if res.Hash != base.Hash {
 		in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
-		if err := apply(ctx, in.Dest, r.Storer, base, res); err != nil {
+		if err := apply(ctx, in.Dest, r.Storer, base, res, cp.Checkout, filepath.Join(in.Store, "lfs", "objects")); err != nil {
 			return out, err
 		}
 	}
 	got, err := fixture.Collect(ctx, fixture.CollectInput{Root: in.Dest, Store: filepath.Join(in.Dest, ".git"), Baseline: cp.BaselineCommit,
-		When: in.ResultTime, Tracer: in.Tracer, Allowed: func(string) (bool, string) { return true, "" }})
+		When: in.ResultTime, Tracer: in.Tracer, Allowed: func(string) (bool, string) { return true, "" }, Checkout: cp.Checkout})
 	if err != nil {
 		return out, failed(err, "commit the verification checkout %s", in.Dest)
 	}
@@ -184,7 +191,7 @@ func failed(err error, format string, args ...any) error {
 // added or modified leaf from the store's blobs. A blob is read by the hash
 // its change names: a look-up by path would decode every tree on the path
 // again for each file, quadratic in a directory of many changed files.
-func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, base, res *object.Commit) error {
+func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, base, res *object.Commit, settings gitstatus.CheckoutSettings, lfsObjects string) error {
 	from, err := base.Tree()
 	if err != nil {
 		return failed(err, "read the baseline tree")
@@ -196,6 +203,15 @@ func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, 
 	changes, err := object.DiffTreeWithOptions(ctx, from, to, &object.DiffTreeOptions{})
 	if err != nil {
 		return failed(err, "diff the baseline and the result")
+	}
+	// A submodule's new commit is written as the changes to its files,
+	// since the checkout holds a submodule's files, not its repository.
+	if changes, err = fixture.ExpandSubmodules(objects, changes); err != nil {
+		return failed(err, "diff the submodules of the baseline and the result")
+	}
+	conv, err := resultConversions(to, changes, settings)
+	if err != nil {
+		return err
 	}
 	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -221,7 +237,7 @@ func apply(ctx context.Context, dir string, objects storer.EncodedObjectStorer, 
 		if err != nil {
 			return failed(err, "read %s from the store", ch.To.Name)
 		}
-		if err := write(root, ch.To.Name, e.Mode, blob); err != nil {
+		if err := write(root, ch.To.Name, e.Mode, blob, conv, lfsObjects); err != nil {
 			return failed(err, "write %s into the checkout", ch.To.Name)
 		}
 	}
@@ -297,8 +313,9 @@ func removeAt(dir int, name string) error {
 	return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
 }
 
-// write creates rel with the blob's content and the entry's mode.
-func write(root int, rel string, mode filemode.FileMode, blob *object.Blob) error {
+// write creates rel with the blob's content, converted as git's checkout
+// converts it (eol, ident), and the entry's mode.
+func write(root int, rel string, mode filemode.FileMode, blob *object.Blob, conv *gitstatus.Conversions, lfsObjects string) error {
 	dir, name, err := parent(root, rel, true)
 	if err != nil {
 		return err
@@ -328,7 +345,23 @@ func write(root int, rel string, mode filemode.FileMode, blob *object.Blob) erro
 		return err
 	}
 	f := os.NewFile(uintptr(fd), name)
-	if _, err := io.Copy(f, rd); err != nil {
+	if cv, ok := convFor(conv, rel); ok {
+		data, err := io.ReadAll(rd)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if cv.LFS {
+			if data, err = smudge(data, lfsObjects); err != nil {
+				f.Close()
+				return fmt.Errorf("%s: %w", rel, err)
+			}
+		}
+		if _, err := f.Write(cv.ToWorktree(data, blob.Hash)); err != nil {
+			f.Close()
+			return err
+		}
+	} else if _, err := io.Copy(f, rd); err != nil {
 		f.Close()
 		return err
 	}
@@ -345,4 +378,85 @@ func write(root int, rel string, mode filemode.FileMode, blob *object.Blob) erro
 func Dirs(workspace string) (dir, scratch string) {
 	v := filepath.Join(workspace, "verify")
 	return filepath.Join(v, "checkout"), filepath.Join(v, "scratch")
+}
+
+// resultConversions are the checkout conversions of the changed paths:
+// the result's .gitattributes files in their directories and above (the
+// only ones that apply to them) and the source's settings. nil converts
+// nothing.
+func resultConversions(tree *object.Tree, changes object.Changes, s gitstatus.CheckoutSettings) (*gitstatus.Conversions, error) {
+	dirs := map[string]bool{}
+	for _, ch := range changes {
+		for p := ch.To.Name; p != ""; {
+			i := strings.LastIndexByte(p, '/')
+			if i < 0 {
+				p = ""
+			} else {
+				p = p[:i]
+			}
+			if dirs[p] {
+				break
+			}
+			dirs[p] = true
+		}
+	}
+	attrs := map[string][]byte{}
+	for d := range dirs {
+		name, dir := ".gitattributes", ""
+		if d != "" {
+			name, dir = d+"/.gitattributes", d+"/"
+		}
+		f, err := tree.File(name)
+		if errors.Is(err, object.ErrFileNotFound) || errors.Is(err, object.ErrDirectoryNotFound) || errors.Is(err, object.ErrEntryNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, failed(err, "read %s of the result", name)
+		}
+		if f.Mode == filemode.Symlink {
+			continue // git does not follow a symlinked .gitattributes in the tree
+		}
+		if f.Size > 1<<20 {
+			return nil, failed(nil, "%s of the result is %d bytes, over the 1 MiB the harness reads of an attributes file", name, f.Size)
+		}
+		data, err := f.Contents()
+		if err != nil {
+			return nil, failed(err, "read %s of the result", name)
+		}
+		attrs[dir] = []byte(data)
+	}
+	if len(attrs) == 0 && len(s.Global) == 0 && (s.AutoCRLF == "" || strings.EqualFold(s.AutoCRLF, "false")) {
+		return nil, nil
+	}
+	return gitstatus.NewConversions(attrs, nil, s), nil
+}
+
+// convFor is the conversion of rel, if there is one.
+func convFor(conv *gitstatus.Conversions, rel string) (gitstatus.Conversion, bool) {
+	if conv == nil {
+		return gitstatus.Conversion{}, false
+	}
+	cv := conv.For(rel)
+	return cv, !cv.None()
+}
+
+// smudge is git-lfs's smudge of a changed file: a pointer becomes the
+// content the collect kept in the store (checked against the oid); other
+// content, or a pointer whose content is not there, is written as it is.
+func smudge(data []byte, lfsObjects string) ([]byte, error) {
+	oid, size, ok := gitstatus.ParseLFSPointer(data)
+	if !ok {
+		return data, nil
+	}
+	content, err := os.ReadFile(filepath.Join(lfsObjects, oid[0:2], oid[2:4], oid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return data, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(content); hex.EncodeToString(sum[:]) != oid || int64(len(content)) != size {
+		return nil, fmt.Errorf("the store's LFS object %s does not match its pointer", oid)
+	}
+	return content, nil
 }

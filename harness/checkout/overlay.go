@@ -77,7 +77,14 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, string,
 		return fixture.CopyResult{}, "", fmt.Errorf("%w: mount overlayfs at %s: %v", errNoOverlay, in.Dest, err)
 	}
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: src, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		SourceManifest: in.SourceManifest})
+		SourceManifest: in.SourceManifest, Getenv: in.Getenv})
+	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
+		if uerr := unmount(in.Dest); uerr != nil {
+			return res, in.Dest, failed(uerr, "give up the overlay checkout")
+		}
+		cleanup()
+		return res, "", fmt.Errorf("%w: %v", errNoOverlay, err)
+	}
 	if err != nil {
 		return res, in.Dest, failed(err, "make the overlay checkout %s a repository", in.Dest)
 	}
@@ -121,6 +128,11 @@ func trackedPaths(src string) (tracked, error) {
 		if e.Mode == filemode.Dir {
 			t.dirs[name] = true
 			continue
+		}
+		if e.Mode == filemode.Submodule {
+			// The copy writes a submodule's files at its recorded commit,
+			// which its worktree need not show.
+			return t, fmt.Errorf("%s is a submodule", name)
 		}
 		t.files[name] = true
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {

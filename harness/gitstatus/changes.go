@@ -2,6 +2,7 @@ package gitstatus
 
 import (
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 )
 
 // Blob is one side of a changed path: its mode and blob id.
@@ -40,10 +42,26 @@ type Change struct {
 // change's To is always the hash of the content as read now. idx may be
 // empty (no usable index): then every leaf is hashed.
 func Changes(root string, base []Entry, idx *Index, manifest []ctoharness.ManifestEntry) ([]Change, error) {
+	return ChangesConverted(root, base, idx, manifest, nil)
+}
+
+// Converter is what ChangesConverted needs to hash a file as `git add`
+// would: the conversions of its paths, and the object store's blobs (for
+// "auto", which keeps the CRLF a blob already has).
+type Converter struct {
+	Conv *Conversions
+	Blob func(plumbing.Hash) ([]byte, error)
+}
+
+// ChangesConverted is Changes with git's input conversions applied to
+// the files it hashes (conv nil: none). A converted file whose bytes are
+// exactly its index entry's blob keeps that blob, as a clean file would
+// in git (a CRLF blob committed before "text" was set).
+func ChangesConverted(root string, base []Entry, idx *Index, manifest []ctoharness.ManifestEntry, conv *Converter) ([]Change, error) {
 	h := newBlobHasher()
 	var out []Change
 	var untracked []int
-	worktree := func(f *ctoharness.ManifestEntry) (*Blob, error) {
+	worktree := func(f *ctoharness.ManifestEntry, e, b *Entry) (*Blob, error) {
 		mode, err := filemode.NewFromOSFileMode(fs.FileMode(f.Mode))
 		if err != nil {
 			return nil, fmt.Errorf("%s is a %v, which git cannot store", f.Path, fs.FileMode(f.Mode).Type())
@@ -51,6 +69,11 @@ func Changes(root string, base []Entry, idx *Index, manifest []ctoharness.Manife
 		sum, err := h.leaf(root, f)
 		if err != nil {
 			return nil, err
+		}
+		if conv != nil && f.Type == ctoharness.EntryFile && (e == nil || sum != e.Hash) {
+			if sum, err = conv.hash(root, f, sum, b); err != nil {
+				return nil, err
+			}
 		}
 		return &Blob{Mode: mode, Hash: sum}, nil
 	}
@@ -97,7 +120,7 @@ func Changes(root string, base []Entry, idx *Index, manifest []ctoharness.Manife
 		case b != nil && e != nil && e.Hash == b.Hash && canonical(e.Mode) == canonical(b.Mode) && idx.Fresh(e, f):
 			// The index vouches for the content, and it is the tree's.
 		default:
-			w, err := worktree(f)
+			w, err := worktree(f, e, b)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +141,7 @@ func Changes(root string, base []Entry, idx *Index, manifest []ctoharness.Manife
 			if m != nil && m.Match(strings.Split(f.Path, "/"), false) {
 				continue
 			}
-			w, err := worktree(f)
+			w, err := worktree(f, nil, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -135,4 +158,46 @@ func canonical(m filemode.FileMode) filemode.FileMode {
 		return filemode.Regular
 	}
 	return m
+}
+
+// hash is the blob id `git add` gives f (raw is its unconverted id; b the
+// tree's entry for the path, nil when new).
+func (c *Converter) hash(root string, f *ctoharness.ManifestEntry, raw plumbing.Hash, b *Entry) (plumbing.Hash, error) {
+	data, ok, err := c.ToGit(root, f, b)
+	if err != nil || !ok {
+		return raw, err
+	}
+	return ObjectHash("blob", data), nil
+}
+
+// ToGit reads f (confined to root) and converts it as `git add` would; ok
+// is false when its path has no conversion.
+func (c *Converter) ToGit(root string, f *ctoharness.ManifestEntry, b *Entry) ([]byte, bool, error) {
+	cv := c.Conv.For(f.Path)
+	if cv.in.none() && !cv.LFS {
+		return nil, false, nil
+	}
+	file, err := caseworld.Open(root, f.Path)
+	if err != nil {
+		return nil, false, fmt.Errorf("open %s/%s: %w", root, f.Path, err)
+	}
+	defer file.Close()
+	data, err := io.ReadAll(io.LimitReader(file, f.Size+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s/%s: %w", root, f.Path, err)
+	}
+	if int64(len(data)) != f.Size {
+		return nil, false, fmt.Errorf("%s/%s: %w (%d bytes, lstat said %d)", root, f.Path, errSizeChanged, len(data), f.Size)
+	}
+	out, err := cv.ToGit(data, func() (bool, error) {
+		if b == nil || c.Blob == nil {
+			return false, nil
+		}
+		blob, err := c.Blob(b.Hash)
+		if err != nil {
+			return false, err
+		}
+		return hasCRLFText(blob), nil
+	})
+	return out, err == nil, err
 }

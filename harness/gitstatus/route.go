@@ -142,6 +142,8 @@ type computer struct {
 	// present in the worktree.
 	sparseClears bool
 	autocrlf     string
+	lfs          bool              // filter=lfs is git-lfs as installed (done natively)
+	drivers      map[string]string // configured filter drivers named by an attribute file -> a configured key
 	excl         excluder
 	attrGlobal   []*attrFile // info/attributes first, then global, system
 	attrInfo     *attrFile
@@ -275,9 +277,34 @@ func (c *computer) loadSettings() error {
 			c.macros[name] = m
 		}
 	}
+	c.lfs = standardLFS(c.in.Config)
 	for _, f := range all {
 		if err := c.checkAttrFile(f); err != nil {
 			return err
+		}
+	}
+	return c.checkFilteredPaths()
+}
+
+// checkFilteredPaths refuses the repository when a tracked path's filter
+// attribute names a configured driver (other than git-lfs, which is done
+// natively): git would run it to compute the status. A driver named only
+// for paths that are not tracked (an ignored node_modules/x/.gitattributes)
+// is never run by a status, so it is no reason to refuse.
+func (c *computer) checkFilteredPaths() error {
+	if len(c.drivers) == 0 {
+		return nil
+	}
+	for i := range c.idx.Entries {
+		e := &c.idx.Entries[i]
+		if e.Mode != filemode.Regular && e.Mode != filemode.Executable && e.Mode != filemode.Deprecated {
+			continue
+		}
+		d := c.attrs(e.Name)["filter"]
+		if key, ok := c.drivers[d]; ok {
+			v, _ := c.in.Config.Get(key)
+			return refuse(ctoharness.BlockSourceFilterConfigured,
+				"tracked path %s has the filter attribute %q and %s is configured (%q): git would run it to compute the status, and the harness never runs what a source configures; remove the filter attribute or the %s setting", e.Name, d, key, v, key)
 		}
 	}
 	return nil
@@ -290,11 +317,17 @@ func (c *computer) checkAttrFile(f *attrFile) error {
 		for _, a := range as {
 			switch {
 			case a.name == "filter" && a.value != attrTrue && a.value != attrFalse && a.value != "":
+				if a.value == "lfs" && c.lfs {
+					continue // git-lfs as installed: done natively
+				}
 				for _, k := range []string{"clean", "smudge", "process"} {
 					key := "filter." + a.value + "." + k
 					if v, ok := c.in.Config.Get(key); ok && v != "" {
-						return refuse(ctoharness.BlockSourceFilterConfigured,
-							"the filter attribute names driver %q and %s is configured (%q): git would run it to compute the status, and the harness never runs what a source configures; remove the filter attribute or the %s setting", a.value, key, v, key)
+						if c.drivers == nil {
+							c.drivers = map[string]string{}
+						}
+						c.drivers[a.value] = key // refused if a tracked path uses it
+						break
 					}
 				}
 			case a.name == "working-tree-encoding" && a.value != attrTrue && a.value != attrFalse && a.value != "":
@@ -572,7 +605,19 @@ func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.
 	if f.Type == ctoharness.EntrySymlink {
 		return ObjectHash("blob", []byte(f.Target)), nil
 	}
-	conv := conversionFor(c.attrs(e.Name), c.autocrlf)
+	attrs := c.attrs(e.Name)
+	conv := conversionFor(attrs, c.autocrlf)
+	if c.lfs && attrs["filter"] == "lfs" {
+		data, err := readExact(c.in.Root+"/"+f.Path, f.Size)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		data, err = conv.toGit(lfsClean(data), func() (bool, error) { return c.blobHasCRLF(e.Hash) })
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		return ObjectHash("blob", data), nil
+	}
 	if conv.none() {
 		return c.h.file(c.in.Root, f.Path, f.Size)
 	}
@@ -655,7 +700,7 @@ func (c *computer) attrs(path string) map[string]string {
 		s.files = append(s.files, f)
 	}
 	s.files = append(s.files, c.attrGlobal...)
-	return s.lookup(path, "text", "crlf", "eol", "ident")
+	return s.lookup(path, "text", "crlf", "eol", "ident", "filter")
 }
 
 // gitlink compares a gitlink entry with its directory: absent is deleted,

@@ -59,7 +59,8 @@ func Status(root string, idx *Index, staged Staged, manifest []ctoharness.Manife
 		s.worktree = c
 	}
 
-	if hasGitmodules(manifest) {
+	links := gitlinkPaths(idx)
+	if hasGitmodules(manifest) && len(links) == 0 {
 		return nil, fallback("repository has .gitmodules")
 	}
 	h := newBlobHasher()
@@ -67,8 +68,17 @@ func Status(root string, idx *Index, staged Staged, manifest []ctoharness.Manife
 	ents := idx.Entries
 	i, j := 0, 0
 	for i < len(ents) || j < len(manifest) {
-		if j < len(manifest) && !Leaf(&manifest[j]) {
-			j++
+		if j < len(manifest) && (!Leaf(&manifest[j]) || underGitlink(links, manifest[j].Path)) {
+			j++ // a submodule's files are compared with its own tree, not here
+			continue
+		}
+		if i < len(ents) && ents[i].Mode == filemode.Submodule {
+			// A gitlink is its directory (populated or empty); what is in
+			// it is the submodule's.
+			if !isDir(manifest, ents[i].Name) {
+				right(ents[i].Name, git.Deleted)
+			}
+			i++
 			continue
 		}
 		var c int
@@ -122,6 +132,36 @@ func Status(root string, idx *Index, staged Staged, manifest []ctoharness.Manife
 	}
 	slices.SortFunc(out, func(a, b ctoharness.StatusEntry) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+// gitlinkPaths are the index's submodule paths.
+func gitlinkPaths(idx *Index) []string {
+	var out []string
+	for i := range idx.Entries {
+		if idx.Entries[i].Mode == filemode.Submodule {
+			out = append(out, idx.Entries[i].Name)
+		}
+	}
+	return out
+}
+
+// underGitlink reports whether p lies inside one of the gitlink paths
+// (a repository has few submodules).
+func underGitlink(links []string, p string) bool {
+	for _, l := range links {
+		if strings.HasPrefix(p, l+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// isDir reports whether the manifest has a directory at p.
+func isDir(manifest []ctoharness.ManifestEntry, p string) bool {
+	k, found := slices.BinarySearchFunc(manifest, p, func(e ctoharness.ManifestEntry, p string) int {
+		return strings.Compare(e.Path, p)
+	})
+	return found && manifest[k].Type == ctoharness.EntryDir
 }
 
 func hasGitmodules(manifest []ctoharness.ManifestEntry) bool {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 )
@@ -27,6 +28,8 @@ type Policy struct {
 	// ExternalRoots are absolute paths of external developer repositories,
 	// vendor trees or the Case source; they are fenced like TargetRoots.
 	ExternalRoots []string
+	// Now is the clock a gc.pid's age is judged by; nil is time.Now.
+	Now func() time.Time
 }
 
 // Repo is a classified source repository: a non-bare, self-contained git
@@ -102,7 +105,11 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if err := checkOwned(in, pol.Owned, abs, root); err != nil {
 		return Repo{}, err
 	}
-	if err := checkLayout(in, root); err != nil {
+	now := time.Now
+	if pol.Now != nil {
+		now = pol.Now
+	}
+	if err := checkLayout(in, root, now()); err != nil {
 		return Repo{}, err
 	}
 	return repo, nil
@@ -181,7 +188,7 @@ func checkOwned(in *inspector, owned []string, abs, root string) error {
 
 // checkLayout refuses anything but a plain, self-contained worktree: the
 // git directory must be root/.git, a real directory with its own objects.
-func checkLayout(in *inspector, root string) error {
+func checkLayout(in *inspector, root string, now time.Time) error {
 	gitDir := root + "/.git"
 	fi, err := in.lstat(gitDir)
 	switch {
@@ -231,7 +238,7 @@ func checkLayout(in *inspector, root string) error {
 		return block(ctoharness.BlockSourceAlternates, nil,
 			"%s/objects/info/alternates exists, so objects are borrowed from another repository; make a standalone clone (git clone --no-shared, or git repack -a and remove alternates) and pass it", gitDir)
 	}
-	return nil
+	return checkBusy(in, gitDir, now)
 }
 
 // looksBare reports whether dir has the layout of a bare repository.

@@ -474,6 +474,10 @@ func TestClassifyAccepts(t *testing.T) {
 			for _, e := range rec.entries {
 				switch e.op {
 				case ctoharness.TraceStat, ctoharness.TraceReadlink, ctoharness.TraceRead:
+				case ctoharness.TraceWalk:
+					if e.path != repoDir+"/.git/refs" { // the look for ref locks
+						t.Errorf("unexpected walk of %s", e.path)
+					}
 				default:
 					t.Errorf("unexpected trace op %s on %s", e.op, e.path)
 				}

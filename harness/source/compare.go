@@ -46,14 +46,16 @@ func Compare(runID string, before, after ctoharness.SourceProof) ctoharness.NonM
 
 	p.DifferenceCount = d.count
 	p.Differences = d.list
+	p.Benign = d.benign
 	p.Mutated = !(p.HeadEqual && p.RefsEqual && p.StatusEqual && p.ManifestEqual)
 	return p
 }
 
 // diffs collects differences, keeping at most MaxDifferences but counting all.
 type diffs struct {
-	list  []ctoharness.Difference
-	count int
+	list   []ctoharness.Difference
+	count  int
+	benign []ctoharness.Difference
 }
 
 func (d *diffs) add(path, field, before, after string) {
@@ -128,6 +130,13 @@ func compareManifest(d *diffs, before, after []ctoharness.ManifestEntry) {
 
 func compareEntry(d *diffs, b, a *ctoharness.ManifestEntry) {
 	p := b.Path
+	if metadataOnly(b, a) && ((a.ObjectVerified && immutableObject.MatchString(p)) || a.SHA256 != "") {
+		if len(d.benign) < MaxDifferences {
+			d.benign = append(d.benign, ctoharness.Difference{Path: p, Field: "ctime_ns",
+				Before: strconv.FormatInt(b.CtimeNs, 10), After: strconv.FormatInt(a.CtimeNs, 10)})
+		}
+		return
+	}
 	d.str(p, "type", string(b.Type), string(a.Type))
 	if b.Mode != a.Mode {
 		d.add(p, "mode", fs.FileMode(b.Mode).String(), fs.FileMode(a.Mode).String())

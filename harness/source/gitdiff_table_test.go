@@ -656,9 +656,10 @@ var scenarios = []scenario{
 		writeAt(t, d, ".gitattributes", "*.txt filter=rot\n")
 		e.run(t, d, "config", "filter.rot.clean", "tr a-z n-za-m")
 	}},
+	// (git-lfs's own process filter is done natively: see lfs_test.go.)
 	{name: "process filter configured globally, used by an attribute", refuse: ctoharness.BlockSourceFilterConfigured, setup: func(t testing.TB, e gitEnv, d string) {
-		writeAt(t, e["HOME"], ".gitconfig", "[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n")
-		writeAt(t, d, ".gitattributes", "*.bin filter=lfs\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[filter \"big\"]\n\tprocess = big-files filter-process\n")
+		writeAt(t, d, ".gitattributes", "*.bin filter=big\n")
 	}},
 	{name: "filter attribute without a configured driver", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitattributes", "*.txt filter=nothing\n")

@@ -41,6 +41,10 @@ type ProofOptions struct {
 	// (HOME, XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_NOSYSTEM, ...);
 	// nil means os.Getenv.
 	Getenv func(string) string
+	// Before is the before-proof an after-proof is compared with: object
+	// files whose ctime alone changed since it are checked against their
+	// names (ManifestEntry.ObjectVerified).
+	Before *ctoharness.SourceProof
 }
 
 func (o ProofOptions) step() ctoharness.Step {
@@ -124,6 +128,13 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
+	if err := hashObjectStoreFiles(repo.Root, entries); err != nil {
+		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
+			"cannot read the object store of source %s; check that nothing is changing it (git gc, git maintenance)", repo.Root)
+	}
+	if opts.Kind == KindAfter && opts.Before != nil {
+		markVerifiedObjects(repo.Root, opts.Before.Manifest, entries)
+	}
 	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
 		return ctoharness.SourceProof{}, statusBlock(step, repo, err)
