@@ -34,6 +34,7 @@ type Report struct {
 	Stage                   int               `json:"stage"`
 	StageName               string            `json:"stage_name"`
 	Status                  Status            `json:"status"`
+	Outcome                 Outcome           `json:"outcome"`
 	Backend                 Backend           `json:"backend"`
 	CaseLane                Lane              `json:"case_lane"`
 	CaseProcessStarted      bool              `json:"case_process_started"`

@@ -138,6 +138,7 @@ type runLine struct {
 	RunID                   string               `json:"run_id"`
 	RunDir                  string               `json:"run_dir"`
 	Status                  ctoharness.Status    `json:"status"`
+	Outcome                 ctoharness.Outcome   `json:"outcome"`
 	Stage                   int                  `json:"stage"`
 	CaseProcessStarted      bool                 `json:"case_process_started"`
 	SourceRepositoryMutated bool                 `json:"source_repository_mutated"`
@@ -148,12 +149,13 @@ type runLine struct {
 
 func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 	if c.JSON {
-		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Stage: rep.Stage,
-			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
+		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Outcome: rep.Outcome,
+			Stage: rep.Stage, CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
 			Signed: rep.Signed, KeyID: rep.SigningKeyID})
 		return
 	}
 	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", term(rep.RunID), term(rep.Status), rep.Stage, term(rep.Backend), term(rep.CaseLane))
+	fmt.Fprintf(env.Stdout, "outcome: %s\n", term(rep.Outcome))
 	fmt.Fprintf(env.Stdout, "evidence: %s\n", term(rep.RunArtifactDir))
 	fmt.Fprintln(env.Stdout, term(signedLine(rep.Signed, rep.SigningKeyID)))
 	for _, b := range rep.Blockers {

@@ -55,6 +55,9 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 	// anyone may have edited it since: every string goes through term.
 	w := env.Stdout
 	fmt.Fprintf(w, "run %s: %s\n", term(rep.RunID), term(strings.ToUpper(string(rep.Status))))
+	if rep.Outcome != "" { // reports from before the field have none
+		fmt.Fprintf(w, "  outcome %s\n", term(rep.Outcome))
+	}
 	fmt.Fprintf(w, "  stage %d (%s), backend %s, lane %s", rep.Stage, term(rep.StageName), term(rep.Backend), term(rep.CaseLane))
 	if extra.Agent != nil {
 		fmt.Fprintf(w, ", agent %s %s", term(extra.Agent.Name), term(extra.Agent.Model))

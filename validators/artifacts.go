@@ -151,6 +151,9 @@ func checkStatus(v *runView, c collector) {
 	if want := ctoharness.StatusFor(r.Blockers); want != r.Status {
 		c.fail(chk, evidence.ReportJSON, "status %s but its blockers imply %s", r.Status, want)
 	}
+	if want := ctoharness.OutcomeFor(r.Blockers); want != r.Outcome {
+		c.fail(chk, evidence.ReportJSON, "outcome %q but its blockers imply %q", r.Outcome, want)
+	}
 	blocked := map[string]bool{}
 	for _, e := range v.events {
 		if e.Type == ctoharness.EvRunBlocked {
