@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -50,7 +51,8 @@ type Options struct {
 	Scenario string
 	Fault    string
 
-	// Profile names the execution profile ("" is fast); AllowDangerous runs a
+	// Profile names the execution profile ("" is fast, or agent with an
+	// agent); AllowDangerous runs a
 	// verification the script scanner flags as dangerous (recorded).
 	Profile        string
 	AllowDangerous bool
@@ -204,4 +206,18 @@ func DefaultSpec() task.Spec {
 		},
 		CaseTimeoutSeconds: 120,
 	}
+}
+
+// lookupProfile resolves the run's profile: the named one, else the default
+// for the run (agent with --agent), adjusted to the network allowlist.
+func (o Options) lookupProfile() (profile.Policy, error) {
+	name := o.Profile
+	if name == "" {
+		name = string(profile.DefaultFor(o.Agent.Name != ""))
+	}
+	p, err := profile.Lookup(name)
+	if err != nil {
+		return p, err
+	}
+	return profile.ForEndpoints(p, o.AllowNetCase), nil
 }

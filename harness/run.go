@@ -77,7 +77,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if err := o.checkNet(); err != nil {
 		return nil, err
 	}
-	prof, err := profile.Lookup(o.Profile)
+	prof, err := o.lookupProfile()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
