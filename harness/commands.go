@@ -29,6 +29,7 @@ type caseCommands struct {
 	mu            sync.Mutex
 	claims        ctoharness.CommandClaims
 	refusalEvents int
+	refused       []ctoharness.RefusedCommand
 	stats         execwatch.Stats
 }
 
@@ -50,6 +51,9 @@ func (c *caseCommands) decide(cmd execwatch.Command) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.refused) < ctoharness.MaxRefusedListed {
+		c.refused = append(c.refused, ctoharness.RefusedCommand{Command: cmd.Line, Reason: reason})
+	}
 	if c.refusalEvents < ctoharness.MaxCommandRefusalEvents {
 		c.refusalEvents++
 		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": cmd.Line, "shell": cmd.Shell,
@@ -105,5 +109,5 @@ func (c *caseCommands) record() *ctoharness.CommandsRecord {
 	defer c.mu.Unlock()
 	return &ctoharness.CommandsRecord{Observed: c.observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
 		Heavy: u.Heavy, Tests: u.Tests, Refused: u.Refused, Execs: c.stats.Execs, Inside: c.stats.Inside,
-		RefusalEvents: c.refusalEvents, Claimed: c.claims}
+		RefusalEvents: c.refusalEvents, Claimed: c.claims, RefusedCommands: append([]ctoharness.RefusedCommand{}, c.refused...)}
 }

@@ -18,6 +18,7 @@ import (
 func (r *run) finish(ctx context.Context) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
+	r.agent.closeMeter()
 	r.freeSpace()
 	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {

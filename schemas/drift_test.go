@@ -124,6 +124,7 @@ func goEnums(t *testing.T) map[reflect.Type][]string {
 		reflect.TypeFor[ctoharness.ChangeKind]():  consts["ChangeKind"],
 		reflect.TypeFor[ctoharness.EntryType]():   consts["EntryType"],
 		reflect.TypeFor[ctoharness.StatusRoute](): consts["StatusRoute"],
+		reflect.TypeFor[ctoharness.CostSource]():  consts["CostSource"],
 	}
 	return lists
 }

@@ -63,11 +63,14 @@ type Options struct {
 type Server struct {
 	opts Options
 
-	mu   sync.Mutex
-	reqs []Request
+	mu     sync.Mutex
+	reqs   []Request
+	failed map[int]int // FailFirst answers given, per turn
 
-	ln  net.Listener
-	srv *http.Server
+	ln      net.Listener
+	srv     *http.Server
+	closing chan struct{} // closed by Close: stalled answers end
+	once    sync.Once
 }
 
 // New returns a server that plays opts.Script.
@@ -78,7 +81,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Model == "" {
 		opts.Model = "scripted-model"
 	}
-	return &Server{opts: opts}, nil
+	return &Server{opts: opts, closing: make(chan struct{})}, nil
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves until
@@ -109,6 +112,7 @@ func (s *Server) URL() string {
 
 // Close stops a started server.
 func (s *Server) Close() error {
+	s.once.Do(func() { close(s.closing) })
 	if s.srv == nil {
 		return nil
 	}
@@ -280,6 +284,10 @@ func (ex *exchange) badRequest(api API, err error) {
 // writeError answers with status and body, or an API-shaped error body
 // carrying msg when body is empty.
 func (ex *exchange) writeError(api API, status int, body, msg string) {
+	if status == stallStatus {
+		ex.stall()
+		return
+	}
 	if body != "" {
 		ex.w.Header().Set("Content-Type", "application/json")
 		ex.w.WriteHeader(status)
@@ -297,6 +305,36 @@ func (ex *exchange) writeError(api API, status int, body, msg string) {
 	default:
 		ex.writeJSON(status, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
 	}
+}
+
+// stallStatus is the reply status of a stall turn.
+const stallStatus = -1
+
+// stall sends streaming headers and then nothing until the client goes
+// away or the server closes.
+func (ex *exchange) stall() {
+	ex.w.Header().Set("Content-Type", "text/event-stream")
+	ex.w.WriteHeader(http.StatusOK)
+	ex.w.Flush()
+	select {
+	case <-ex.r.Context().Done():
+	case <-ex.srv.closing:
+	}
+}
+
+// failOnce reports whether this request for turn is one of its first n,
+// to be failed, and counts it.
+func (s *Server) failOnce(turn, n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = map[int]int{}
+	}
+	if s.failed[turn] >= n {
+		return false
+	}
+	s.failed[turn]++
+	return true
 }
 
 func anthropicErrorType(status int) string {
