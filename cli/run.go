@@ -26,6 +26,7 @@ type RunCmd struct {
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
 	Profile        string   `name:"profile" placeholder:"NAME" help:"Execution profile, one of: strict, fast, smoke, yolo, agent (default fast; agent with --agent). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
+	KeepWork       bool     `name:"keep-work" help:"Keep the run's workspace (RUNS_DIR/.work/<run_id>: the fixture copy and Case's scratch) after the run, scrubbed of the agent's API key. By default it is removed once the evidence is written."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
 	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence."`
@@ -95,7 +96,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
+		Profile: c.Profile, KeepWork: c.KeepWork, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 	}
 	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {

@@ -465,8 +465,8 @@ func (r *run) agentAfterCollect() {
 	}
 	if len(holding) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
-			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture and the harness's store of the result hold it: delete %s and %s after reading the report",
-				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture, r.dir.Path(evidence.StoreDir))})
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file and %s, but the harness's store of the result holds it: delete %s after reading the report, and rotate the key",
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), workFate(r.o.KeepWork, r.rep.RuntimeWorkspaceRoot), r.dir.Path(evidence.StoreDir))})
 	}
 	if esc := a.tr.Result().Escapes; len(esc) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
@@ -476,6 +476,14 @@ func (r *run) agentAfterCollect() {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
 			Message: fmt.Sprintf("%s finished without changing anything in the fixture; see %s for what it did", a.spec.Name, AgentStream)})
 	}
+}
+
+// workFate says what becomes of the workspace, for messages.
+func workFate(keep bool, root string) string {
+	if keep {
+		return "the kept workspace " + root + " is scrubbed of it"
+	}
+	return "the workspace " + root + " is removed at the end of the run"
 }
 
 // redactData redacts an event's data when an agent key is in play.
@@ -587,8 +595,14 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", mdText(a.Name), mdText(a.Version), mdText(orNone(a.Model)), mdText(orNone(a.Endpoint)))
-	fmt.Fprintf(b, "- finished: %v, turns %d, tokens %d in / %d out / %d cached, API time %d ms, reported cost $%.4f\n",
-		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs, a.ReportedCostUSD)
+	if u := a.Usage; u != nil {
+		fmt.Fprintf(b, "- model requests (turns): %d, %d failed; tokens in: %d uncached + %d cache read + %d cache write; out: %d; cost: %s\n",
+			u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, CostText(u))
+	} else {
+		b.WriteString("- model requests: none (the agent was not started)\n")
+	}
+	fmt.Fprintf(b, "- the agent's own account: finished %v, turns %d, tokens %d in / %d out / %d cached (its own convention), API time %d ms\n",
+		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs)
 	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
 		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, mdText(a.StreamPath))
 	if a.ResultError != "" {
@@ -603,6 +617,18 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 	for _, n := range a.Notes {
 		fmt.Fprintf(b, "- %s\n", mdText(n))
 	}
+}
+
+// CostText is a run's cost for people: the amount and where it comes from,
+// or "not reported" (never $0 for unknown).
+func CostText(u *ctoharness.ModelUsage) string {
+	if u == nil || u.CostUSD == nil {
+		return "not reported"
+	}
+	if u.CostSource == ctoharness.CostEstimated {
+		return fmt.Sprintf("$%.4f (estimated from the config's prices)", *u.CostUSD)
+	}
+	return fmt.Sprintf("$%.4f (reported by the agent)", *u.CostUSD)
 }
 
 // planAgent is the dry run's view of an agent: the command line and

@@ -54,7 +54,10 @@ type Options struct {
 	// Profile names the execution profile ("" is fast, or agent with an
 	// agent); AllowDangerous runs a
 	// verification the script scanner flags as dangerous (recorded).
-	Profile        string
+	Profile string
+	// KeepWork keeps the run's workspace (RUNS_DIR/.work/<id>) after the
+	// run, scrubbed of the agent's key; by default it is removed.
+	KeepWork       bool
 	AllowDangerous bool
 
 	// Unsandboxed runs Case and the verification command without the sandbox

@@ -131,7 +131,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 
 	r.stopped = stopCause(ctx)
 	r.steps(ctx)
-	return r.finish(proofCtx(ctx))
+	rep, err := r.finish(proofCtx(ctx))
+	r.leaveWork()
+	return rep, err
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof

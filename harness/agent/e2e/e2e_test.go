@@ -192,7 +192,7 @@ func checkUsage(t *testing.T, srv *modelserver.Server, rep *ctoharness.Report) {
 			continue
 		}
 		served++
-		if r.Status == 200 {
+		if r.Status == 200 && !r.Stalled {
 			answered++
 		}
 	}

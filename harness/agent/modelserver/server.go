@@ -43,6 +43,8 @@ type Request struct {
 	// scripted turn (a side request, a models listing, a token count).
 	Turn   int `json:"turn"`
 	Status int `json:"status"`
+	// Stalled: the answer was a stall (headers, then nothing, no usage).
+	Stalled bool `json:"stalled,omitempty"`
 }
 
 // Options configure a server.
@@ -168,6 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Turn = ex.turn
 	rec.Status = sw.status
+	rec.Stalled = ex.stalled
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	s.mu.Unlock()
@@ -267,8 +270,9 @@ type exchange struct {
 	w    *statusWriter
 	r    *http.Request
 	body []byte
-	key  string
-	turn int
+	key     string
+	turn    int
+	stalled bool
 }
 
 func (ex *exchange) writeJSON(status int, v any) {
@@ -313,6 +317,7 @@ const stallStatus = -1
 // stall sends streaming headers and then nothing until the client goes
 // away or the server closes.
 func (ex *exchange) stall() {
+	ex.stalled = true
 	ex.w.Header().Set("Content-Type", "text/event-stream")
 	ex.w.WriteHeader(http.StatusOK)
 	ex.w.Flush()
