@@ -266,10 +266,10 @@ func (w *statusWriter) Flush() {
 
 // exchange is one request being answered.
 type exchange struct {
-	srv  *Server
-	w    *statusWriter
-	r    *http.Request
-	body []byte
+	srv     *Server
+	w       *statusWriter
+	r       *http.Request
+	body    []byte
 	key     string
 	turn    int
 	stalled bool
