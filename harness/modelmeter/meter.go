@@ -53,8 +53,12 @@ type Options struct {
 	Upstream *url.URL // the model endpoint's base URL, as the user gave it
 	Clock    func() time.Time
 	// MaxFailures is how many failed model requests in a row mean the
-	// provider is failing (default 4).
+	// provider is failing (default 4). An agent that backs off slowly is
+	// judged sooner: two or more failures in a row spanning FailWindow
+	// (default 10 s) with no success between also do (three rate limits
+	// over 2.5 windows, since a rate limit asks the client to wait).
 	MaxFailures int
+	FailWindow  time.Duration
 	// StallAfter is how long a request may wait for its answer, or an
 	// answer may send nothing, before it is a stall (default 20 s).
 	StallAfter time.Duration
@@ -70,7 +74,8 @@ type Meter struct {
 
 	mu       sync.Mutex
 	reqs     []Request
-	failRun  int // failed model requests in a row
+	failRun  int       // failed model requests in a row
+	failFrom time.Time // when the first of them was made
 	failCode map[int]int
 	stopped  bool
 }
@@ -82,6 +87,7 @@ const meterHeader = "X-Cto-Harness-Meter"
 const (
 	DefaultMaxFailures = 4
 	DefaultStallAfter  = 20 * time.Second
+	DefaultFailWindow  = 10 * time.Second
 )
 
 // Start listens on loopback and relays to o.Upstream.
@@ -97,6 +103,9 @@ func Start(o Options) (*Meter, error) {
 	}
 	if o.StallAfter <= 0 {
 		o.StallAfter = DefaultStallAfter
+	}
+	if o.FailWindow <= 0 {
+		o.FailWindow = DefaultFailWindow
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -207,23 +216,27 @@ func (m *Meter) record(req Request, stalled bool) {
 	m.reqs = append(m.reqs, req)
 	failed := stalled || req.Status == 0 && req.Error != "" && req.Error != errAgentClosed || req.Status == 429 || req.Status >= 500
 	if failed {
+		if m.failRun == 0 {
+			m.failFrom = req.At
+		}
 		m.failRun++
 		m.failCode[req.Status]++
 	} else if req.Status != 0 && req.Status < 400 {
 		m.failRun = 0
 		clear(m.failCode)
 	}
+	span := m.o.Clock().Sub(m.failFrom)
 	var stop *Stop
 	switch {
 	case m.stopped:
 	case stalled:
 		stop = &Stop{Reason: StopStalled, Message: fmt.Sprintf("model request %d got no answer for %s (the stream stalled)", req.Seq, m.o.StallAfter)}
-	case failed && m.failRun >= m.o.MaxFailures:
+	case failed && (m.failRun >= m.o.MaxFailures || m.slow(span)):
 		reason := StopAPIError
 		if m.failCode[429] == m.failRun {
 			reason = StopRateLimited
 		}
-		stop = &Stop{Reason: reason, Message: fmt.Sprintf("the last %d model requests failed (%s)", m.failRun, describe(m.failCode))}
+		stop = &Stop{Reason: reason, Message: fmt.Sprintf("the last %d model requests failed over %s (%s)", m.failRun, span.Round(100*time.Millisecond), describe(m.failCode))}
 	}
 	if stop != nil {
 		m.stopped = true
@@ -232,6 +245,16 @@ func (m *Meter) record(req Request, stalled bool) {
 	if stop != nil && m.o.OnStop != nil {
 		m.o.OnStop(*stop)
 	}
+}
+
+// slow reports whether a run of failures has gone on too long: errors for
+// FailWindow, or, when every failure is a rate limit (whose answer is to
+// wait), three of them over two and a half windows.
+func (m *Meter) slow(span time.Duration) bool {
+	if m.failCode[429] == m.failRun {
+		return m.failRun >= 3 && span >= m.o.FailWindow*5/2
+	}
+	return m.failRun >= 2 && span >= m.o.FailWindow
 }
 
 // describe lists failure counts: "HTTP 500 ×4", "connection failed ×2".

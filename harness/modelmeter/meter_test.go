@@ -224,3 +224,18 @@ func TestEndpointDown(t *testing.T) {
 		t.Fatalf("stops %+v", got)
 	}
 }
+
+// An agent that backs off slowly is stopped after two failures that span
+// the fail window, before it spends its whole timeout retrying.
+func TestSlowRetriesJudgedByTime(t *testing.T) {
+	var s stops
+	_, m := start(t, modelserver.Script{Turns: []modelserver.Turn{{Action: modelserver.ActionError, Status: 503}}},
+		modelmeter.Options{OnStop: s.add, FailWindow: 200 * time.Millisecond})
+	post(t, "http://"+m.Addr()+"/v1/chat/completions", chatTool)
+	time.Sleep(250 * time.Millisecond)
+	post(t, "http://"+m.Addr()+"/v1/chat/completions", chatTool)
+	got := s.list()
+	if len(got) != 1 || got[0].Reason != modelmeter.StopAPIError || !strings.Contains(got[0].Message, "HTTP 503 ×2") {
+		t.Fatalf("stops %+v", got)
+	}
+}

@@ -307,7 +307,16 @@ func (ex *exchange) writeError(api API, status int, body, msg string) {
 	case APIGemini:
 		ex.writeJSON(status, map[string]any{"error": map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}})
 	default:
-		ex.writeJSON(status, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
+		// OpenAI's shapes: a rate limit and a server error are told apart
+		// by type and code, which agents read to decide whether to retry.
+		typ, code := "invalid_request_error", any(nil)
+		switch {
+		case status == 429:
+			typ, code = "requests", "rate_limit_exceeded"
+		case status >= 500:
+			typ = "server_error"
+		}
+		ex.writeJSON(status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
 	}
 }
 
