@@ -142,6 +142,11 @@ func runFailures(t *testing.T, name agent.Name) {
 				has = has || b.Code == f.code
 			}
 			if !has {
+				if srv != nil {
+					for _, q := range srv.Requests() {
+						t.Logf("server: %s %s turn %d -> %d", q.Method, q.Path, q.Turn, q.Status)
+					}
+				}
 				t.Fatalf("blockers %+v, want %q (evidence %s)", rep.Blockers, f.code, rep.RunArtifactDir)
 			}
 			if took > f.within {

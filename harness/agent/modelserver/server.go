@@ -301,6 +301,9 @@ func (ex *exchange) writeError(api API, status int, body, msg string) {
 	if msg == "" {
 		msg = fmt.Sprintf("scripted error %d", status)
 	}
+	if status == http.StatusTooManyRequests {
+		ex.w.Header().Set("Retry-After", "1") // as providers do
+	}
 	switch api {
 	case APIAnthropic:
 		ex.writeJSON(status, map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(status), "message": msg}})
