@@ -348,3 +348,44 @@ exit 0
 		}
 	}
 }
+
+// A command over the budget is refused, the process that asked is told why
+// on its stderr (which is what an agent's shell tool returns), the run goes
+// on, and the report lists the refused commands.
+func TestRefusedCommandIsExplained(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	script := filepath.Join(t.TempDir(), "case.sh")
+	body := `#!/bin/sh
+echo '{"type":"case.started"}'
+for i in 1 2 3 4 5 6 7 8; do /bin/true; done
+echo "- note added by the fake Case" >> docs/CASE_NOTES.md
+echo '{"type":"case.file_changed","path":"docs/CASE_NOTES.md"}'
+echo '{"type":"case.finished","status":"ok"}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := base
+	o.Lane = ctoharness.LaneReal
+	o.CaseCmd = []string{"/bin/sh", script}
+	o.Profile = "smoke"
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Case.Commands
+	if c == nil || !c.Observed {
+		t.Skipf("the exec watch is not available here: %+v", c)
+	}
+	if c.Refused == 0 || len(c.RefusedCommands) != c.Refused || c.RefusedCommands[0].Command != "/bin/true" ||
+		!strings.HasPrefix(c.RefusedCommands[0].Reason, "COMMAND_BUDGET_SPENT") {
+		t.Fatalf("refused %d, listed %+v", c.Refused, c.RefusedCommands)
+	}
+	if !strings.Contains(rep.Case.StderrInline, "cto-harness: this command was refused and did not run: COMMAND_BUDGET_SPENT") {
+		t.Errorf("Case was not told why: stderr %q", rep.Case.StderrInline)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Errorf("a refused command stopped the run: %s %v", rep.Status, rep.Blockers)
+	}
+}

@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
+	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
@@ -60,7 +63,24 @@ func (c *caseCommands) decide(cmd execwatch.Command) error {
 			"path": cmd.Path, "argv": cmd.Argv, "truncated": cmd.Truncated, "reason": reason,
 			"profile": string(c.r.profile.Name)})
 	}
+	tellRefused(cmd.Pid, reason)
 	return errors.New(reason)
+}
+
+// tellRefused writes why the command was refused to the refused process's
+// stderr, so the agent reads a reason beside the bare "Permission denied"
+// its shell prints (its tool output is what the model sees). Best effort
+// and never blocking: the caller is waiting on the verdict.
+func tellRefused(pid int, reason string) {
+	if pid <= 0 {
+		return
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", pid), os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString("cto-harness: this command was refused and did not run: " + reason + "\n")
 }
 
 // claim records one case.command event. Unsandboxed, it is also counted
