@@ -6,31 +6,35 @@ import (
 	"path/filepath"
 )
 
-// leaveWork deals with the run's workspace (RUNS_DIR/.work/<id>: the fixture
-// copy and Case's scratch, an agent's caches and session files among them)
+// leaveWork deals with the run's workspace (RUNS_DIR/.work/<id>: Case's
+// scratch, an agent's caches and session files among them, and the
+// verification checkout) and the fixture copy (RUN_DIR/fixture)
 // once the evidence is written: removed, unless the operator asked to keep
 // it, and then scrubbed of the agent's key, which session files hold in
 // plain text whenever a tool printed it. The evidence never needs the
 // workspace: the store in the run directory holds the result.
 func (r *run) leaveWork() {
-	root := r.rep.RuntimeWorkspaceRoot
-	if root == "" {
-		return
-	}
-	if !r.o.KeepWork {
-		_ = RemoveTree(root)
-		return
-	}
-	if r.agent == nil || r.agent.red == nil {
-		return
-	}
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
+	// The fixture copy lives in the run directory (fixture/), outside the
+	// artifacts; it goes with the workspace.
+	for _, root := range []string{r.rep.RuntimeWorkspaceRoot, r.fixture} {
+		if root == "" {
+			continue
 		}
-		_, _ = r.agent.red.File(p)
-		return nil
-	})
+		if !r.o.KeepWork {
+			_ = RemoveTree(root)
+			continue
+		}
+		if r.agent == nil || r.agent.red == nil {
+			continue
+		}
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			_, _ = r.agent.red.File(p)
+			return nil
+		})
+	}
 }
 
 // RemoveTree removes p and everything under it, also trees with read-only

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -188,3 +192,67 @@ func TestFailuresQwenCode(t *testing.T)   { runFailures(t, agent.QwenCode) }
 func TestFailuresClaudeCode(t *testing.T) { runFailures(t, agent.ClaudeCode) }
 func TestFailuresCodex(t *testing.T)      { runFailures(t, agent.Codex) }
 func TestFailuresGeminiCLI(t *testing.T)  { runFailures(t, agent.GeminiCLI) }
+
+// keyScenario has the agent print its key with a shell command (so the
+// tool output, its session files and its stream hold it) and write it into
+// the fixture. The run is blocked, and no byte sequence of the key is left
+// anywhere under the runs directory.
+func runKeyLeft(t *testing.T, name agent.Name) {
+	s, dir := requireAgent(t, name)
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := stage3(t, set)
+	turns := []modelserver.Turn{
+		{Action: modelserver.ActionShell, Command: "echo the key is $" + s.KeyVar},
+		{Action: modelserver.ActionLeakKey, Path: "docs/leak.md"},
+		{Action: modelserver.ActionText, Text: "Done."},
+	}
+	srv, err := modelserver.Start(modelserver.Options{Script: modelserver.Script{Turns: turns}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	o := base
+	o.Agent = harness.AgentOptions{Name: string(name), Model: "scripted-model", BaseURL: baseURL(name, srv), APIKeyEnv: keyVar, Dir: dir}
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := false
+	for _, b := range rep.Blockers {
+		has = has || b.Code == ctoharness.BlockSecretInEvidence
+	}
+	if !has {
+		t.Fatalf("blockers %+v, want SECRET_IN_EVIDENCE", rep.Blockers)
+	}
+	var holding []string
+	err = filepath.WalkDir(o.RunsDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(data, []byte(key)) {
+			holding = append(holding, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(holding) > 0 {
+		t.Errorf("the key is still in %d file(s) under the runs directory: %v", len(holding), holding)
+	}
+	if _, err := os.Stat(rep.RuntimeWorkspaceRoot); !os.IsNotExist(err) {
+		t.Errorf("the workspace %s was left behind (%v)", rep.RuntimeWorkspaceRoot, err)
+	}
+}
+
+func TestKeyLeftQwenCode(t *testing.T)   { runKeyLeft(t, agent.QwenCode) }
+func TestKeyLeftClaudeCode(t *testing.T) { runKeyLeft(t, agent.ClaudeCode) }
+func TestKeyLeftCodex(t *testing.T)      { runKeyLeft(t, agent.Codex) }
+func TestKeyLeftGeminiCLI(t *testing.T)  { runKeyLeft(t, agent.GeminiCLI) }
