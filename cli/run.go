@@ -25,7 +25,7 @@ type RunCmd struct {
 	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string   `name:"profile" placeholder:"NAME" help:"Execution profile, one of: strict,fast,smoke,yolo,agent (default fast; agent with --agent). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
+	Profile        string   `name:"profile" placeholder:"NAME" help:"one of: strict,fast,smoke,yolo,agent. The execution profile (default fast; agent with --agent): it sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
 	KeepWork       bool     `name:"keep-work" help:"Keep the run's workspace (RUNS_DIR/.work/<run_id>: the fixture copy and Case's scratch) after the run, scrubbed of the agent's API key. By default it is removed once the evidence is written."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
