@@ -222,5 +222,14 @@ func (o Options) lookupProfile() (profile.Policy, error) {
 	if err != nil {
 		return p, err
 	}
-	return profile.ForEndpoints(p, o.AllowNetCase), nil
+	// Case's endpoints as granted: the flags, the config's, and the task's
+	// (which can only narrow the first two, so asking is enough).
+	eps := append([]string(nil), o.AllowNetCase...)
+	if n := o.Config.Network; n != nil {
+		eps = append(eps, n.CaseAllow...)
+	}
+	if o.Spec != nil && o.Spec.Network != nil {
+		eps = append(eps, o.Spec.Network.CaseAllow...)
+	}
+	return profile.ForEndpoints(p, eps), nil
 }
