@@ -129,6 +129,16 @@ const (
 // reviewer reads, so the run is refused however the name is displayed.
 const BlockUnsafeFileName BlockerCode = "UNSAFE_FILE_NAME"
 
+// Model provider failures (--agent): the endpoint could not be reached before
+// Case started, or the agent's model requests kept failing or stalled while
+// it ran. The harness stops Case on these rather than waiting out its timeout.
+const (
+	BlockModelEndpointUnreachable BlockerCode = "MODEL_ENDPOINT_UNREACHABLE"
+	BlockModelAPIError            BlockerCode = "MODEL_API_ERROR"
+	BlockModelRateLimited         BlockerCode = "MODEL_RATE_LIMITED"
+	BlockModelStalled             BlockerCode = "MODEL_STALLED"
+)
+
 // failedCodes are outcomes of work that was allowed to run (the agent or its
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
@@ -162,6 +172,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockInterrupted, BlockCaseEventLimit,
 		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
 		BlockUnsafeFileName, BlockSourceBusy, BlockLFSObjectMissing,
+		BlockModelEndpointUnreachable, BlockModelAPIError, BlockModelRateLimited, BlockModelStalled,
 	}
 }
 

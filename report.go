@@ -34,6 +34,7 @@ type Report struct {
 	Stage                   int               `json:"stage"`
 	StageName               string            `json:"stage_name"`
 	Status                  Status            `json:"status"`
+	Outcome                 Outcome           `json:"outcome"`
 	Backend                 Backend           `json:"backend"`
 	CaseLane                Lane              `json:"case_lane"`
 	CaseProcessStarted      bool              `json:"case_process_started"`
@@ -198,10 +199,22 @@ type CommandsRecord struct {
 	// Claimed is what Case's case.command events said, kept beside the
 	// count; it is never counted against the budget when Observed.
 	Claimed CommandClaims `json:"claimed"`
+	// RefusedCommands are the refused commands in order, at most
+	// MaxRefusedListed, with the rule that refused each.
+	RefusedCommands []RefusedCommand `json:"refused_commands"`
+}
+
+// RefusedCommand is one command the profile refused.
+type RefusedCommand struct {
+	Command string `json:"command"`
+	Reason  string `json:"reason"`
 }
 
 // MaxCommandRefusalEvents bounds the command_refused events of one run.
 const MaxCommandRefusalEvents = 10_000
+
+// MaxRefusedListed bounds CommandsRecord.RefusedCommands.
+const MaxRefusedListed = 200
 
 // CommandClaims classifies the commands Case's events claim it ran.
 type CommandClaims struct {
@@ -377,7 +390,63 @@ type AgentRecord struct {
 	AttemptedEscapes []string `json:"attempted_escapes"`
 	SecretEnv        []string `json:"secret_env"`
 	Notes            []string `json:"notes"`
+	// Usage is the model spend as the harness measured it, request by
+	// request, on every run however it ended (null: the agent never started).
+	// Turns, InputTokens, OutputTokens, CachedTokens and ReportedCostUSD above
+	// are the agent's own closing account, in its own convention, and are
+	// zero when it was stopped before giving one.
+	Usage *ModelUsage `json:"usage"`
 }
+
+// ModelUsage is an agent run's model spend, in one shape for every agent.
+// The prompt of each request is split into InputUncached (billed at the
+// full input rate), CacheRead (read from the provider's prompt cache) and
+// CacheWrite (written to it); their sum is the whole prompt, whichever
+// convention the provider reports in.
+type ModelUsage struct {
+	Requests      int   `json:"requests"`   // model requests made: the run's turns
+	Failed        int   `json:"failed"`     // of them, answered with an error or not at all
+	Unreported    int   `json:"unreported"` // of them, answered without a usage count
+	InputUncached int64 `json:"input_uncached_tokens"`
+	CacheRead     int64 `json:"cache_read_tokens"`
+	CacheWrite    int64 `json:"cache_write_tokens"`
+	Output        int64 `json:"output_tokens"`
+	// CostUSD is null when no cost is known: never 0 for "unknown".
+	CostUSD *float64 `json:"cost_usd"`
+	// CostSource is "reported" (the agent said), "estimated" (from the
+	// config's price table for the model) or "not_reported".
+	CostSource CostSource `json:"cost_source"`
+	// PerRequest lists the requests in order, at most MaxModelRequestsShown;
+	// backend/model-requests.jsonl has every one.
+	PerRequest []ModelRequest `json:"per_request"`
+}
+
+// MaxModelRequestsShown bounds ModelUsage.PerRequest.
+const MaxModelRequestsShown = 500
+
+// ModelRequest is one model request as the harness's model meter saw it.
+type ModelRequest struct {
+	Seq           int       `json:"seq"`
+	At            time.Time `json:"at"`
+	API           string    `json:"api"`
+	Status        int       `json:"status"` // 0: no answer
+	Error         string    `json:"error,omitempty"`
+	LatencyMs     int64     `json:"latency_ms"`
+	InputUncached int64     `json:"input_uncached_tokens"`
+	CacheRead     int64     `json:"cache_read_tokens"`
+	CacheWrite    int64     `json:"cache_write_tokens"`
+	Output        int64     `json:"output_tokens"`
+}
+
+// CostSource says where ModelUsage.CostUSD comes from.
+type CostSource string
+
+// Cost sources.
+const (
+	CostReported    CostSource = "reported"
+	CostEstimated   CostSource = "estimated"
+	CostNotReported CostSource = "not_reported"
+)
 
 // MaxFilesShown is how many changed files report.md and report.html list,
 // so that a page's size does not follow what Case wrote; they summarise the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
@@ -33,7 +34,8 @@ func (f agentsDirFlag) dir(env *Env) (string, error) {
 // AgentsListCmd is `cto-harness agents list`.
 type AgentsListCmd struct {
 	agentsDirFlag
-	JSON bool `name:"json" help:"Print one JSON line per agent."`
+	JSON    bool `name:"json" help:"Print one JSON line per agent."`
+	Offline bool `name:"offline" help:"Do not ask the npm registry (or $CTO_HARNESS_NPM_REGISTRY) whether a newer release exists."`
 }
 
 // agentLine is one agent in `agents list --json`.
@@ -43,6 +45,12 @@ type agentLine struct {
 	Version   string `json:"version"`
 	Installed bool   `json:"installed"`
 	Path      string `json:"path"`
+	// Latest is the registry's latest release ("" when not checked or
+	// unknown); Newer says it is newer than the pin; Check says why the
+	// registry could not be asked.
+	Latest string `json:"latest,omitempty"`
+	Newer  bool   `json:"newer_release,omitempty"`
+	Check  string `json:"check_error,omitempty"`
 }
 
 // Run executes the command.
@@ -51,8 +59,31 @@ func (c *AgentsListCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range agent.All() {
-		line := agentLine{Name: string(s.Name), Package: s.Package, Version: s.Version, Installed: s.Installed(dir), Path: s.InstallDir(dir)}
+	specs := agent.All()
+	latest := make([]agentLine, len(specs))
+	if !c.Offline {
+		registry := env.Getenv(agent.EnvRegistry)
+		if registry == "" {
+			registry = agent.DefaultRegistry
+		}
+		var wg sync.WaitGroup
+		for i, s := range specs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, err := agent.Latest(env.Ctx, registry, s.Package)
+				if err != nil {
+					latest[i].Check = err.Error()
+					return
+				}
+				latest[i].Latest, latest[i].Newer = v, agent.Newer(v, s.Version)
+			}()
+		}
+		wg.Wait()
+	}
+	for i, s := range specs {
+		line := agentLine{Name: string(s.Name), Package: s.Package, Version: s.Version, Installed: s.Installed(dir), Path: s.InstallDir(dir),
+			Latest: latest[i].Latest, Newer: latest[i].Newer, Check: latest[i].Check}
 		if line.Installed {
 			line.Path = s.BinPath(dir)
 		}
@@ -66,7 +97,16 @@ func (c *AgentsListCmd) Run(env *Env) error {
 		if line.Installed {
 			state = "installed at " + line.Path
 		}
-		fmt.Fprintf(env.Stdout, "%-12s %s@%s  %s\n", line.Name, line.Package, line.Version, state)
+		switch {
+		case c.Offline:
+		case line.Check != "":
+			state += "; could not check for a newer release: " + line.Check
+		case line.Newer:
+			state += "; a newer release exists: " + line.Latest + " (the pin is tested; a newer release is not until the pin moves)"
+		default:
+			state += "; the latest release"
+		}
+		fmt.Fprintf(env.Stdout, "%-12s %s@%s  %s\n", line.Name, line.Package, line.Version, term(state))
 	}
 	return nil
 }

@@ -25,7 +25,8 @@ type RunCmd struct {
 	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
-	Profile        string   `name:"profile" default:"fast" enum:"strict,fast,smoke,yolo" help:"Execution profile, one of: ${enum} (default ${default}). It sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
+	Profile        string   `name:"profile" placeholder:"NAME" help:"one of: strict,fast,smoke,yolo,agent. The execution profile (default fast; agent with --agent): it sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
+	KeepWork       bool     `name:"keep-work" help:"Keep the run's workspace (RUNS_DIR/.work/<run_id>: the fixture copy and Case's scratch) after the run, scrubbed of the agent's API key. By default it is removed once the evidence is written."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
 	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence and is never signed, since Case could read the signing key."`
@@ -97,7 +98,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	opts := harness.Options{
 		Stage: c.Stage, Source: c.Source, Spec: spec, Lane: lane, CaseCmd: caseCmd, Agent: ag,
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
-		Profile: c.Profile, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
+		Profile: c.Profile, KeepWork: c.KeepWork, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 	}
 	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {
@@ -140,6 +141,7 @@ type runLine struct {
 	RunID                   string               `json:"run_id"`
 	RunDir                  string               `json:"run_dir"`
 	Status                  ctoharness.Status    `json:"status"`
+	Outcome                 ctoharness.Outcome   `json:"outcome"`
 	Stage                   int                  `json:"stage"`
 	CaseProcessStarted      bool                 `json:"case_process_started"`
 	SourceRepositoryMutated bool                 `json:"source_repository_mutated"`
@@ -150,12 +152,13 @@ type runLine struct {
 
 func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 	if c.JSON {
-		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Stage: rep.Stage,
-			CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
+		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Outcome: rep.Outcome,
+			Stage: rep.Stage, CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
 			Signed: rep.Signed, KeyID: rep.SigningKeyID})
 		return
 	}
 	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", term(rep.RunID), term(rep.Status), rep.Stage, term(rep.Backend), term(rep.CaseLane))
+	fmt.Fprintf(env.Stdout, "outcome: %s\n", term(rep.Outcome))
 	fmt.Fprintf(env.Stdout, "evidence: %s\n", term(rep.RunArtifactDir))
 	fmt.Fprintln(env.Stdout, term(signedLine(rep.Signed, rep.SigningKeyID)))
 	for _, b := range rep.Blockers {

@@ -58,7 +58,7 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTAGE\tLANE\tSTATUS\tBLOCKERS\tDURATION\tSIZE")
+	fmt.Fprintln(tw, "RUN\tSTAGE\tLANE\tSTATUS\tBLOCKERS\tDURATION\tSIZE\tTOKENS\tCOST")
 	for _, r := range list {
 		id := r.RunID
 		if r.Protected {
@@ -75,8 +75,19 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 		if blockers == "" {
 			blockers = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", term(id), r.Stage, term(lane), term(status), term(blockers),
-			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes))
+		tokens, cost := "-", "-"
+		if u := r.Usage; u != nil {
+			tokens = fmt.Sprintf("%d in / %d out", u.InputUncached+u.CacheRead+u.CacheWrite, u.Output)
+			cost = "not reported"
+			if u.CostUSD != nil {
+				cost = fmt.Sprintf("$%.4f", *u.CostUSD)
+				if u.CostSource == ctoharness.CostEstimated {
+					cost += " (est.)"
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(id), r.Stage, term(lane), term(status), term(blockers),
+			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes), tokens, cost)
 	}
 	return tw.Flush()
 }
@@ -92,7 +103,8 @@ type RunsPruneCmd struct {
 func (RunsPruneCmd) Help() string {
 	return `Removes every run directory under the runs directory except the newest --keep runs and every run that a
 stage validation record (RUNS_DIR/validation/stage-N.json) names, together with its runtime workspace
-(RUNS_DIR/.work/<run_id>). Directories whose report.json cannot be read are left alone. If a stage record
+(RUNS_DIR/.work/<run_id>), and every workspace whose run directory is gone (a killed run's). Directories
+whose report.json cannot be read are left alone. If a stage record
 cannot be read, nothing is removed: the run it protects would be unknown.`
 }
 
@@ -121,6 +133,9 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	}
 	for _, r := range p.Removed {
 		fmt.Fprintf(env.Stdout, "%s %s\n", verb, term(r.Dir))
+	}
+	for _, w := range p.Orphans {
+		fmt.Fprintf(env.Stdout, "%s the orphaned workspace %s (its run directory is gone)\n", verb, term(w))
 	}
 	protected := 0
 	for _, r := range p.Kept {

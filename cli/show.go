@@ -11,6 +11,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
@@ -46,8 +47,9 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 		Signed bool   `json:"signed"`
 		KeyID  string `json:"signing_key_id"`
 		Agent  *struct {
-			Name  string `json:"name"`
-			Model string `json:"model"`
+			Name  string                 `json:"name"`
+			Model string                 `json:"model"`
+			Usage *ctoharness.ModelUsage `json:"usage"`
 		} `json:"agent"`
 	}
 	_ = json.Unmarshal(data, &extra)
@@ -55,11 +57,22 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 	// anyone may have edited it since: every string goes through term.
 	w := env.Stdout
 	fmt.Fprintf(w, "run %s: %s\n", term(rep.RunID), term(strings.ToUpper(string(rep.Status))))
+	if rep.Outcome != "" { // reports from before the field have none
+		fmt.Fprintf(w, "  outcome %s\n", term(rep.Outcome))
+	}
 	fmt.Fprintf(w, "  stage %d (%s), backend %s, lane %s", rep.Stage, term(rep.StageName), term(rep.Backend), term(rep.CaseLane))
 	if extra.Agent != nil {
 		fmt.Fprintf(w, ", agent %s %s", term(extra.Agent.Name), term(extra.Agent.Model))
 	}
 	fmt.Fprintln(w)
+	if extra.Agent != nil {
+		if u := extra.Agent.Usage; u != nil {
+			fmt.Fprintf(w, "  model: %d requests (%d failed), tokens in %d uncached + %d cache read + %d cache write, out %d; cost %s\n",
+				u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, term(harness.CostText(u)))
+		} else {
+			fmt.Fprintln(w, "  model: no requests (the agent was not started)")
+		}
+	}
 	fmt.Fprintf(w, "  started %s, took %s\n", rep.Freshness.StartedAt.UTC().Format(time.RFC3339),
 		rep.Freshness.FinishedAt.Sub(rep.Freshness.StartedAt).Round(time.Millisecond))
 	sandbox := "not enforced"

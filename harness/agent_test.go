@@ -2,10 +2,13 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,9 +63,37 @@ func agentOptions(o harness.Options, command []string) harness.Options {
 		return get(k)
 	}
 	o.Unsandboxed = true
-	o.Agent = harness.AgentOptions{Name: string(agent.QwenCode), Model: "scripted-model", BaseURL: "http://127.0.0.1:9/v1",
+	o.Agent = harness.AgentOptions{Name: string(agent.QwenCode), Model: "scripted-model", BaseURL: standInEndpoint(),
 		APIKeyEnv: agentKeyVar, Command: command}
 	return o
+}
+
+var standIn struct {
+	once sync.Once
+	url  string
+}
+
+// standInEndpoint is a loopback model endpoint that is up (the harness
+// checks that before Case starts) and that the stand-in agents never call:
+// a listener that accepts and closes, for the whole test binary.
+func standInEndpoint() string {
+	standIn.once.Do(func() {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		standIn.url = "http://" + ln.Addr().String() + "/v1"
+	})
+	return standIn.url
 }
 
 // noKeyInEvidence fails if any evidence file holds the key, and reports
@@ -130,8 +161,8 @@ func TestAgentLaneWithStandIn(t *testing.T) {
 				t.Error("the key the stand-in printed on stderr was not redacted anywhere")
 			}
 			a := rep.Agent
-			if a == nil || a.Name != "qwen-code" || a.Version != "0.24.4" || a.Model != "scripted-model" || a.Endpoint != "http://127.0.0.1:9/v1" ||
-				strings.Join(a.SecretEnv, ",") != "OPENAI_API_KEY" || strings.Join(a.EgressAllowed, ",") != "127.0.0.1:9" {
+			if a == nil || a.Name != "qwen-code" || a.Version != "0.24.4" || a.Model != "scripted-model" || a.Endpoint != standInEndpoint() ||
+				strings.Join(a.SecretEnv, ",") != "OPENAI_API_KEY" || len(a.EgressAllowed) != 1 || !strings.HasPrefix(a.EgressAllowed[0], "127.0.0.1:") {
 				t.Fatalf("report.agent %+v", a)
 			}
 			if a.UnknownLines != tc.unknown {
@@ -264,6 +295,7 @@ sleep 300
 	spec := *o.Spec
 	spec.CaseTimeoutSeconds = 1
 	o.Spec = &spec
+	o.KeepWork = true // the check below looks into the scratch
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -277,5 +309,84 @@ sleep 300
 	time.Sleep(4 * time.Second)
 	if _, err := os.Stat(filepath.Join(rep.RuntimeWorkspaceRoot, "scratch", "home", "child-survived")); err == nil {
 		t.Fatal("the agent's background child survived the timeout")
+	}
+}
+
+// The workspace is removed at the end of a run; kept with --keep-work, it
+// is scrubbed of the key an agent's session files hold.
+func TestWorkspaceLeftClean(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	script := `#!/bin/sh
+head -n 1 ` + filepath.Join(agenttest.StreamsDir(), "qwen-code-write.jsonl") + `
+mkdir -p "$HOME/.session" && echo "{\"tool_output\":\"key=$OPENAI_API_KEY\"}" > "$HOME/.session/log.json"
+exit 0
+`
+	p := filepath.Join(t.TempDir(), "qwen")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []bool{false, true} {
+		o := agentOptions(base, []string{p})
+		o.KeepWork = keep
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, statErr := os.Stat(rep.RuntimeWorkspaceRoot)
+		if !keep {
+			if !errors.Is(statErr, os.ErrNotExist) {
+				t.Fatalf("the workspace %s is still there (%v)", rep.RuntimeWorkspaceRoot, statErr)
+			}
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(rep.RuntimeWorkspaceRoot, "scratch", "home", ".session", "log.json"))
+		if err != nil {
+			t.Fatalf("kept workspace: %v", err)
+		}
+		if strings.Contains(string(data), agentKey) || !strings.Contains(string(data), agent.Marker(agentKeyVar)) {
+			t.Fatalf("kept session file not scrubbed: %s", data)
+		}
+	}
+}
+
+// A command over the budget is refused, the process that asked is told why
+// on its stderr (which is what an agent's shell tool returns), the run goes
+// on, and the report lists the refused commands.
+func TestRefusedCommandIsExplained(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	script := filepath.Join(t.TempDir(), "case.sh")
+	body := `#!/bin/sh
+echo '{"type":"case.started"}'
+for i in 1 2 3 4 5 6 7 8; do /bin/true; done
+echo "- note added by the fake Case" >> docs/CASE_NOTES.md
+echo '{"type":"case.file_changed","path":"docs/CASE_NOTES.md"}'
+echo '{"type":"case.finished","status":"ok"}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := base
+	o.Lane = ctoharness.LaneReal
+	o.CaseCmd = []string{"/bin/sh", script}
+	o.Profile = "smoke"
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Case.Commands
+	if c == nil || !c.Observed {
+		t.Skipf("the exec watch is not available here: %+v", c)
+	}
+	if c.Refused == 0 || len(c.RefusedCommands) != c.Refused || c.RefusedCommands[0].Command != "/bin/true" ||
+		!strings.HasPrefix(c.RefusedCommands[0].Reason, "COMMAND_BUDGET_SPENT") {
+		t.Fatalf("refused %d, listed %+v", c.Refused, c.RefusedCommands)
+	}
+	if !strings.Contains(rep.Case.StderrInline, "cto-harness: this command was refused and did not run: COMMAND_BUDGET_SPENT") {
+		t.Errorf("Case was not told why: stderr %q", rep.Case.StderrInline)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Errorf("a refused command stopped the run: %s %v", rep.Status, rep.Blockers)
 	}
 }

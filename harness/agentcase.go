@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
@@ -17,7 +20,9 @@ import (
 	"github.com/cto-harness/cto-harness/harness/agent/gemini"
 	"github.com/cto-harness/cto-harness/harness/agent/qwen"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/modelmeter"
 	"github.com/cto-harness/cto-harness/harness/proc"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
@@ -70,12 +75,57 @@ type agentRun struct {
 	finished *backend.CaseEvent
 	stream   *proc.CappedFile
 	lines    int
+	meter    *modelmeter.Meter // the agent's model traffic goes through it
+	model    modelWatch
 }
 
+// modelWatch is what the model meter said while Case ran: the provider's
+// failure, once, and the way to stop Case for it.
+type modelWatch struct {
+	mu   sync.Mutex
+	stop *modelmeter.Stop
+	kill func()
+}
+
+// failed records the meter's verdict and stops Case.
+func (w *modelWatch) failed(s modelmeter.Stop) {
+	w.mu.Lock()
+	if w.stop == nil {
+		w.stop = &s
+	}
+	kill := w.kill
+	w.mu.Unlock()
+	if kill != nil {
+		kill()
+	}
+}
+
+// stopWith arms the watch with the function that stops Case; a failure
+// seen before it was armed stops Case at once.
+func (w *modelWatch) stopWith(kill func()) {
+	w.mu.Lock()
+	w.kill = kill
+	early := w.stop != nil
+	w.mu.Unlock()
+	if early {
+		kill()
+	}
+}
+
+func (w *modelWatch) verdict() *modelmeter.Stop {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stop
+}
+
+// modelPrecheck bounds the check of the model endpoint before Case starts.
+const modelPrecheck = 2 * time.Second
+
 // checkAgent runs at the gate: the agent must be known and installed, the
-// request complete, the key present; a sandboxed agent needs a network path
-// to its endpoint.
-func (r *run) checkAgent() {
+// request complete, the key present, the model endpoint reachable; a
+// sandboxed agent needs a network path to its endpoint, which is the
+// harness's model meter.
+func (r *run) checkAgent(ctx context.Context) {
 	o := r.o.Agent
 	bad := func(code ctoharness.BlockerCode, format string, args ...any) {
 		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: fmt.Sprintf(format, args...)})
@@ -139,6 +189,21 @@ func (r *run) checkAgent() {
 	}
 	r.rep.Agent.Executable = a.exe
 	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
+	// The endpoint is checked before anything is copied or started: a
+	// provider that cannot be reached would only be found out by the agent
+	// retrying until its timeout.
+	if err := modelmeter.Precheck(ctx, u, modelPrecheck); err != nil {
+		bad(ctoharness.BlockModelEndpointUnreachable, "the model endpoint %s cannot be reached (%v); Case was not started. Check --base-url and that the provider is up", o.BaseURL, err)
+		return
+	}
+	meter, err := modelmeter.Start(modelmeter.Options{Upstream: u, Clock: r.o.Clock, OnStop: a.model.failed})
+	if err != nil {
+		bad(ctoharness.BlockSandboxUnavailable, "the model meter cannot start: %v", err)
+		return
+	}
+	a.meter = meter
+	a.endpoint = meter.Addr()
+	r.rep.Agent.Notes = append(r.rep.Agent.Notes, fmt.Sprintf("the agent talks to the harness's model meter at %s, which relays every request to %s unchanged and records its status, latency and usage", meter.BaseURL(), o.BaseURL))
 	if !r.o.Unsandboxed {
 		// Case's network namespace stays empty but for the forwarder's
 		// listener for the model endpoint: the one endpoint an agent gets.
@@ -172,7 +237,7 @@ func hostPort(u *url.URL) string {
 func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error) {
 	state := filepath.Join(r.scratch, "home", ".cto-harness-agent")
 	l := agent.Launch{Exe: a.exe, Prompt: agent.Prompt(r.contract.Task, r.contract.AllowedPaths, r.contract.ForbiddenActions),
-		Model: r.o.Agent.Model, BaseURL: r.o.Agent.BaseURL, Key: a.key, Fixture: r.fixture, State: state,
+		Model: r.o.Agent.Model, BaseURL: a.meter.BaseURL(), Key: a.key, Fixture: r.fixture, State: state,
 		BaseEnv: baseEnv, Root: os.Geteuid() == 0}
 	cmd, err := a.adapter.Command(l)
 	if err != nil {
@@ -190,7 +255,7 @@ func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error)
 			return nil, nil, fmt.Errorf("write %s: %w", f.Path, err)
 		}
 	}
-	r.rep.Agent.Notes = append([]string{}, cmd.Notes...)
+	r.rep.Agent.Notes = append(r.rep.Agent.Notes, cmd.Notes...)
 	sort.Strings(cmd.Env)
 	return cmd.Argv, cmd.Env, nil
 }
@@ -262,6 +327,62 @@ func (a *agentRun) caseEvent(ev agent.Event) backend.CaseEvent {
 	return backend.CaseEvent{Type: ev.Type, Raw: a.red.Bytes(raw)}
 }
 
+// ModelRequests lists every model request the meter relayed, one JSON line each.
+const ModelRequests = "backend/model-requests.jsonl"
+
+// closeMeter stops the model meter (idempotent): the agent is gone, or never started.
+func (a *agentRun) closeMeter() {
+	if a != nil && a.meter != nil {
+		_ = a.meter.Close()
+	}
+}
+
+// usage is the meter's account of the run: every request in order,
+// summed, with the cost the agent reported, or one estimated from the
+// config's prices, or none.
+func (a *agentRun) usage(ctx context.Context, r *run, rec *ctoharness.AgentRecord) {
+	reqs := a.meter.Requests()
+	u := &ctoharness.ModelUsage{PerRequest: []ctoharness.ModelRequest{}, CostSource: ctoharness.CostNotReported}
+	var lines []byte
+	for _, q := range reqs {
+		mr := ctoharness.ModelRequest{Seq: q.Seq, At: q.At, API: string(q.API), Status: q.Status, Error: q.Error, LatencyMs: q.LatencyMs,
+			InputUncached: q.Usage.InputUncached, CacheRead: q.Usage.CacheRead, CacheWrite: q.Usage.CacheWrite, Output: q.Usage.Output}
+		u.Requests++
+		if q.Error != "" {
+			u.Failed++
+		}
+		if !q.Reported {
+			u.Unreported++
+		}
+		u.InputUncached += mr.InputUncached
+		u.CacheRead += mr.CacheRead
+		u.CacheWrite += mr.CacheWrite
+		u.Output += mr.Output
+		if len(u.PerRequest) < ctoharness.MaxModelRequestsShown {
+			u.PerRequest = append(u.PerRequest, mr)
+		}
+		line, _ := json.Marshal(mr)
+		lines = append(append(lines, line...), '\n')
+	}
+	var prices map[string]config.Price
+	if r.o.Config.Agent != nil {
+		prices = r.o.Config.Agent.Prices
+	}
+	switch price, ok := prices[rec.Model]; {
+	case rec.Finished && rec.ReportedCostUSD > 0:
+		c := rec.ReportedCostUSD
+		u.CostUSD, u.CostSource = &c, ctoharness.CostReported
+	case ok:
+		c := (float64(u.InputUncached)*price.Input + float64(u.CacheRead)*price.CacheRead +
+			float64(u.CacheWrite)*price.CacheWrite + float64(u.Output)*price.Output) / 1e6
+		u.CostUSD, u.CostSource = &c, ctoharness.CostEstimated
+	}
+	rec.Usage = u
+	if err := r.dir.WriteFile(ctx, ModelRequests, a.red.Bytes(lines)); err != nil {
+		r.blockWrite(err, ctoharness.StepCase)
+	}
+}
+
 // record closes the stream file and copies what the stream said into the report.
 func (a *agentRun) record(rec *ctoharness.AgentRecord) error {
 	err := a.stream.Close()
@@ -284,6 +405,24 @@ func (a *agentRun) record(rec *ctoharness.AgentRecord) error {
 	rec.FileWrites = res.FileWrites
 	rec.AttemptedEscapes = append([]string{}, res.Escapes...)
 	return err
+}
+
+// modelFailed blocks a run whose model provider the meter judged failed
+// (Case was stopped for it), with the code that names the failure.
+func (a *agentRun) modelFailed(r *run) bool {
+	st := a.model.verdict()
+	if st == nil {
+		return false
+	}
+	code := map[string]ctoharness.BlockerCode{modelmeter.StopAPIError: ctoharness.BlockModelAPIError,
+		modelmeter.StopRateLimited: ctoharness.BlockModelRateLimited, modelmeter.StopStalled: ctoharness.BlockModelStalled}[st.Reason]
+	if code == "" {
+		code = ctoharness.BlockModelAPIError
+	}
+	r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepCase,
+		Message: fmt.Sprintf("%s was stopped: %s at %s; the per-request record is in report.json (agent.usage) and %s",
+			a.spec.Name, a.red.String(st.Message), r.o.Agent.BaseURL, ModelRequests)})
+	return true
 }
 
 // modelError blocks a run whose stream reported a model or API error,
@@ -326,8 +465,8 @@ func (r *run) agentAfterCollect() {
 	}
 	if len(holding) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
-			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file, but the fixture and the harness's store of the result hold it: delete %s and %s after reading the report",
-				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), r.fixture, r.dir.Path(evidence.StoreDir))})
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file and %s, but the harness's store of the result holds it: delete %s after reading the report, and rotate the key",
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), workFate(r.o.KeepWork, r.rep.RuntimeWorkspaceRoot), r.dir.Path(evidence.StoreDir))})
 	}
 	if esc := a.tr.Result().Escapes; len(esc) > 0 {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
@@ -337,6 +476,14 @@ func (r *run) agentAfterCollect() {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
 			Message: fmt.Sprintf("%s finished without changing anything in the fixture; see %s for what it did", a.spec.Name, AgentStream)})
 	}
+}
+
+// workFate says what becomes of the workspace, for messages.
+func workFate(keep bool, root string) string {
+	if keep {
+		return "the kept workspace " + root + " is scrubbed of it"
+	}
+	return "the workspace " + root + " is removed at the end of the run"
 }
 
 // redactData redacts an event's data when an agent key is in play.
@@ -448,8 +595,14 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", mdText(a.Name), mdText(a.Version), mdText(orNone(a.Model)), mdText(orNone(a.Endpoint)))
-	fmt.Fprintf(b, "- finished: %v, turns %d, tokens %d in / %d out / %d cached, API time %d ms, reported cost $%.4f\n",
-		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs, a.ReportedCostUSD)
+	if u := a.Usage; u != nil {
+		fmt.Fprintf(b, "- model requests (turns): %d, %d failed; tokens in: %d uncached + %d cache read + %d cache write; out: %d; cost: %s\n",
+			u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, CostText(u))
+	} else {
+		b.WriteString("- model requests: none (the agent was not started)\n")
+	}
+	fmt.Fprintf(b, "- the agent's own account: finished %v, turns %d, tokens %d in / %d out / %d cached (its own convention), API time %d ms\n",
+		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs)
 	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
 		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, mdText(a.StreamPath))
 	if a.ResultError != "" {
@@ -464,6 +617,18 @@ func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
 	for _, n := range a.Notes {
 		fmt.Fprintf(b, "- %s\n", mdText(n))
 	}
+}
+
+// CostText is a run's cost for people: the amount and where it comes from,
+// or "not reported" (never $0 for unknown).
+func CostText(u *ctoharness.ModelUsage) string {
+	if u == nil || u.CostUSD == nil {
+		return "not reported"
+	}
+	if u.CostSource == ctoharness.CostEstimated {
+		return fmt.Sprintf("$%.4f (estimated from the config's prices)", *u.CostUSD)
+	}
+	return fmt.Sprintf("$%.4f (reported by the agent)", *u.CostUSD)
 }
 
 // planAgent is the dry run's view of an agent: the command line and

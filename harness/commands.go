@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
+	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
@@ -29,6 +32,7 @@ type caseCommands struct {
 	mu            sync.Mutex
 	claims        ctoharness.CommandClaims
 	refusalEvents int
+	refused       []ctoharness.RefusedCommand
 	stats         execwatch.Stats
 }
 
@@ -50,13 +54,33 @@ func (c *caseCommands) decide(cmd execwatch.Command) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.refused) < ctoharness.MaxRefusedListed {
+		c.refused = append(c.refused, ctoharness.RefusedCommand{Command: cmd.Line, Reason: reason})
+	}
 	if c.refusalEvents < ctoharness.MaxCommandRefusalEvents {
 		c.refusalEvents++
 		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": cmd.Line, "shell": cmd.Shell,
 			"path": cmd.Path, "argv": cmd.Argv, "truncated": cmd.Truncated, "reason": reason,
 			"profile": string(c.r.profile.Name)})
 	}
+	tellRefused(cmd.Pid, reason)
 	return errors.New(reason)
+}
+
+// tellRefused writes why the command was refused to the refused process's
+// stderr, so the agent reads a reason beside the bare "Permission denied"
+// its shell prints (its tool output is what the model sees). Best effort
+// and never blocking: the caller is waiting on the verdict.
+func tellRefused(pid int, reason string) {
+	if pid <= 0 {
+		return
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/2", pid), os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString("cto-harness: this command was refused and did not run: " + reason + "\n")
 }
 
 // claim records one case.command event. Unsandboxed, it is also counted
@@ -105,5 +129,5 @@ func (c *caseCommands) record() *ctoharness.CommandsRecord {
 	defer c.mu.Unlock()
 	return &ctoharness.CommandsRecord{Observed: c.observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
 		Heavy: u.Heavy, Tests: u.Tests, Refused: u.Refused, Execs: c.stats.Execs, Inside: c.stats.Inside,
-		RefusalEvents: c.refusalEvents, Claimed: c.claims}
+		RefusalEvents: c.refusalEvents, Claimed: c.claims, RefusedCommands: append([]ctoharness.RefusedCommand{}, c.refused...)}
 }

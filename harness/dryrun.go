@@ -78,7 +78,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if _, err := gates.Lookup(o.Stage); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	prof, err := profile.Lookup(o.Profile)
+	prof, err := o.lookupProfile()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}

@@ -19,6 +19,7 @@ import (
 func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
+	r.agent.closeMeter()
 	r.freeSpace()
 	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {
@@ -32,13 +33,14 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
 	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
 		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
 	codes := []string{}
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))
 	}
-	r.emit(ctx, ctoharness.EvRunFinished, map[string]any{"status": string(r.rep.Status), "blockers": codes})
+	r.emit(ctx, ctoharness.EvRunFinished, map[string]any{"status": string(r.rep.Status), "outcome": string(r.rep.Outcome), "blockers": codes})
 	var errs []error
 	if r.ev != nil {
 		if err := r.ev.Close(); err != nil {
@@ -60,6 +62,7 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	if len(errs) > 0 {
 		r.blockWrite(errors.Join(errs...), ctoharness.StepReport)
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 	}
 	r.sweepSecrets(evidence.TraceFile)
@@ -71,6 +74,7 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 		r.noteNoSpace(err, ctoharness.StepReport)
 		r.freeSpace()
 		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+		r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
 		r.rep.Qualifies = false
 		page = r.page()
 		err = r.dir.WriteReport(ctx, r.rep, Markdown(r.rep), page)
@@ -100,8 +104,8 @@ func (r *run) ensureFile(ctx context.Context, name string, data []byte) {
 func Markdown(rep *ctoharness.Report) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# cto-harness run %s\n\n", mdText(rep.RunID))
-	fmt.Fprintf(&b, "- status: **%s**\n- stage: %d (%s)\n- backend: %s, lane: %s\n", mdText(string(rep.Status)), rep.Stage, mdText(rep.StageName),
-		mdText(string(rep.Backend)), mdText(string(rep.CaseLane)))
+	fmt.Fprintf(&b, "- status: **%s** (outcome %s)\n- stage: %d (%s)\n- backend: %s, lane: %s\n", mdText(string(rep.Status)), mdText(string(rep.Outcome)),
+		rep.Stage, mdText(rep.StageName), mdText(string(rep.Backend)), mdText(string(rep.CaseLane)))
 	fmt.Fprintf(&b, "- Case process started: %v\n- source repository mutated: %v\n", rep.CaseProcessStarted, rep.SourceRepositoryMutated)
 	fmt.Fprintf(&b, "- source: %s\n- fixture: %s\n- run artifact dir: %s\n- runtime workspace root: %s\n",
 		mdPath(rep.SourcePath), mdPath(rep.FixturePath), mdPath(rep.RunArtifactDir), mdPath(rep.RuntimeWorkspaceRoot))

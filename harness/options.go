@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -51,9 +52,13 @@ type Options struct {
 	Scenario string
 	Fault    string
 
-	// Profile names the execution profile ("" is fast); AllowDangerous runs a
+	// Profile names the execution profile ("" is fast, or agent with an
+	// agent); AllowDangerous runs a
 	// verification the script scanner flags as dangerous (recorded).
-	Profile        string
+	Profile string
+	// KeepWork keeps the run's workspace (RUNS_DIR/.work/<id>) after the
+	// run, scrubbed of the agent's key; by default it is removed.
+	KeepWork       bool
 	AllowDangerous bool
 
 	// Unsandboxed runs Case and the verification command without the sandbox
@@ -209,4 +214,27 @@ func DefaultSpec() task.Spec {
 		},
 		CaseTimeoutSeconds: 120,
 	}
+}
+
+// lookupProfile resolves the run's profile: the named one, else the default
+// for the run (agent with --agent), adjusted to the network allowlist.
+func (o Options) lookupProfile() (profile.Policy, error) {
+	name := o.Profile
+	if name == "" {
+		name = string(profile.DefaultFor(o.Agent.Name != ""))
+	}
+	p, err := profile.Lookup(name)
+	if err != nil {
+		return p, err
+	}
+	// Case's endpoints as granted: the flags, the config's, and the task's
+	// (which can only narrow the first two, so asking is enough).
+	eps := append([]string(nil), o.AllowNetCase...)
+	if n := o.Config.Network; n != nil {
+		eps = append(eps, n.CaseAllow...)
+	}
+	if o.Spec != nil && o.Spec.Network != nil {
+		eps = append(eps, o.Spec.Network.CaseAllow...)
+	}
+	return profile.ForEndpoints(p, eps), nil
 }

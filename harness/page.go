@@ -19,6 +19,7 @@ func (r *run) page() []byte {
 	}
 	r.blockWrite(err, ctoharness.StepReport)
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
 	r.rep.Qualifies = false
 	return []byte(fmt.Sprintf("<!DOCTYPE html><meta charset=\"utf-8\"><title>%s</title><p>The run page could not be rendered: %s. report.json and report.md hold the run.</p>\n",
 		html.EscapeString(r.rep.RunID), html.EscapeString(err.Error())))

@@ -28,6 +28,23 @@ echo '{"type":"case.log","message":"Done: the note is in place and the check pas
 echo '{"type":"case.finished","status":"ok","turns":3,"usage":{"input_tokens":1234,"output_tokens":210}}'
 `
 
+// blockedAgentCase is a scripted agent run that is blocked: it reads a
+// file, runs the tests (which fail), writes outside the allowed paths, and
+// runs more commands than the smoke profile allows, so the harness refuses
+// some. The page must show the calls, their outputs and the refusals.
+const blockedAgentCase = `#!/bin/sh
+echo '{"type":"case.started","agent":"scripted-agent","model":"test-model"}'
+echo '{"type":"case.log","kind":"tool_call","tool":"read_file","call_id":"c1","arguments":"{\"path\":\"docs/guide.md\"}","message":"read_file"}'
+echo '{"type":"case.log","kind":"tool_result","tool":"read_file","call_id":"c1","is_error":false,"message":"# Guide: the contents the agent read"}'
+echo '{"type":"case.command","tool":"Bash","call_id":"c2","command":"go test ./..."}'
+printf '%s\n' '{"type":"case.log","kind":"tool_result","tool":"Bash","call_id":"c2","is_error":true,"message":"--- FAIL: TestGreeting (0.00s)\n    greet_test.go:9: got hi, want hello"}'
+mkdir -p src && echo evil > src/evil.sh
+echo '{"type":"case.file_changed","tool":"Write","call_id":"c3","path":"src/evil.sh"}'
+echo '{"type":"case.log","kind":"tool_result","tool":"Write","call_id":"c3","is_error":false,"message":"wrote src/evil.sh"}'
+for i in 1 2 3 4 5 6 7 8 9; do /bin/true; done
+echo '{"type":"case.finished","status":"ok"}'
+`
+
 // TestRunPageInBrowser renders report.html of a passing, a blocked and an
 // agent-like stage 3 run in headless Chromium from file://, and checks what a
 // person sees: the status, every blocker with its step (in the first screen),
@@ -44,6 +61,10 @@ func TestRunPageInBrowser(t *testing.T) {
 	if err := os.WriteFile(script, []byte(agentCase), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	blocked := filepath.Join(t.TempDir(), "blocked-agent.sh")
+	if err := os.WriteFile(blocked, []byte(blockedAgentCase), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	kinds := []struct {
 		name   string
 		status ctoharness.Status
@@ -57,6 +78,14 @@ func TestRunPageInBrowser(t *testing.T) {
 			o.Lane = ctoharness.LaneReal
 			o.CaseCmd = []string{"/bin/sh", script}
 		}, []string{"agent scripted-agent (test-model)", "Conversation", "Add a note under docs/.", "I will add the note", "tool call: shell", "check: 2 passed", "input_tokens", "1234"}},
+		// A blocked agent run: the page shows what explains it.
+		{"agent-blocked", ctoharness.StatusBlocked, func(o *harness.Options) {
+			o.Lane = ctoharness.LaneReal
+			o.CaseCmd = []string{"/bin/sh", blocked}
+			o.Profile = "smoke"
+		}, []string{"tool call: read_file", `{"path":"docs/guide.md"}`, "# Guide: the contents the agent read",
+			"result of Bash: ERROR", "--- FAIL: TestGreeting", "got hi, want hello", "write src/evil.sh (tool call: Write)",
+			"REFUSED by the harness: COMMAND_BUDGET_SPENT"}},
 	}
 	shots := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -78,7 +78,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	if err := o.checkNet(); err != nil {
 		return nil, err
 	}
-	prof, err := profile.Lookup(o.Profile)
+	prof, err := o.lookupProfile()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
@@ -140,7 +140,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 
 	r.stopped = stopCause(ctx)
 	r.steps(ctx)
-	return r.finish(proofCtx(ctx), clock.Jumps)
+	rep, err := r.finish(proofCtx(ctx), clock.Jumps)
+	r.leaveWork()
+	return rep, err
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof

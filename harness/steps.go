@@ -56,7 +56,7 @@ func (r *run) gate(ctx context.Context) bool {
 	}
 	if r.ok() && r.o.Agent.Name != "" {
 		// Before the probe: the agent adds to what the sandbox must allow.
-		r.checkAgent()
+		r.checkAgent(ctx)
 	}
 	if r.ok() {
 		r.checkTools()
@@ -409,6 +409,10 @@ func (r *run) runCase(ctx context.Context) {
 	// Case's case.command events; when it is spent, Case is stopped.
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
+	if r.agent != nil {
+		// A failing model provider stops Case now, not at its timeout.
+		r.agent.model.stopWith(stopCase)
+	}
 	var budgetStop string
 	in := backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
@@ -446,6 +450,8 @@ func (r *run) runCase(ctx context.Context) {
 		if rerr := r.agent.record(r.rep.Agent); rerr != nil {
 			r.blockWrite(rerr, ctoharness.StepCase)
 		}
+		r.agent.closeMeter()
+		r.agent.usage(ctx, r, r.rep.Agent)
 	}
 	watchErr := cmds.close()
 	r.rep.Case.Commands = cmds.record()
@@ -481,6 +487,9 @@ func (r *run) runCase(ctx context.Context) {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,
 			Message: fmt.Sprintf("Case was stopped: it wrote %s, the %s profile's limit (%d events, %d bytes); %d further event(s) were dropped",
 				out.Usage.Hit, r.profile.Name, r.profile.MaxCaseEvents, r.profile.MaxEventBytes, out.Usage.Dropped)})
+		return
+	}
+	if r.agent != nil && r.agent.modelFailed(r) {
 		return
 	}
 	if budgetStop != "" {

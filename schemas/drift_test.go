@@ -117,6 +117,7 @@ func goEnums(t *testing.T) map[reflect.Type][]string {
 		reflect.TypeFor[ctoharness.EventType]():   strs(ctoharness.AllEventTypes()),
 		reflect.TypeFor[ctoharness.TraceOp]():     strs(ctoharness.AllTraceOps()),
 		reflect.TypeFor[ctoharness.TestClass]():   strs(ctoharness.AllTestClasses()),
+		reflect.TypeFor[ctoharness.Outcome]():     strs(ctoharness.AllOutcomes()),
 		// No All* function exists for these; the declared constants are the list.
 		reflect.TypeFor[ctoharness.Status]():      consts["Status"],
 		reflect.TypeFor[ctoharness.Backend]():     consts["Backend"],
@@ -124,6 +125,7 @@ func goEnums(t *testing.T) map[reflect.Type][]string {
 		reflect.TypeFor[ctoharness.ChangeKind]():  consts["ChangeKind"],
 		reflect.TypeFor[ctoharness.EntryType]():   consts["EntryType"],
 		reflect.TypeFor[ctoharness.StatusRoute](): consts["StatusRoute"],
+		reflect.TypeFor[ctoharness.CostSource]():  consts["CostSource"],
 	}
 	return lists
 }
@@ -612,6 +614,7 @@ func passReport() ctoharness.Report {
 		Stage:                   3,
 		StageName:               "copied owned repo",
 		Status:                  ctoharness.StatusPass,
+		Outcome:                 ctoharness.OutcomePass,
 		Backend:                 ctoharness.BackendCase,
 		CaseLane:                ctoharness.LaneReal,
 		CaseProcessStarted:      true,
@@ -664,7 +667,7 @@ func passReport() ctoharness.Report {
 func gateBlockedReport() ctoharness.Report {
 	return ctoharness.Report{
 		SchemaVersion: ctoharness.SchemaVersion, RunID: runID, Stage: 2, StageName: "artificial fixture",
-		Status: ctoharness.StatusBlocked, Backend: ctoharness.BackendCase, CaseLane: ctoharness.LaneFake,
+		Status: ctoharness.StatusBlocked, Outcome: ctoharness.OutcomePolicyBlocked, Backend: ctoharness.BackendCase, CaseLane: ctoharness.LaneFake,
 		SourceNonMutation:    ctoharness.NonMutationRef{},
 		Policy:               ctoharness.Policy{OwnedSources: []string{}, TargetRoots: []string{}, ExternalRoots: []string{}},
 		RuntimeWorkspaceRoot: "/var/tmp/cto-harness/work", RunArtifactDir: "/var/tmp/cto-harness/runs/" + runID,
@@ -690,7 +693,7 @@ func fakeFailedReport() ctoharness.Report {
 	r.Stage, r.StageName = 1, "evidence interface"
 	r.Backend, r.CaseLane, r.CaseProcessStarted = ctoharness.BackendFake, ctoharness.LaneNone, false
 	r.SourcePath = ""
-	r.Status = ctoharness.StatusFailed
+	r.Status, r.Outcome = ctoharness.StatusFailed, ctoharness.OutcomeAgentFailed
 	r.Qualifies = false
 	r.Case = ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}, ExitCode: nil}
 	r.ChangedFiles = []ctoharness.ChangedFile{{Path: "secrets.txt", Change: ctoharness.ChangeDeleted, Allowed: false, Reason: "outside the allowed paths cmd/**"}}
@@ -741,7 +744,7 @@ func instances() []struct {
 		{"fake failed", schemas.Report, fakeFailedReport()},
 		{"fault injected", schemas.Report, func() ctoharness.Report {
 			r := passReport()
-			r.Status, r.Qualifies, r.FaultInjection = ctoharness.StatusBlocked, false, "proofs/fixture-clean-end.json"
+			r.Status, r.Outcome, r.Qualifies, r.FaultInjection = ctoharness.StatusBlocked, ctoharness.OutcomeInfraFailed, false, "proofs/fixture-clean-end.json"
 			r.Blockers = []ctoharness.Blocker{{Code: ctoharness.BlockArtifactWriteFailed, Step: ctoharness.StepCleanEnd, Message: "injected fault (failure fixture)"}}
 			return r
 		}()},

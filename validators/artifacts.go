@@ -151,6 +151,10 @@ func checkStatus(v *runView, c collector) {
 	if want := ctoharness.StatusFor(r.Blockers); want != r.Status {
 		c.fail(chk, evidence.ReportJSON, "status %s but its blockers imply %s", r.Status, want)
 	}
+	if want := ctoharness.OutcomeFor(r.Blockers); want != r.Outcome {
+		c.fail(chk, evidence.ReportJSON, "outcome %q but its blockers imply %q", r.Outcome, want)
+	}
+	checkUsage(r, func(format string, args ...any) { c.fail(chk, evidence.ReportJSON, format, args...) })
 	blocked := map[string]bool{}
 	for _, e := range v.events {
 		if e.Type == ctoharness.EvRunBlocked {
@@ -203,5 +207,39 @@ func checkRunLocation(v *runView, c collector) {
 	}
 	if filepath.Base(here) != v.report.RunID {
 		c.fail(chk, evidence.ReportJSON, "the directory %s is not named after the run id %s", here, v.report.RunID)
+	}
+}
+
+// checkUsage holds an agent's usage to itself: the listed requests add up
+// to the totals when all are listed, the counts are in range, and a cost is
+// there exactly when its source says one is known.
+func checkUsage(r *ctoharness.Report, fail func(format string, args ...any)) {
+	if r.Agent == nil || r.Agent.Usage == nil {
+		return
+	}
+	u := r.Agent.Usage
+	if len(u.PerRequest) > u.Requests || u.Failed > u.Requests || u.Unreported > u.Requests {
+		fail("agent.usage counts %d requests but lists %d, %d failed, %d unreported", u.Requests, len(u.PerRequest), u.Failed, u.Unreported)
+	}
+	if (u.CostUSD == nil) != (u.CostSource == ctoharness.CostNotReported) {
+		fail("agent.usage cost %v does not fit its source %q", u.CostUSD, u.CostSource)
+	}
+	if len(u.PerRequest) != u.Requests {
+		return
+	}
+	var sum ctoharness.ModelRequest
+	failed := 0
+	for _, q := range u.PerRequest {
+		sum.InputUncached += q.InputUncached
+		sum.CacheRead += q.CacheRead
+		sum.CacheWrite += q.CacheWrite
+		sum.Output += q.Output
+		if q.Error != "" {
+			failed++
+		}
+	}
+	if sum.InputUncached != u.InputUncached || sum.CacheRead != u.CacheRead || sum.CacheWrite != u.CacheWrite || sum.Output != u.Output || failed != u.Failed {
+		fail("agent.usage totals (%d/%d/%d in, %d out, %d failed) are not the sum of its requests (%d/%d/%d in, %d out, %d failed)",
+			u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, u.Failed, sum.InputUncached, sum.CacheRead, sum.CacheWrite, sum.Output, failed)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 )
@@ -131,6 +132,78 @@ func FileEvent(fixture, tool, p string, res *Result) Event {
 func CommandEvent(tool, cmd string, res *Result) Event {
 	res.Commands++
 	return Event{Type: ctoharness.EvCaseCommand, Data: map[string]any{"command": cmd, "tool": tool}}
+}
+
+// Conversation kinds of case.log events beyond assistant text: a tool call
+// that neither writes nor runs a shell command (a read, a search), and the
+// result of any tool call. The page shows the whole conversation from them.
+const (
+	KindToolCall   = "tool_call"
+	KindToolResult = "tool_result"
+)
+
+// maxToolText bounds a tool call's arguments and a tool result's output in
+// one event; the agent's stream file holds them whole.
+const maxToolText = 4000
+
+func capText(s string) (string, bool) {
+	if len(s) <= maxToolText {
+		return s, false
+	}
+	cut := maxToolText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…", true
+}
+
+// ToolCallEvent is the case.log event of a tool call that is not a write or
+// a shell command, with its arguments.
+func ToolCallEvent(tool, id string, input any) Event {
+	args := ""
+	switch v := input.(type) {
+	case string:
+		args = v
+	case nil:
+	default:
+		b, _ := json.Marshal(v)
+		args = string(b)
+	}
+	args, cut := capText(args)
+	d := map[string]any{"message": tool + " " + args, "kind": KindToolCall, "tool": tool, "arguments": args}
+	if id != "" {
+		d["call_id"] = id
+	}
+	if cut {
+		d["truncated"] = true
+	}
+	return Event{Type: ctoharness.EvCaseLog, Data: d}
+}
+
+// ToolResultEvent is the case.log event of a tool call's result: its
+// output (capped) and whether the tool reported an error.
+func ToolResultEvent(tool, id, output string, isError bool) Event {
+	out, cut := capText(output)
+	d := map[string]any{"message": out, "kind": KindToolResult, "is_error": isError}
+	if tool != "" {
+		d["tool"] = tool
+	}
+	if id != "" {
+		d["call_id"] = id
+	}
+	if cut {
+		d["truncated"] = true
+	}
+	return Event{Type: ctoharness.EvCaseLog, Data: d}
+}
+
+// WithCallID adds the tool call's id to a file or command event, so the
+// page can pair it with its result.
+func WithCallID(ev Event, id string) Event {
+	if id != "" {
+		ev.Data["call_id"] = id
+	}
+	return ev
 }
 
 // LogEvent is the case.log event of assistant text.

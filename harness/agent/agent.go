@@ -42,7 +42,7 @@ var table = []Spec{
 		BaseURLShape: "OpenAI Chat Completions, ending in /v1"},
 	{Name: Codex, Package: "@openai/codex", Version: "0.169.0", Bin: "codex", KeyVar: "OPENAI_API_KEY",
 		BaseURLShape: "OpenAI Responses, ending in /v1"},
-	{Name: ClaudeCode, Package: "@anthropic-ai/claude-code", Version: "2.1.328", Bin: "claude", KeyVar: "ANTHROPIC_API_KEY",
+	{Name: ClaudeCode, Package: "@anthropic-ai/claude-code", Version: "2.1.331", Bin: "claude", KeyVar: "ANTHROPIC_API_KEY",
 		BaseURLShape: "Anthropic Messages, the server root"},
 	{Name: GeminiCLI, Package: "@google/gemini-cli", Version: "0.61.0", Bin: "gemini", KeyVar: "GEMINI_API_KEY",
 		BaseURLShape: "Gemini API, the server root"},

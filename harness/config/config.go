@@ -86,6 +86,18 @@ type Agent struct {
 	BaseURL   string   `json:"base_url,omitempty"`
 	APIKeyEnv string   `json:"api_key_env,omitempty"`
 	Command   []string `json:"command,omitempty"`
+	// Prices estimate a run's cost when the agent reports none, per model
+	// name; without a price the cost is "not reported", never 0.
+	Prices map[string]Price `json:"prices,omitempty"`
+}
+
+// Price is a model's price in US dollars per million tokens, one rate per
+// part of the normalised usage (see docs/agents.md).
+type Price struct {
+	Input      float64 `json:"input_per_mtok"`
+	CacheRead  float64 `json:"cache_read_per_mtok"`
+	CacheWrite float64 `json:"cache_write_per_mtok"`
+	Output     float64 `json:"output_per_mtok"`
 }
 
 // NetworkAllow are the egress allowlists, HOST:PORT each (see docs/sandbox.md).

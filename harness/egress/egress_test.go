@@ -408,3 +408,35 @@ func TestProxyRefusalsAreCapped(t *testing.T) {
 		t.Errorf("summary attempts %d denied %d exceeded %v", sum.Attempts, sum.Denied, sum.Limits.Exceeded)
 	}
 }
+
+// When the upstream cannot be reached, the proxy answers 502 with the
+// reason it records, instead of closing the connection silently.
+func TestProxyUpstreamDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	fx := newFixture(t, down, Limits{}, "exact.test:PORT")
+	_, port, _ := net.SplitHostPort(down)
+	c, err := net.Dial("tcp", fx.proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT exact.test:%s HTTP/1.1\r\nHost: exact.test\r\n\r\n", port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer from the proxy: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "could not be reached") || !strings.Contains(string(body), "refused") {
+		t.Fatalf("answer %s %q", resp.Status, body)
+	}
+	fx.f.Close()
+	recs := fx.log.records(t)
+	if len(recs) != 1 || recs[0].Decision != Failed || !strings.Contains(recs[0].Reason, "could not be reached") {
+		t.Errorf("records %+v", recs)
+	}
+}

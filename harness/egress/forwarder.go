@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,8 +321,17 @@ func (s *session) direct(c *net.TCPConn) {
 // (the CONNECT proxy's 200).
 func (s *session) relay(c *net.TCPConn, br *bufio.Reader, a *attempt, rule Rule, connected func(up net.Conn) (int64, error)) {
 	a.rec.Rule, a.rec.RuleSource = rule.Endpoint.String(), rule.Source
+	// Through the proxy (connected is set), a failure is answered with an
+	// HTTP status and the reason, so the client can say what happened
+	// instead of seeing the connection close; a direct connection is closed.
+	answer := func(code int, reason string) {
+		if connected != nil {
+			refuse(c, code, "cto-harness egress: "+reason)
+		}
+	}
 	if lim := s.f.acquire(); lim != "" {
 		a.rec.Limit = lim
+		answer(http.StatusServiceUnavailable, "the egress limit is reached ("+lim+")")
 		s.finish(a, Denied, "the egress limit is reached ("+lim+")")
 		return
 	}
@@ -330,7 +340,14 @@ func (s *session) relay(c *net.TCPConn, br *bufio.Reader, a *attempt, rule Rule,
 	up, err := s.f.o.Dial(ctx, "tcp", net.JoinHostPort(a.rec.Host, strconv.Itoa(a.rec.Port)))
 	cancel()
 	if err != nil {
-		s.finish(a, Failed, "the endpoint could not be reached: "+err.Error())
+		reason := "the endpoint could not be reached: " + err.Error()
+		code := http.StatusBadGateway
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			code = http.StatusGatewayTimeout
+		}
+		answer(code, reason)
+		s.finish(a, Failed, reason)
 		return
 	}
 	if !s.track(up) {

@@ -101,7 +101,7 @@ type page struct {
 	Blockers     []blockerView
 	Notes        []string // artifacts that could not be read, caps that cut content
 
-	Agent    []kv
+	Agent    *agentView
 	Task     *taskView
 	Timeline []eventView
 	Talk     []turnView
@@ -117,6 +117,41 @@ type page struct {
 }
 
 type kv struct{ K, V string }
+
+// agentView is the coding agent's summary: who, where, and what it spent,
+// request by request.
+type agentView struct {
+	A        *ctoharness.AgentRecord
+	Cost     string
+	Requests []requestView
+	More     int // requests past the report's list (model-requests.jsonl has them)
+}
+
+type requestView struct {
+	ctoharness.ModelRequest
+	At     string
+	Status string
+}
+
+func newAgentView(a *ctoharness.AgentRecord) *agentView {
+	v := &agentView{A: a, Cost: "not reported"}
+	u := a.Usage
+	if u == nil {
+		return v
+	}
+	if u.CostUSD != nil {
+		v.Cost = fmt.Sprintf("$%.4f (%s)", *u.CostUSD, strings.ReplaceAll(string(u.CostSource), "_", " "))
+	}
+	for _, q := range u.PerRequest {
+		st := fmt.Sprint(q.Status)
+		if q.Status == 0 {
+			st = "no answer"
+		}
+		v.Requests = append(v.Requests, requestView{ModelRequest: q, At: stamp(q.At), Status: st})
+	}
+	v.More = u.Requests - len(u.PerRequest)
+	return v
+}
 
 type blockerView struct {
 	ctoharness.Blocker
@@ -140,11 +175,9 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 		}
 		p.SandboxShort += ")"
 	}
-	if raw, ok := extra["agent"]; ok && !isNull(raw) {
-		p.Agent = flatten(raw, "")
-		if name := field(raw, "name"); name != "" {
-			p.Lane += " / agent " + name
-		}
+	if rep.Agent != nil {
+		p.Agent = newAgentView(rep.Agent)
+		p.Lane += " / agent " + rep.Agent.Name
 	}
 	r := reader{dir: dir, notes: &p.Notes}
 	events := r.events()

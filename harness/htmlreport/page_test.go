@@ -144,7 +144,11 @@ func TestRenderShowsRunAndEscapesHostileText(t *testing.T) {
 // sandbox view) are shown when present, and their absence is no error.
 func TestRenderOptionalSections(t *testing.T) {
 	rep := baseReport(ctoharness.StatusPass, nil, nil)
-	rep["agent"] = map[string]any{"name": "qwen-code", "model": "m1", "usage": map[string]any{"input_tokens": 7}}
+	rep["agent"] = map[string]any{"name": "qwen-code", "model": "m1", "stream_path": "backend/agent.stream.jsonl", "usage": map[string]any{
+		"requests": 2, "failed": 1, "input_uncached_tokens": 7, "cache_read_tokens": 3, "cache_write_tokens": 0, "output_tokens": 5,
+		"cost_usd": nil, "cost_source": "not_reported", "per_request": []any{
+			map[string]any{"seq": 1, "at": "2026-11-25T05:00:00Z", "api": "openai-chat", "status": 200, "latency_ms": 12, "input_uncached_tokens": 7, "cache_read_tokens": 3, "cache_write_tokens": 0, "output_tokens": 5},
+			map[string]any{"seq": 2, "at": "2026-11-25T05:00:01Z", "api": "openai-chat", "status": 500, "error": "HTTP 500", "latency_ms": 3, "input_uncached_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0, "output_tokens": 0}}}}
 	rep["signed"] = true
 	rep["signing_key_id"] = "k-123"
 	rep["network"] = map[string]any{"allowed": 1, "denied": 1}
@@ -161,7 +165,7 @@ func TestRenderOptionalSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(page)
-	for _, want := range []string{"agent qwen-code", "usage.input_tokens", "signed (key k-123; attestation.dsse.json)", `id="network"`,
+	for _, want := range []string{"agent qwen-code", "Model requests (turns): <b>2</b>", "Cost: <b>not reported</b>", "500 (HTTP 500)", "7 / 3 / 0", "signed (key k-123; attestation.dsse.json)", `id="network"`,
 		"evil.example", `class="denied"`, "not in the allowlist", "/work/fixture", "/verify/only", "verification command&#39;s filesystem view", "No blockers", "Nothing changed"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q", want)

@@ -259,3 +259,25 @@ func TestCounterConcurrent(t *testing.T) {
 		t.Fatalf("ok %d, usage %+v", okCount, c.Usage())
 	}
 }
+
+// The agent profile allows installs only when a package registry is on the
+// allowlist; other profiles are what their row says.
+func TestForEndpoints(t *testing.T) {
+	a, _ := Lookup(string(Agent))
+	if a.AllowInstalls {
+		t.Fatal("the agent profile allows installs without a registry")
+	}
+	if ForEndpoints(a, []string{"api.example.com:443"}).AllowInstalls {
+		t.Error("a model endpoint allowed installs")
+	}
+	if !ForEndpoints(a, []string{"registry.npmjs.org:443"}).AllowInstalls {
+		t.Error("the npm registry on the allowlist did not allow installs")
+	}
+	f, _ := Lookup(string(Fast))
+	if ForEndpoints(f, []string{"registry.npmjs.org:443"}).AllowInstalls {
+		t.Error("fast allowed installs")
+	}
+	if DefaultFor(true) != Agent || DefaultFor(false) != Fast {
+		t.Error("defaults")
+	}
+}

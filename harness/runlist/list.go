@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -19,18 +21,25 @@ import (
 
 // Run is one line of the list.
 type Run struct {
-	RunID      string            `json:"run_id"`
-	Dir        string            `json:"run_dir"`
-	Stage      int               `json:"stage"`
-	Lane       string            `json:"lane"`
-	Agent      string            `json:"agent,omitempty"`
-	Status     ctoharness.Status `json:"status"`
-	Blockers   []string          `json:"blockers"`
-	StartedAt  time.Time         `json:"started_at"`
-	DurationMs int64             `json:"duration_ms"`
-	SizeBytes  int64             `json:"size_bytes"` // the evidence files, the fixture copy excluded
-	Protected  bool              `json:"protected"`  // a stage validation record names it
-	Problem    string            `json:"problem,omitempty"`
+	RunID      string             `json:"run_id"`
+	Dir        string             `json:"run_dir"`
+	Stage      int                `json:"stage"`
+	Lane       string             `json:"lane"`
+	Agent      string             `json:"agent,omitempty"`
+	Status     ctoharness.Status  `json:"status"`
+	Outcome    ctoharness.Outcome `json:"outcome,omitempty"`
+	Blockers   []string           `json:"blockers"`
+	StartedAt  time.Time          `json:"started_at"`
+	DurationMs int64              `json:"duration_ms"`
+	// SizeBytes is the run's whole disk use: its directory and its
+	// workspace (RUNS_DIR/.work/<id>), which WorkBytes is of it.
+	SizeBytes int64 `json:"size_bytes"`
+	WorkBytes int64 `json:"work_bytes"`
+	// Usage is an agent run's model spend (null for other runs and for
+	// agents that never started).
+	Usage     *ctoharness.ModelUsage `json:"usage,omitempty"`
+	Protected bool                   `json:"protected"` // a stage validation record names it
+	Problem   string                 `json:"problem,omitempty"`
 }
 
 // summary is the part of report.json the list needs; decoding only it keeps
@@ -39,12 +48,13 @@ type summary struct {
 	RunID    string               `json:"run_id"`
 	Stage    int                  `json:"stage"`
 	Status   ctoharness.Status    `json:"status"`
+	Outcome  ctoharness.Outcome   `json:"outcome"`
 	CaseLane string               `json:"case_lane"`
 	Blockers []ctoharness.Blocker `json:"blockers"`
 	Agent    *struct {
-		Name string `json:"name"`
+		Name  string                 `json:"name"`
+		Usage *ctoharness.ModelUsage `json:"usage"`
 	} `json:"agent"`
-	Digests   map[string]string `json:"artifact_digests"`
 	Freshness struct {
 		StartedAt  time.Time `json:"started_at"`
 		FinishedAt time.Time `json:"finished_at"`
@@ -85,7 +95,7 @@ func List(runsDir string, f Filter) ([]Run, error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				runs[i] = read(filepath.Join(runsDir, dirs[i]), dirs[i])
+				runs[i] = read(runsDir, dirs[i])
 			}
 		}()
 	}
@@ -118,7 +128,8 @@ const listWorkers = 4
 
 // read loads one directory's run, or nil when it holds no report.json. A run
 // whose report cannot be read is returned with its problem rather than hidden.
-func read(dir, name string) *Run {
+func read(runsDir, name string) *Run {
+	dir := filepath.Join(runsDir, name)
 	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -131,18 +142,43 @@ func read(dir, name string) *Run {
 	case json.Unmarshal(data, &s) != nil:
 		r.Problem = "report.json is not valid JSON"
 	default:
-		r.fill(s, int64(len(data)))
+		r.fill(s)
 	}
+	r.WorkBytes = diskUse(filepath.Join(runsDir, ".work", name))
+	r.SizeBytes = diskUse(dir) + r.WorkBytes
 	return r
 }
 
-func (r *Run) fill(s summary, reportSize int64) {
+// diskUse is what the tree at p occupies on disk (allocated blocks, so
+// sparse and small files count as they cost); 0 when it does not exist.
+func diskUse(p string) int64 {
+	var n int64
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if info, err := d.Info(); err == nil {
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				n += st.Blocks * 512
+			} else {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func (r *Run) fill(s summary) {
 	if s.RunID != "" {
 		r.RunID = s.RunID
 	}
-	r.Stage, r.Status, r.Lane = s.Stage, s.Status, s.CaseLane
+	r.Stage, r.Status, r.Lane, r.Outcome = s.Stage, s.Status, s.CaseLane, s.Outcome
 	if s.Agent != nil {
-		r.Agent = s.Agent.Name
+		r.Agent, r.Usage = s.Agent.Name, s.Agent.Usage
+		if r.Usage != nil {
+			r.Usage.PerRequest = []ctoharness.ModelRequest{} // the list shows totals; report.json has the requests
+		}
 	}
 	for _, b := range s.Blockers {
 		r.Blockers = append(r.Blockers, string(b.Code))
@@ -150,12 +186,6 @@ func (r *Run) fill(s summary, reportSize int64) {
 	r.StartedAt = s.Freshness.StartedAt
 	if !s.Freshness.FinishedAt.IsZero() {
 		r.DurationMs = s.Freshness.FinishedAt.Sub(s.Freshness.StartedAt).Milliseconds()
-	}
-	r.SizeBytes = reportSize
-	for name := range s.Digests {
-		if st, err := os.Lstat(filepath.Join(r.Dir, filepath.FromSlash(name))); err == nil {
-			r.SizeBytes += st.Size()
-		}
 	}
 }
 

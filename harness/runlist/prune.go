@@ -1,6 +1,7 @@
 package runlist
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,6 +12,9 @@ import (
 type Pruned struct {
 	Removed []Run `json:"removed"`
 	Kept    []Run `json:"kept"`
+	// Orphans are workspaces (RUNS_DIR/.work/<id>) whose run directory is
+	// gone: left by a run that was killed, or by a removal by hand.
+	Orphans []string `json:"orphaned_workspaces"`
 }
 
 // Prune keeps the newest keep runs and every run a stage validation record
@@ -40,7 +44,42 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 		}
 		p.Removed = append(p.Removed, r)
 	}
+	orphans, err := orphanWorkspaces(runsDir)
+	if err != nil {
+		return p, err
+	}
+	for _, w := range orphans {
+		if !dryRun {
+			if err := removeAll(w); err != nil {
+				return p, fmt.Errorf("remove the orphaned workspace %s: %w", w, err)
+			}
+		}
+		p.Orphans = append(p.Orphans, w)
+	}
 	return p, nil
+}
+
+// orphanWorkspaces lists the workspaces whose run directory does not exist.
+// A run in progress has its directory before its workspace, so it is never
+// one.
+func orphanWorkspaces(runsDir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(runsDir, ".work"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the workspaces in %s: %w", runsDir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(runsDir, e.Name())); errors.Is(err, os.ErrNotExist) {
+			out = append(out, filepath.Join(runsDir, ".work", e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // removeAll also removes trees with read-only directories (a Go module cache

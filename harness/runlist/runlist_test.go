@@ -127,6 +127,44 @@ func TestPruneKeepsNewestAndRecordedRuns(t *testing.T) {
 	}
 }
 
+// A workspace whose run directory is gone (a killed run) is pruned too, and
+// the list counts a run's workspace in its size.
+func TestPruneOrphanedWorkspaces(t *testing.T) {
+	runs := t.TempDir()
+	makeRun(t, runs, "r0", 2, ctoharness.StatusPass, t0)
+	for _, id := range []string{"r0", "gone"} {
+		if err := os.MkdirAll(filepath.Join(runs, ".work", id, "scratch"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(runs, ".work", id, "scratch", "cache"), make([]byte, 64<<10), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := runlist.List(runs, runlist.Filter{})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list %v %v", list, err)
+	}
+	if list[0].WorkBytes < 64<<10 || list[0].SizeBytes <= list[0].WorkBytes {
+		t.Errorf("size %d, work %d: the workspace's 64 KiB is not counted", list[0].SizeBytes, list[0].WorkBytes)
+	}
+	dry, err := runlist.Prune(runs, 5, true)
+	if err != nil || len(dry.Orphans) != 1 || filepath.Base(dry.Orphans[0]) != "gone" {
+		t.Fatalf("dry run orphans %v %v", dry.Orphans, err)
+	}
+	if _, err := os.Stat(filepath.Join(runs, ".work", "gone")); err != nil {
+		t.Fatal("the dry run removed the orphan")
+	}
+	if _, err := runlist.Prune(runs, 5, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(runs, ".work", "gone")); !os.IsNotExist(err) {
+		t.Errorf("the orphaned workspace is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(runs, ".work", "r0")); err != nil {
+		t.Error("a kept run's workspace was removed")
+	}
+}
+
 func TestPruneRefusesWhenARecordIsUnreadable(t *testing.T) {
 	runs := t.TempDir()
 	makeRun(t, runs, "r0", 1, ctoharness.StatusPass, t0)

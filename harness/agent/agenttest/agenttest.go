@@ -127,6 +127,25 @@ func Scenarios(t *testing.T, a agent.Adapter, name agent.Name) {
 			if res.Malformed != 0 {
 				t.Fatalf("%d malformed lines in a recording", res.Malformed)
 			}
+			// Every tool call's result is in the conversation, paired with
+			// the call by its id (the page shows them together).
+			calls, results := map[string]bool{}, map[string]bool{}
+			for _, e := range evs {
+				id, _ := e.Data["call_id"].(string)
+				if e.Data["kind"] == agent.KindToolResult {
+					results[id] = true
+				} else if e.Type == ctoharness.EvCaseCommand || e.Type == ctoharness.EvCaseFileChanged || e.Data["kind"] == agent.KindToolCall {
+					calls[id] = true
+				}
+			}
+			if !tc.want.isError && len(results) == 0 {
+				t.Fatalf("no tool result in the conversation: %v", evs)
+			}
+			for id := range results {
+				if id == "" || !calls[id] {
+					t.Errorf("tool result %q has no call with its id: %v", id, evs)
+				}
+			}
 		})
 	}
 }

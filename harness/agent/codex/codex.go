@@ -8,7 +8,9 @@ package codex
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/cto-harness/cto-harness/harness/agent"
 )
@@ -69,12 +71,15 @@ type line struct {
 }
 
 type item struct {
-	ID      string `json:"id"`
-	Type    string `json:"type"`
-	Text    string `json:"text"`
-	Command string `json:"command"`
-	Message string `json:"message"`
-	Changes []struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Command  string `json:"command"`
+	Message  string `json:"message"`
+	Output   string `json:"aggregated_output"`
+	ExitCode *int   `json:"exit_code"`
+	Status   string `json:"status"`
+	Changes  []struct {
 		Path string `json:"path"`
 		Kind string `json:"kind"`
 	} `json:"changes"`
@@ -131,20 +136,31 @@ func (t *translator) Line(raw []byte) []agent.Event {
 func (t *translator) item(phase string, it *item) []agent.Event {
 	switch it.Type {
 	case "command_execution":
-		if t.started[it.ID] || phase == "item.updated" {
-			return nil
+		var out []agent.Event
+		if !t.started[it.ID] && phase != "item.updated" {
+			t.started[it.ID] = true
+			out = append(out, agent.WithCallID(agent.CommandEvent("command_execution", it.Command, &t.res), it.ID))
 		}
-		t.started[it.ID] = true
-		return []agent.Event{agent.CommandEvent("command_execution", it.Command, &t.res)}
+		if phase == "item.completed" {
+			failed := it.Status == "failed" || it.Status == "declined" || it.ExitCode != nil && *it.ExitCode != 0
+			text := it.Output
+			if it.ExitCode != nil {
+				text += fmt.Sprintf("\n(exit code %d)", *it.ExitCode)
+			}
+			out = append(out, agent.ToolResultEvent("command_execution", it.ID, strings.TrimPrefix(text, "\n"), failed))
+		}
+		return out
 	case "file_change":
 		if phase != "item.completed" {
 			return nil
 		}
 		var out []agent.Event
+		var paths []string
 		for _, c := range it.Changes {
-			out = append(out, agent.FileEvent(t.fixture, "file_change:"+c.Kind, c.Path, &t.res))
+			out = append(out, agent.WithCallID(agent.FileEvent(t.fixture, "file_change:"+c.Kind, c.Path, &t.res), it.ID))
+			paths = append(paths, c.Kind+" "+c.Path)
 		}
-		return out
+		return append(out, agent.ToolResultEvent("file_change", it.ID, it.Status+": "+strings.Join(paths, ", "), it.Status != "completed"))
 	case "agent_message":
 		if phase == "item.completed" && it.Text != "" {
 			return []agent.Event{agent.LogEvent(it.Text)}

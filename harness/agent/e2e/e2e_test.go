@@ -182,7 +182,38 @@ func runAgent(t *testing.T, name agent.Name) {
 				t.Fatal(err)
 			}
 			check(t, set, s, sc, rep)
+			checkUsage(t, srv, rep)
 		})
+	}
+}
+
+// checkUsage holds the report's usage to what the model server answered:
+// as many model requests, and for each answered one the tokens it sent.
+func checkUsage(t *testing.T, srv *modelserver.Server, rep *ctoharness.Report) {
+	t.Helper()
+	var served, answered int
+	for _, r := range srv.Requests() {
+		if r.API == modelserver.APIOther {
+			continue
+		}
+		served++
+		if r.Status == 200 && !r.Stalled {
+			answered++
+		}
+	}
+	u := rep.Agent.Usage
+	if u == nil {
+		t.Fatalf("no usage in the report (%s)", rep.RunArtifactDir)
+	}
+	t.Logf("usage: %d requests (%d failed), %d uncached + %d cache read + %d cache write in, %d out, cost %v (%s)",
+		u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, u.CostUSD, u.CostSource)
+	n := int64(answered)
+	if u.Requests != served || u.Output != n*modelserver.UsageOutput || u.CacheRead != n*modelserver.UsageCached ||
+		u.InputUncached != n*(modelserver.UsageInput-modelserver.UsageCached) || u.CacheWrite != 0 {
+		t.Errorf("usage %+v; the server answered %d model requests (%d of them with usage)", u, served, answered)
+	}
+	if u.CostSource == ctoharness.CostNotReported && u.CostUSD != nil {
+		t.Errorf("cost %v with source %s", *u.CostUSD, u.CostSource)
 	}
 }
 

@@ -48,7 +48,7 @@ var (
 
 // NewTranslator reads Gemini CLI's stream-json.
 func (a Adapter) NewTranslator(fixture string) agent.Translator {
-	return &translator{fixture: fixture, res: agent.Result{Version: a.Spec.Version}}
+	return &translator{fixture: fixture, res: agent.Result{Version: a.Spec.Version}, tools: map[string]string{}}
 }
 
 type translator struct {
@@ -57,6 +57,7 @@ type translator struct {
 	inTurn  bool   // a model response is being streamed
 	text    string // assistant text deltas, flushed as one case.log
 	lastErr string
+	tools   map[string]string // tool_id -> tool name, to name results
 }
 
 func (t *translator) Result() agent.Result { return t.res }
@@ -67,6 +68,8 @@ type line struct {
 	Role       string                     `json:"role"`
 	Content    string                     `json:"content"`
 	ToolName   string                     `json:"tool_name"`
+	ToolID     string                     `json:"tool_id"`
+	Output     string                     `json:"output"`
 	Parameters map[string]json.RawMessage `json:"parameters"`
 	Severity   string                     `json:"severity"`
 	Message    string                     `json:"message"`
@@ -105,18 +108,27 @@ func (t *translator) Line(raw []byte) []agent.Event {
 	case "tool_use":
 		t.turn()
 		out := t.flush()
+		n := len(out)
 		if f, ok := Write[l.ToolName]; ok {
 			if p := str(l.Parameters[f]); p != "" {
-				out = append(out, agent.FileEvent(t.fixture, l.ToolName, p, &t.res))
+				out = append(out, agent.WithCallID(agent.FileEvent(t.fixture, l.ToolName, p, &t.res), l.ToolID))
 			}
 		}
 		if f, ok := Shell[l.ToolName]; ok {
-			out = append(out, agent.CommandEvent(l.ToolName, str(l.Parameters[f]), &t.res))
+			out = append(out, agent.WithCallID(agent.CommandEvent(l.ToolName, str(l.Parameters[f]), &t.res), l.ToolID))
 		}
+		if len(out) == n {
+			out = append(out, agent.ToolCallEvent(l.ToolName, l.ToolID, l.Parameters))
+		}
+		t.tools[l.ToolID] = l.ToolName
 		return out
 	case "tool_result":
 		t.inTurn = false
-		return nil
+		text := l.Output
+		if l.Error != nil && l.Error.Message != "" {
+			text = strings.TrimSpace(text + "\n" + l.Error.Message)
+		}
+		return []agent.Event{agent.ToolResultEvent(t.tools[l.ToolID], l.ToolID, text, l.Status != "" && l.Status != "success")}
 	case "error":
 		if l.Severity == "error" || l.Severity == "" {
 			t.lastErr = l.Message

@@ -90,7 +90,7 @@ var e2eAgents = []e2eAgent{
 		outcome: resultOutcome,
 	},
 	{
-		name: "claude-code", version: "2.1.328", pkg: "@anthropic-ai/claude-code", bin: "claude",
+		name: "claude-code", version: "2.1.331", pkg: "@anthropic-ai/claude-code", bin: "claude",
 		command: func(r agentRun) ([]string, []string) {
 			return []string{"-p", r.prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", r.model},
 				[]string{"ANTHROPIC_BASE_URL=" + r.url, "ANTHROPIC_API_KEY=" + testKey, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",

@@ -55,11 +55,16 @@ func (ex *exchange) plan(c conversation, idPrefix string) reply {
 	}
 	ex.turn = c.results
 	t := ex.srv.opts.Script.turn(c.results)
+	if t.FailFirst > 0 && ex.srv.failOnce(c.results, t.FailFirst) {
+		return reply{errStatus: t.FailStatus}
+	}
 	switch t.Action {
 	case ActionText:
 		return reply{text: t.Text}
 	case ActionError:
 		return reply{errStatus: t.Status, errBody: t.Body}
+	case ActionStall:
+		return reply{errStatus: stallStatus}
 	}
 	cwd := findCwd(ex.body)
 	if cwd == "" {

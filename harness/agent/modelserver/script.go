@@ -24,6 +24,9 @@ const (
 	// ActionError answers with HTTP Status and Body (an API-shaped error
 	// body when Body is empty).
 	ActionError Action = "error"
+	// ActionStall answers 200 with streaming headers and then nothing, until
+	// the client gives up or the server closes: a stalled provider.
+	ActionStall Action = "stall"
 )
 
 // Turn is one scripted model turn.
@@ -37,6 +40,11 @@ type Turn struct {
 	Text   string `json:"text,omitempty"`
 	Status int    `json:"status,omitempty"` // error
 	Body   string `json:"body,omitempty"`   // error
+	// FailFirst answers the first FailFirst requests for this turn with
+	// FailStatus (an API-shaped error body) before playing it: a provider
+	// that fails, then recovers (429 twice, then the answer).
+	FailFirst  int `json:"fail_first,omitempty"`
+	FailStatus int `json:"fail_status,omitempty"`
 }
 
 // Script is the ordered turns of one conversation. Turn i is played when the
@@ -70,13 +78,16 @@ func (s Script) Validate() error {
 			if t.Command == "" {
 				missing = "command"
 			}
-		case ActionText:
+		case ActionText, ActionStall:
 		case ActionError:
 			if t.Status < 400 || t.Status > 599 {
 				return fmt.Errorf("%w: turn %d: error status %d is not an HTTP error (400-599)", ErrBadScript, i+1, t.Status)
 			}
 		default:
-			return fmt.Errorf("%w: turn %d: unknown action %q (want write, shell, leak_key, text or error)", ErrBadScript, i+1, t.Action)
+			return fmt.Errorf("%w: turn %d: unknown action %q (want write, shell, leak_key, text, error or stall)", ErrBadScript, i+1, t.Action)
+		}
+		if t.FailFirst < 0 || t.FailFirst > 0 && (t.FailStatus < 400 || t.FailStatus > 599) {
+			return fmt.Errorf("%w: turn %d: fail_first %d needs a fail_status that is an HTTP error (400-599), not %d", ErrBadScript, i+1, t.FailFirst, t.FailStatus)
 		}
 		if missing != "" {
 			return fmt.Errorf("%w: turn %d: %s needs %s", ErrBadScript, i+1, t.Action, missing)

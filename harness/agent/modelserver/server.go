@@ -43,6 +43,8 @@ type Request struct {
 	// scripted turn (a side request, a models listing, a token count).
 	Turn   int `json:"turn"`
 	Status int `json:"status"`
+	// Stalled: the answer was a stall (headers, then nothing, no usage).
+	Stalled bool `json:"stalled,omitempty"`
 }
 
 // Options configure a server.
@@ -63,11 +65,14 @@ type Options struct {
 type Server struct {
 	opts Options
 
-	mu   sync.Mutex
-	reqs []Request
+	mu     sync.Mutex
+	reqs   []Request
+	failed map[int]int // FailFirst answers given, per turn
 
-	ln  net.Listener
-	srv *http.Server
+	ln      net.Listener
+	srv     *http.Server
+	closing chan struct{} // closed by Close: stalled answers end
+	once    sync.Once
 }
 
 // New returns a server that plays opts.Script.
@@ -78,7 +83,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Model == "" {
 		opts.Model = "scripted-model"
 	}
-	return &Server{opts: opts}, nil
+	return &Server{opts: opts, closing: make(chan struct{})}, nil
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a free port) and serves until
@@ -109,6 +114,7 @@ func (s *Server) URL() string {
 
 // Close stops a started server.
 func (s *Server) Close() error {
+	s.once.Do(func() { close(s.closing) })
 	if s.srv == nil {
 		return nil
 	}
@@ -164,6 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.Turn = ex.turn
 	rec.Status = sw.status
+	rec.Stalled = ex.stalled
 	s.mu.Lock()
 	s.reqs = append(s.reqs, rec)
 	s.mu.Unlock()
@@ -259,12 +266,13 @@ func (w *statusWriter) Flush() {
 
 // exchange is one request being answered.
 type exchange struct {
-	srv  *Server
-	w    *statusWriter
-	r    *http.Request
-	body []byte
-	key  string
-	turn int
+	srv     *Server
+	w       *statusWriter
+	r       *http.Request
+	body    []byte
+	key     string
+	turn    int
+	stalled bool
 }
 
 func (ex *exchange) writeJSON(status int, v any) {
@@ -280,6 +288,10 @@ func (ex *exchange) badRequest(api API, err error) {
 // writeError answers with status and body, or an API-shaped error body
 // carrying msg when body is empty.
 func (ex *exchange) writeError(api API, status int, body, msg string) {
+	if status == stallStatus {
+		ex.stall()
+		return
+	}
 	if body != "" {
 		ex.w.Header().Set("Content-Type", "application/json")
 		ex.w.WriteHeader(status)
@@ -289,14 +301,57 @@ func (ex *exchange) writeError(api API, status int, body, msg string) {
 	if msg == "" {
 		msg = fmt.Sprintf("scripted error %d", status)
 	}
+	if status == http.StatusTooManyRequests {
+		ex.w.Header().Set("Retry-After", "1") // as providers do
+	}
 	switch api {
 	case APIAnthropic:
 		ex.writeJSON(status, map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(status), "message": msg}})
 	case APIGemini:
 		ex.writeJSON(status, map[string]any{"error": map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}})
 	default:
-		ex.writeJSON(status, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
+		// OpenAI's shapes: a rate limit and a server error are told apart
+		// by type and code, which agents read to decide whether to retry.
+		typ, code := "invalid_request_error", any(nil)
+		switch {
+		case status == 429:
+			typ, code = "requests", "rate_limit_exceeded"
+		case status >= 500:
+			typ = "server_error"
+		}
+		ex.writeJSON(status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
 	}
+}
+
+// stallStatus is the reply status of a stall turn.
+const stallStatus = -1
+
+// stall sends streaming headers and then nothing until the client goes
+// away or the server closes.
+func (ex *exchange) stall() {
+	ex.stalled = true
+	ex.w.Header().Set("Content-Type", "text/event-stream")
+	ex.w.WriteHeader(http.StatusOK)
+	ex.w.Flush()
+	select {
+	case <-ex.r.Context().Done():
+	case <-ex.srv.closing:
+	}
+}
+
+// failOnce reports whether this request for turn is one of its first n,
+// to be failed, and counts it.
+func (s *Server) failOnce(turn, n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = map[int]int{}
+	}
+	if s.failed[turn] >= n {
+		return false
+	}
+	s.failed[turn]++
+	return true
 }
 
 func anthropicErrorType(status int) string {

@@ -34,11 +34,12 @@ type Translator struct {
 	cfg     Config
 	fixture string
 	res     agent.Result
+	tools   map[string]string // tool_use id -> tool name, to name results
 }
 
 // New starts reading one run.
 func New(cfg Config, fixture string) *Translator {
-	return &Translator{cfg: cfg, fixture: fixture, res: agent.Result{Version: cfg.PinnedVersion}}
+	return &Translator{cfg: cfg, fixture: fixture, res: agent.Result{Version: cfg.PinnedVersion}, tools: map[string]string{}}
 }
 
 // Result is what the stream said so far.
@@ -73,8 +74,13 @@ type message struct {
 type block struct {
 	Type  string                     `json:"type"`
 	Text  string                     `json:"text"`
+	ID    string                     `json:"id"`
 	Name  string                     `json:"name"`
 	Input map[string]json.RawMessage `json:"input"`
+	// tool_result
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"` // a string or a list of text blocks
+	IsError   bool            `json:"is_error"`
 }
 
 // Line translates one stdout line.
@@ -98,7 +104,9 @@ func (t *Translator) Line(raw []byte) []agent.Event {
 		return []agent.Event{agent.StartedEvent(t.cfg.Agent, t.res.Version, l.Model)}
 	case "assistant":
 		return t.assistant(l.Message)
-	case "user", "stream_event", "control_request", "control_response", "rate_limit_event", "tool_progress", "keep_alive":
+	case "user":
+		return t.results(l.Message)
+	case "stream_event", "control_request", "control_response", "rate_limit_event", "tool_progress", "keep_alive":
 		return nil
 	case "result":
 		return []agent.Event{t.result(l)}
@@ -121,20 +129,62 @@ func (t *Translator) assistant(raw json.RawMessage) []agent.Event {
 				out = append(out, agent.LogEvent(b.Text))
 			}
 		case "tool_use":
+			t.tools[b.ID] = b.Name
+			n := len(out)
 			if fields, ok := t.cfg.Tools.Write[b.Name]; ok {
 				for _, f := range fields {
 					if p := str(b.Input[f]); p != "" {
-						out = append(out, agent.FileEvent(t.fixture, b.Name, p, &t.res))
+						out = append(out, agent.WithCallID(agent.FileEvent(t.fixture, b.Name, p, &t.res), b.ID))
 						break
 					}
 				}
 			}
 			if field, ok := t.cfg.Tools.Shell[b.Name]; ok {
-				out = append(out, agent.CommandEvent(b.Name, str(b.Input[field]), &t.res))
+				out = append(out, agent.WithCallID(agent.CommandEvent(b.Name, str(b.Input[field]), &t.res), b.ID))
+			}
+			if len(out) == n {
+				out = append(out, agent.ToolCallEvent(b.Name, b.ID, b.Input))
 			}
 		}
 	}
 	return out
+}
+
+// results translates a user message's tool results.
+func (t *Translator) results(raw json.RawMessage) []agent.Event {
+	var m message
+	if json.Unmarshal(raw, &m) != nil {
+		return nil // a plain-text user message: the prompt
+	}
+	var out []agent.Event
+	for _, b := range m.Content {
+		if b.Type == "tool_result" {
+			out = append(out, agent.ToolResultEvent(t.tools[b.ToolUseID], b.ToolUseID, contentText(b.Content), b.IsError))
+		}
+	}
+	return out
+}
+
+// contentText is a tool result's content: a string, or the text of its
+// blocks.
+func contentText(raw json.RawMessage) string {
+	if s := str(raw); s != "" {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
 }
 
 func (t *Translator) result(l line) agent.Event {
