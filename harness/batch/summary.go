@@ -128,6 +128,9 @@ type TrialRow struct {
 	DurationMs int64  `json:"duration_ms"`
 }
 
+// CostBases lists Totals.CostBasis values.
+func CostBases() []string { return []string{"reported", "estimated", "none", "mixed", "unknown"} }
+
 // Pending is TrialRow.Outcome for a trial with no attempt yet.
 const Pending = "pending"
 
