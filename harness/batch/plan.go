@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -128,7 +129,11 @@ func SourceHead(dir string) (string, error) {
 
 // Spec decodes the trial's task spec.
 func (t Trial) Spec(set *schemas.Set) (task.Spec, error) {
-	d := sha256.Sum256(t.TaskSpec)
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, t.TaskSpec); err != nil {
+		return task.Spec{}, fmt.Errorf("trial %s: the task spec is not JSON: %w", t.ID, err)
+	}
+	d := sha256.Sum256(compact.Bytes())
 	if hex.EncodeToString(d[:]) != t.TaskDigest {
 		return task.Spec{}, fmt.Errorf("trial %s: the task spec does not match its digest %s", t.ID, t.TaskDigest)
 	}

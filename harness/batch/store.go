@@ -103,6 +103,7 @@ func (s Store) Load(t Trial) (TrialRecord, error) {
 	if rec.Trial.ID != t.ID {
 		return rec, fmt.Errorf("trial record %s names trial %s", s.trialPath(t.ID), rec.Trial.ID)
 	}
+	rec.Trial = t // the plan's trial, not the stored copy, is what runs
 	if rec.Attempts == nil {
 		rec.Attempts = []Attempt{}
 	}
