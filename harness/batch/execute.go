@@ -153,6 +153,11 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 				Blockers: []string{}, EvidenceErrors: []string{err.Error()}}
 		}
 		a.N = n
+		for _, r := range a.Refused {
+			r.Attempt = n
+			rec.Refused = append(rec.Refused, r)
+		}
+		a.Refused = nil
 		if a.Blockers == nil {
 			a.Blockers = []string{}
 		}

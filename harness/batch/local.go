@@ -99,10 +99,12 @@ func checkHead(t Trial, rep *ctoharness.Report, a *Attempt) {
 // unsigned or unverifiable run invalid). Invalid evidence makes the attempt
 // infra_failed: nothing in it can be counted.
 func Describe(ctx context.Context, runDir string, set *schemas.Set, requireSignature bool, trusted []attest.PublicKey) Attempt {
-	return describe(ctx, runDir, set, validators.RunOptions{Trusted: trusted, RequireSignature: requireSignature})
+	return DescribeWith(ctx, runDir, set, validators.RunOptions{Trusted: trusted, RequireSignature: requireSignature})
 }
 
-func describe(ctx context.Context, runDir string, set *schemas.Set, vo validators.RunOptions) Attempt {
+// DescribeWith is Describe with the validation's options given whole (a
+// coordinator checks a relocated run against its worker keys).
+func DescribeWith(ctx context.Context, runDir string, set *schemas.Set, vo validators.RunOptions) Attempt {
 	a := Attempt{RunDir: runDir, RunID: filepath.Base(runDir), Blockers: []string{}, EvidenceErrors: []string{}}
 	data, err := os.ReadFile(filepath.Join(runDir, evidence.ReportJSON))
 	if err != nil {

@@ -30,6 +30,9 @@ type Attempt struct {
 	EvidenceErrors []string  `json:"evidence_errors"`
 	Worker         string    `json:"worker"` // "local", or the worker's key id on the NATS path
 	Note           string    `json:"note,omitempty"`
+	// Refused are results an executor received for this attempt and would
+	// not count; Execute moves them to the trial record.
+	Refused []Refusal `json:"-"`
 }
 
 // Refusal is a result the coordinator would not count, and why.
