@@ -217,4 +217,3 @@ func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batc
 	a.Worker = a.KeyID
 	return a, ""
 }
-
