@@ -165,6 +165,7 @@ var plainEnums = map[string][]string{
 	"report:/agent/name":                 agent.Names(),
 	"batch-spec:/agents/[]/kind":         agent.Names(),
 	"batch-spec:/profile":                profile.Names(),
+	"batch-spec:/agents/[]/scripted":     batch.ScriptedModes(),
 	"batch:/cells/[]/cost_basis":         batch.CostBases(),
 	"batch:/agents/[]/cost_basis":        batch.CostBases(),
 	"batch:/trial_list/[]/outcome":       append(strs(batch.AllOutcomes()), batch.Pending),

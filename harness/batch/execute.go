@@ -198,16 +198,16 @@ type CostOf struct {
 }
 
 // Cost is an attempt's cost: what the agent reported, else an estimate from
-// the spec's price and the tokens, else zero only when no model was used
-// (the fake Case). Otherwise it is unknown (ok false), never a made-up 0.
+// the spec's price and the tokens, else zero only when no paid model was
+// used (the fake Case, the scripted model server). Otherwise it is unknown (ok false), never a made-up 0.
 func Cost(a Agent, at Attempt) (CostOf, bool) {
 	switch {
 	case at.ReportedCost != nil:
 		return CostOf{*at.ReportedCost, "reported"}, true
 	case a.Price != nil:
 		return CostOf{(float64(at.InputTokens)*a.Price.InputPerMTok + float64(at.OutputTokens)*a.Price.OutputPerMTok) / 1e6, "estimated"}, true
-	case a.Kind == "":
-		return CostOf{0, "none"}, true
+	case a.Kind == "" || a.Scripted != "":
+		return CostOf{0, "none"}, true // the fake Case or the scripted model server: no paid model
 	}
 	return CostOf{}, false
 }

@@ -2,16 +2,21 @@ package batch
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -45,6 +50,13 @@ func (l Local) RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, err
 	} else {
 		o.Lane = ctoharness.LaneReal
 		o.Agent.Name, o.Agent.Model, o.Agent.BaseURL, o.Agent.APIKeyEnv = t.Agent.Kind, t.Agent.Model, t.Agent.BaseURL, t.Agent.APIKeyEnv
+		if t.Agent.Scripted != "" {
+			stop, err := scripted(&o, t.Agent, spec.AllowedPaths)
+			if err != nil {
+				return Attempt{}, fmt.Errorf("trial %s: the scripted model server: %w", t.ID, err)
+			}
+			defer stop()
+		}
 	}
 	clock := o.Clock
 	if clock == nil {
@@ -144,4 +156,51 @@ func joinNote(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// scriptedKeyVar carries the throwaway key a scripted trial's agent gets.
+const scriptedKeyVar = "CTO_HARNESS_BATCH_MODEL_KEY"
+
+// scripted starts the built-in scripted model server for one trial and
+// points the agent at it.
+func scripted(o *harness.Options, a Agent, allowed []string) (func(), error) {
+	var script modelserver.Script
+	switch a.Scripted {
+	case ScriptedNote:
+		if len(allowed) == 0 || strings.ContainsAny(allowed[0], "*?[") {
+			return nil, fmt.Errorf("the task's first allowed path %v is not a file the script can write", allowed)
+		}
+		script.Turns = []modelserver.Turn{
+			{Action: modelserver.ActionShell, Command: "ls"},
+			{Action: modelserver.ActionWrite, Path: allowed[0], Content: "note added by the fake Case, written by " + a.Kind + "\n", Text: "Adding the note."},
+			{Action: modelserver.ActionText, Text: "I added " + allowed[0] + "."},
+		}
+	case ScriptedModelError:
+		script.Turns = []modelserver.Turn{{Action: modelserver.ActionError, Status: 500}}
+	default:
+		return nil, fmt.Errorf("unknown scripted mode %q; use %s", a.Scripted, strings.Join(ScriptedModes(), " or "))
+	}
+	srv, err := modelserver.Start(modelserver.Options{Script: script}, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	base := srv.URL()
+	if k := agent.Name(a.Kind); k == agent.QwenCode || k == agent.Codex {
+		base += "/v1"
+	}
+	key := make([]byte, 16)
+	_, _ = rand.Read(key)
+	value := "sk-batch-" + hex.EncodeToString(key)
+	host := o.Getenv
+	o.Getenv = func(k string) string {
+		if k == scriptedKeyVar {
+			return value
+		}
+		return host(k)
+	}
+	o.Agent.BaseURL, o.Agent.APIKeyEnv = base, scriptedKeyVar
+	if o.Agent.Model == "" {
+		o.Agent.Model = "scripted-model"
+	}
+	return func() { _ = srv.Close() }, nil
 }

@@ -48,7 +48,7 @@ type Plan struct {
 // which is what resume and the NATS path's exactly-once counting key on.
 func TrialID(source, sourceHead, taskDigest string, a Agent, repeat int) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "cto-harness trial v1\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d", source, sourceHead, taskDigest, a.Name, a.Kind, a.Model, a.Scenario, repeat)
+	fmt.Fprintf(h, "cto-harness trial v1\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d", source, sourceHead, taskDigest, a.Name, a.Kind, a.Model+"\x00"+a.Scripted, a.Scenario, repeat)
 	return "t-" + hex.EncodeToString(h.Sum(nil))[:20]
 }
 

@@ -58,6 +58,11 @@ type Agent struct {
 	BaseURL   string `json:"base_url,omitempty"`
 	APIKeyEnv string `json:"api_key_env,omitempty"`
 	Scenario  string `json:"scenario,omitempty"`
+	// Scripted points a coding agent (Kind) at the built-in scripted model
+	// server, started on loopback for each trial instead of BaseURL:
+	// ScriptedNote makes the change the task's first allowed path names,
+	// ScriptedModelError answers every request with HTTP 500.
+	Scripted string `json:"scripted,omitempty"`
 	// Price estimates the cost when the agent reports none.
 	Price *Price `json:"price,omitempty"`
 }
@@ -67,6 +72,15 @@ type Price struct {
 	InputPerMTok  float64 `json:"input_per_mtok"`
 	OutputPerMTok float64 `json:"output_per_mtok"`
 }
+
+// Scripted model server behaviours.
+const (
+	ScriptedNote       = "note"
+	ScriptedModelError = "model-error"
+)
+
+// ScriptedModes lists Agent.Scripted values.
+func ScriptedModes() []string { return []string{ScriptedNote, ScriptedModelError} }
 
 // DefaultMaxAttempts is the attempt bound when the spec names none.
 const DefaultMaxAttempts = 2
@@ -127,6 +141,9 @@ func (s Spec) check() error {
 		seen["agent:"+a.Name] = true
 		if a.Kind == "" && (a.Model != "" || a.BaseURL != "" || a.APIKeyEnv != "") {
 			return fmt.Errorf("%w: agent %q has a model or endpoint but no kind; name the coding agent (kind) or drop them for the fake Case", ErrSpec, a.Name)
+		}
+		if a.Scripted != "" && (a.Kind == "" || a.BaseURL != "" || a.APIKeyEnv != "") {
+			return fmt.Errorf("%w: agent %q: scripted needs a kind and replaces base_url and api_key_env", ErrSpec, a.Name)
 		}
 		if a.Kind != "" && a.Scenario != "" {
 			return fmt.Errorf("%w: agent %q: scenario is for the fake Case only (no kind)", ErrSpec, a.Name)
