@@ -118,7 +118,7 @@ type world struct {
 	store batch.Store
 }
 
-func startServer(t *testing.T) string {
+func startServer(t testing.TB) string {
 	t.Helper()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
 	if err != nil {
@@ -132,7 +132,7 @@ func startServer(t *testing.T) string {
 	return ns.ClientURL()
 }
 
-func newWorld(t *testing.T, repeats int) *world {
+func newWorld(t testing.TB, repeats int) *world {
 	t.Helper()
 	set, err := schemas.Compile()
 	if err != nil {
@@ -164,7 +164,7 @@ func newWorld(t *testing.T, repeats int) *world {
 }
 
 // key makes a worker key pair.
-func (w *world) key(t *testing.T, name string) (*attest.Signer, attest.PublicKey, string) {
+func (w *world) key(t testing.TB, name string) (*attest.Signer, attest.PublicKey, string) {
 	t.Helper()
 	d := filepath.Join(w.dir, "keys", name)
 	pub, err := attest.Generate(d)
