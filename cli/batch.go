@@ -90,7 +90,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	conc := firstPositive(c.Concurrency, spec.Concurrency)
+	conc := c.Concurrency
 	var runner batch.Runner
 	verify := localVerifier(set, keys)
 	if c.NATS != "" {
@@ -109,7 +109,9 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 		runner = co
 		verify = remoteVerifier(set, workers)
 		if conc == 0 {
-			conc = len(plan.Trials) // the workers bound the real concurrency
+			// The spec's concurrency is one machine's; here the workers
+			// bound how many run, and every trial waits in the queue.
+			conc = len(plan.Trials)
 		}
 	} else {
 		if err := checkStageGates(env); err != nil {
@@ -122,7 +124,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 		runner = batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
 			VerifyRun: validators.StageRunVerifier(set), Signing: keys}}
 		if conc == 0 {
-			conc = batch.DefaultConcurrency()
+			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
 		}
 	}
 	fmt.Fprintf(env.Stdout, "batch %s: %d trials (%d sources x %d tasks x %d agents x %d repeats), %d at once, at most %d attempts each\n",
