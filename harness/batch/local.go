@@ -30,6 +30,9 @@ type Local struct {
 	Base harness.Options
 	// Worker names who ran the attempt in the record ("local" by default).
 	Worker string
+	// Unchecked skips validating the run after it is made: for a worker,
+	// whose coordinator validates what it downloads anyway.
+	Unchecked bool
 }
 
 // RunTrial makes one stage-3 run of the trial and checks its evidence.
@@ -74,7 +77,13 @@ func (l Local) RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, err
 	if worker == "" {
 		worker = "local"
 	}
-	a := Describe(ctx, rep.RunArtifactDir, l.Base.Schemas, l.Base.Signing.Signer != nil, trustedWithOwn(l.Base.Signing))
+	var a Attempt
+	if l.Unchecked {
+		a = Attempt{RunDir: rep.RunArtifactDir, RunID: rep.RunID, Status: string(rep.Status), Blockers: []string{}, EvidenceErrors: []string{},
+			OutcomeSource: "not validated here"}
+	} else {
+		a = Describe(ctx, rep.RunArtifactDir, l.Base.Schemas, l.Base.Signing.Signer != nil, trustedWithOwn(l.Base.Signing))
+	}
 	a.StartedAt = start.UTC()
 	a.DurationMs = clock().Sub(start).Milliseconds()
 	a.Worker = worker

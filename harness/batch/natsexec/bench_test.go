@@ -77,7 +77,9 @@ func BenchmarkBatch20(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		seq := run("seq", 1, localRunner)
 		par := run("local2", 2, localRunner)
-		nts := run("nats2", 2, natsRunner)
+		// Every trial is queued (as batch run --nats does); the two workers,
+		// one trial each, are the concurrency.
+		nts := run("nats2", len(w.plan.Trials), natsRunner)
 		b.ReportMetric(seq.Seconds(), "seq-s")
 		b.ReportMetric(par.Seconds(), "local2-s")
 		b.ReportMetric(nts.Seconds(), "nats2-s")
