@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -188,10 +189,7 @@ func checkStageGates(env *Env) error {
 // localVerifier re-validates a recorded local attempt on resume: the full run
 // validation, and the signature when this machine signs.
 func localVerifier(set *schemas.Set, keys attest.Keys) batch.Verifier {
-	trusted := append([]attest.PublicKey(nil), keys.Trusted...)
-	if keys.Signer != nil {
-		trusted = append(trusted, keys.Signer.Public())
-	}
+	trusted := localTrust(keys)
 	return func(ctx context.Context, a batch.Attempt) []string {
 		d := batch.Describe(ctx, a.RunDir, set, keys.Signer != nil, trusted)
 		return d.EvidenceErrors
@@ -260,7 +258,11 @@ type BatchStatusCmd struct {
 
 // Run executes the command.
 func (c *BatchStatusCmd) Run(g *Globals, env *Env) error {
-	_, _, runs, plan, _, err := batchPlan(g, env, c.Spec)
+	_, cfg, runs, plan, _, err := batchPlan(g, env, c.Spec)
+	if err != nil {
+		return err
+	}
+	keys, err := g.keys(env, cfg, true)
 	if err != nil {
 		return err
 	}
@@ -284,6 +286,7 @@ func (c *BatchStatusCmd) Run(g *Globals, env *Env) error {
 	fmt.Fprintf(env.Stdout, "batch %s (%s)\n", term(plan.BatchID), term(st.Dir))
 	fmt.Fprintf(env.Stdout, "%d trials: %d final, %d never run, %d waiting for another attempt\n", sum.Trials, sum.Finished, pending, retrying)
 	printSummary(env.Stdout, sum)
+	fmt.Fprintf(env.Stdout, "last written summary: %s\n", summaryState(env.Ctx, st.Dir, localTrust(keys)))
 	return nil
 }
 
@@ -330,4 +333,29 @@ func (c *BatchCompareCmd) Run(env *Env) error {
 		fmt.Fprintf(env.Stdout, "not paired: only in A: %s; only in B: %s\n", term(strings.Join(cmp.OnlyInA, ", ")), term(strings.Join(cmp.OnlyInB, ", ")))
 	}
 	return nil
+}
+
+// localTrust is the keys this machine verifies its own summaries with.
+func localTrust(keys attest.Keys) []attest.PublicKey {
+	out := append([]attest.PublicKey(nil), keys.Trusted...)
+	if keys.Signer != nil {
+		out = append(out, keys.Signer.Public())
+	}
+	return out
+}
+
+// summaryState says whether batch.json exists and its signature verifies.
+func summaryState(ctx context.Context, dir string, trusted []attest.PublicKey) string {
+	p := filepath.Join(dir, batch.SummaryJSON)
+	if _, err := os.Stat(p); err != nil {
+		return "none yet (batch run writes it)"
+	}
+	if _, err := os.Stat(filepath.Join(dir, batch.SummarySignature)); err != nil {
+		return p + ", unsigned"
+	}
+	id, err := batch.VerifySummary(ctx, dir, trusted)
+	if err != nil {
+		return fmt.Sprintf("%s, signature NOT verified: %v", p, err)
+	}
+	return fmt.Sprintf("%s, signed by key %s, signature verified", p, id)
 }

@@ -317,3 +317,36 @@ func dumpRecord(t *testing.T, st batch.Store, tr batch.Trial) {
 	b, _ := json.MarshalIndent(rec.Attempts, "", " ")
 	t.Logf("%s", b)
 }
+
+func TestPassAtKAndCompare(t *testing.T) {
+	// 5 trials, 2 passes: pass@1 = 0.4, pass@2 = 1 - (3*2)/(5*4) = 0.7, pass@4 = pass@5 = 1.
+	sum := batch.Summary{Cells: []batch.Cell{
+		{Agent: "x", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 2}},
+		{Agent: "y", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
+		{Agent: "x", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
+		{Agent: "y", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 4, Passes: 2}},
+		{Agent: "y", Task: "t3", Totals: batch.Totals{Trials: 1, Finished: 1, Passes: 1}},
+	}}
+	got := batch.PassAtKForTest(5, 2)
+	want := []float64{0.4, 0.7, 0.9, 1, 1}
+	for i, w := range want {
+		if got[i].K != i+1 || got[i].Value != w {
+			t.Errorf("pass@%d = %v, want %v", i+1, got[i].Value, w)
+		}
+	}
+	cmp := batch.Compare(batch.Side{Label: "x", Summary: sum, Agent: "x"}, batch.Side{Label: "y", Summary: sum, Agent: "y"})
+	if len(cmp.Pairs) != 2 || cmp.BBetter != 1 || cmp.ABetter != 1 || len(cmp.OnlyInB) != 1 || cmp.OnlyInB[0] != "t3" {
+		t.Fatalf("comparison %+v", cmp)
+	}
+	if p := cmp.Pairs[0]; p.Key != "t1" || p.ARate != 0.4 || p.BRate != 1 || p.Delta < 0.59 || p.Delta > 0.61 {
+		t.Errorf("t1: %+v", p)
+	}
+	if p := cmp.Pairs[1]; p.Key != "t2" || p.BRate != 0.5 || p.BFinishedAll {
+		t.Errorf("t2: %+v", p)
+	}
+	// Whole batches pair by agent and task.
+	whole := batch.Compare(batch.Side{Label: "a", Summary: sum}, batch.Side{Label: "b", Summary: sum})
+	if len(whole.Pairs) != 5 || whole.Ties != 5 {
+		t.Errorf("a batch against itself: %+v", whole)
+	}
+}
