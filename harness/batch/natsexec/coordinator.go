@@ -88,9 +88,18 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 	return co, nil
 }
 
-// Close stops listening and disconnects.
+// Close stops listening, withdraws the batch's requests no worker has
+// finished (a stopped batch leaves no work behind; its next run publishes
+// them again), and disconnects.
 func (co *Coordinator) Close() {
 	co.sub.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s, err := co.c.js.Stream(ctx, TrialsStream); err == nil {
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(TrialsPrefix+co.o.BatchID)); err != nil {
+			fmt.Fprintf(co.o.Log, "coordinator: could not withdraw the batch's open requests: %v\n", err)
+		}
+	}
 	co.c.close()
 }
 
@@ -127,7 +136,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 		if err != nil {
 			return batch.Attempt{}, err
 		}
-		if _, err := co.c.js.Publish(ctx, TrialsSubject, data); err != nil {
+		if _, err := co.c.js.Publish(ctx, TrialsPrefix+t.BatchID, data); err != nil {
 			co.forget(req.RequestID)
 			return batch.Attempt{}, fmt.Errorf("publish trial %s: %w", t.ID, err)
 		}

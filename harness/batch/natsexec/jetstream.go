@@ -30,7 +30,7 @@ func dial(ctx context.Context, url, name string) (*conn, error) {
 		return nil, err
 	}
 	c := &conn{nc: nc, js: js}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: TrialsStream, Subjects: []string{TrialsSubject},
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: TrialsStream, Subjects: []string{TrialsPrefix + ">"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("JetStream stream %s at %s (is JetStream enabled on the server?): %w", TrialsStream, url, err)

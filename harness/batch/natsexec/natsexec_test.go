@@ -442,3 +442,51 @@ func TestObjectDigestChecked(t *testing.T) {
 		t.Fatalf("refusals %+v", rec.Refused)
 	}
 }
+
+// A stopped coordinator leaves no request in the queue: nothing runs for a
+// batch nobody waits for, and nothing was recorded.
+func TestStoppedBatchWithdrawsRequests(t *testing.T) {
+	w := newWorld(t, 3)
+	_, pub, _ := w.key(t, "w")
+	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
+		Schemas: w.set, Workers: []attest.PublicKey{pub}, AckWait: 3 * time.Second, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	queued := func() uint64 {
+		s, err := js.Stream(context.Background(), natsexec.TrialsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(natsexec.TrialsPrefix+w.plan.BatchID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for queued() < 3 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel() // no worker: all three wait in the queue, then the operator stops
+	}()
+	if _, err := batch.Execute(ctx, w.plan, w.store, co, batch.Options{Concurrency: 3}); err == nil {
+		t.Fatal("a stopped batch returned no error")
+	}
+	co.Close()
+	if n := queued(); n != 0 {
+		t.Errorf("%d requests left in the queue after the coordinator stopped", n)
+	}
+	for _, rec := range w.records(t) {
+		if len(rec.Attempts) != 0 {
+			t.Errorf("trial %s has attempts %+v", rec.Trial.ID, rec.Attempts)
+		}
+	}
+}

@@ -22,7 +22,7 @@ import (
 // carries its batch id, and results go to a subject per batch.
 const (
 	TrialsStream   = "CTO_HARNESS_TRIALS"
-	TrialsSubject  = "cto-harness.trials" // work-queue: each trial goes to one worker
+	TrialsPrefix   = "cto-harness.trials." // + batch id; work-queue: each trial goes to one worker
 	ResultsStream  = "CTO_HARNESS_RESULTS"
 	ResultsPrefix  = "cto-harness.results." // + batch id
 	WorkerConsumer = "cto-harness-workers"
