@@ -20,6 +20,7 @@ type ValidateCmd struct {
 	ExpectPass       bool   `name:"expect-pass" help:"Also require that the run passed."`
 	RequireSignature bool   `name:"require-signature" help:"Fail an unsigned run, or one whose signature no trusted key (--pubkey, signing.trusted_keys) verifies (CI mode)."`
 	JSON             bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors, signed, key_id, signature_ok."`
+	Relocated        bool   `name:"relocated" help:"Accept a run directory moved from where it was made (a worker's run a batch coordinator downloaded); it must still be named after its run id. See docs/batch.md."`
 }
 
 // Help lists the checks.
@@ -47,7 +48,7 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted,
+	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted, Relocated: c.Relocated,
 		RequireSignature: c.RequireSignature})
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
