@@ -292,7 +292,7 @@ func (c *BatchStatusCmd) Run(g *Globals, env *Env) error {
 
 // BatchCompareCmd is `cto-harness batch compare A B`.
 type BatchCompareCmd struct {
-	A    string `arg:"" help:"A batch directory or its batch.json, optionally with #AGENT to pick one agent." placeholder:"A"`
+	A    string `arg:"" help:"A batch directory, its batch.json, or the batch's spec file (its batch in the runs directory), optionally with #AGENT to pick one agent." placeholder:"A"`
 	B    string `arg:"" help:"The other side, in the same form; 'DIR#x' and 'DIR#y' compare two agents of one batch." placeholder:"B"`
 	JSON bool   `name:"json" help:"Print the comparison as one JSON line."`
 }
@@ -305,18 +305,18 @@ Tasks only one side has are listed, not compared. Both summaries are checked aga
 }
 
 // Run executes the command.
-func (c *BatchCompareCmd) Run(env *Env) error {
+func (c *BatchCompareCmd) Run(g *Globals, env *Env) error {
 	set, err := compileSchemas()
 	if err != nil {
 		return err
 	}
-	a, err := batch.ParseSide(c.A, set)
+	a, err := c.side(g, env, set, c.A)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
-	b, err := batch.ParseSide(c.B, set)
+	b, err := c.side(g, env, set, c.B)
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	cmp := batch.Compare(a, b)
 	if c.JSON {
@@ -358,4 +358,28 @@ func summaryState(ctx context.Context, dir string, trusted []attest.PublicKey) s
 		return fmt.Sprintf("%s, signature NOT verified: %v", p, err)
 	}
 	return fmt.Sprintf("%s, signed by key %s, signature verified", p, id)
+}
+
+// side reads one side of a comparison. A spec file stands for its batch's
+// directory in the runs directory.
+func (c *BatchCompareCmd) side(g *Globals, env *Env, set *schemas.Set, arg string) (batch.Side, error) {
+	path, agent, hasAgent := strings.Cut(arg, "#")
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		if data, err := os.ReadFile(path); err == nil && set.Validate(schemas.BatchSpec, data) == nil {
+			_, _, runs, plan, _, err := batchPlan(g, env, path)
+			if err != nil {
+				return batch.Side{}, err
+			}
+			path = filepath.Join(runs, "batches", plan.BatchID)
+		}
+	}
+	if hasAgent {
+		path += "#" + agent
+	}
+	s, err := batch.ParseSide(path, set)
+	if err != nil {
+		return s, usageError{err}
+	}
+	s.Label = arg
+	return s, nil
 }
