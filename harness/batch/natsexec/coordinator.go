@@ -32,6 +32,7 @@ type CoordinatorOptions struct {
 	MaxRefusals int
 	Log         io.Writer // nil: quiet
 	Clock       func() time.Time
+	NewID       func() string // request ids (default: 24 random hex digits)
 }
 
 // Coordinator is a batch.Runner that hands trials to workers.
@@ -60,6 +61,9 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = newID
 	}
 	if len(o.Workers) == 0 {
 		return nil, fmt.Errorf("no worker keys: a result is counted only when a configured worker key signed it")
@@ -128,7 +132,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 	var refused []batch.Refusal
 	for len(refused) < co.o.MaxRefusals {
 		co.mu.Lock()
-		req := Request{RequestID: newID(), Trial: t, Attempt: attempt, Avoid: append([]string(nil), co.avoid[t.ID]...)}
+		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
 		co.mu.Unlock()
