@@ -192,18 +192,27 @@ func (w *world) coordinator(t *testing.T, ackWait time.Duration, workers ...atte
 // inProcess runs a worker in this process until the test ends.
 func (w *world) inProcess(t *testing.T, name string, signer *attest.Signer, fault string, fetched func(natsexec.Request)) {
 	t.Helper()
+	w.prepared(t, name, signer, fault, fetched)()
+}
+
+// prepared makes a worker ready (its stage records validated) and returns
+// the function that starts it.
+func (w *world) prepared(t *testing.T, name string, signer *attest.Signer, fault string, fetched func(natsexec.Request)) func() {
+	t.Helper()
 	wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", name), w.owned, signer)
 	wk.URL, wk.AckWait, wk.Log, wk.Fetched = w.url, 3*time.Second, testLog{t}, fetched
 	wk.Local.Base.Fault = fault
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := wk.Run(ctx); err != nil {
-			t.Errorf("worker %s: %v", name, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	return func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := wk.Run(ctx); err != nil {
+				t.Errorf("worker %s: %v", name, err)
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 }
 
 type testLog struct{ t *testing.T }
@@ -349,10 +358,11 @@ func TestFullDiskWorkerRetriedElsewhere(t *testing.T) {
 	co := w.coordinator(t, 3*time.Second, fullPub, goodPub)
 	took := make(chan struct{})
 	var once sync.Once
+	startGood := w.prepared(t, "good", good, "", nil)
 	w.inProcess(t, "full", full, harness.FaultDiskFullPrefix+"proofs/fixture-clean-end.json", func(natsexec.Request) { once.Do(func() { close(took) }) })
 	go func() {
 		<-took // the full-disk worker has the first attempt; now the good one joins
-		w.inProcess(t, "good", good, "", nil)
+		startGood()
 	}()
 	c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1})
 	if err != nil {
