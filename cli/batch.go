@@ -26,6 +26,7 @@ type BatchCmd struct {
 	Run     BatchRunCmd     `cmd:"" help:"Run every trial of a batch spec that has no final result yet, then write batch.json and batch.html."`
 	Status  BatchStatusCmd  `cmd:"" help:"Show where a batch stands: trials finished, pending and by outcome."`
 	Compare BatchCompareCmd `cmd:"" help:"Compare two batches, or two agents, task by task."`
+	Verify  BatchVerifyCmd  `cmd:"" help:"Check a batch directory end to end: the signed summary, every trial's run, every count."`
 }
 
 // Help explains batches.
@@ -360,18 +361,12 @@ func summaryState(ctx context.Context, dir string, trusted []attest.PublicKey) s
 	return fmt.Sprintf("%s, signed by key %s, signature verified", p, id)
 }
 
-// side reads one side of a comparison. A spec file stands for its batch's
-// directory in the runs directory.
+// side reads one side of a comparison.
 func (c *BatchCompareCmd) side(g *Globals, env *Env, set *schemas.Set, arg string) (batch.Side, error) {
 	path, agent, hasAgent := strings.Cut(arg, "#")
-	if st, err := os.Stat(path); err == nil && !st.IsDir() {
-		if data, err := os.ReadFile(path); err == nil && set.Validate(schemas.BatchSpec, data) == nil {
-			_, _, runs, plan, _, err := batchPlan(g, env, path)
-			if err != nil {
-				return batch.Side{}, err
-			}
-			path = filepath.Join(runs, "batches", plan.BatchID)
-		}
+	path, err := batchDirArg(g, env, set, path)
+	if err != nil {
+		return batch.Side{}, err
 	}
 	if hasAgent {
 		path += "#" + agent
@@ -382,4 +377,89 @@ func (c *BatchCompareCmd) side(g *Globals, env *Env, set *schemas.Set, arg strin
 	}
 	s.Label = arg
 	return s, nil
+}
+
+// batchDirArg resolves a command's batch argument: a spec file stands for
+// its batch's directory in the runs directory; anything else is returned as
+// given (a batch directory or its batch.json).
+func batchDirArg(g *Globals, env *Env, set *schemas.Set, arg string) (string, error) {
+	st, err := os.Stat(arg)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if st.IsDir() {
+		return arg, nil
+	}
+	data, err := os.ReadFile(arg)
+	if err != nil {
+		return "", usageError{err}
+	}
+	if set.Validate(schemas.BatchSpec, data) != nil {
+		return arg, nil
+	}
+	_, _, runs, plan, _, err := batchPlan(g, env, arg)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(runs, "batches", plan.BatchID), nil
+}
+
+// BatchVerifyCmd is `cto-harness batch verify DIR`.
+type BatchVerifyCmd struct {
+	Dir              string   `arg:"" help:"A batch directory (RUNS_DIR/batches/<batch id>, here or copied elsewhere with its runs), or the batch's spec file." placeholder:"DIR"`
+	WorkerKeys       []string `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"A worker's public key (PEM), for the runs workers made; repeatable."`
+	RequireSignature bool     `name:"require-signature" help:"Fail an unsigned summary or trial run, or one no given key verifies."`
+	JSON             bool     `name:"json" help:"Print one JSON line: ok, batch_id, signed_by, trials_checked, errors."`
+}
+
+// Help explains what is checked.
+func (BatchVerifyCmd) Help() string {
+	return `Checks batch.json against its schema and batch.dsse.json against the trusted keys (--pubkey, the
+config's signing.trusted_keys); validates every finished trial's run in full (found through its report
+link, so a copied batch directory works when the runs were copied along), against the same keys and the
+--worker-key keys; derives each trial's outcome again from its run; and recounts passes and outcomes per
+agent and task. Exit status: 0 everything holds, 1 something does not, 2 bad input.`
+}
+
+// Run executes the command.
+func (c *BatchVerifyCmd) Run(g *Globals, env *Env) error {
+	set, cfg, _, err := g.setup(env)
+	if err != nil {
+		return err
+	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
+	workers, err := attest.LoadPublicKeys(c.WorkerKeys)
+	if err != nil {
+		return usagef("worker key: %v", err)
+	}
+	dir, err := batchDirArg(g, env, set, c.Dir)
+	if err != nil {
+		return err
+	}
+	res := batch.VerifyDir(env.Ctx, dir, set, batch.VerifyOptions{Trusted: append(localTrust(keys), workers...), RequireSignature: c.RequireSignature})
+	if c.JSON {
+		if err := printJSON(env.Stdout, res); err != nil {
+			return err
+		}
+	} else {
+		for _, e := range res.Errors {
+			fmt.Fprintf(env.Stdout, "error: %s\n", term(e))
+		}
+		signed := "unsigned"
+		if res.SignedBy != "" {
+			signed = "signed by key " + res.SignedBy + ", signature verified"
+		}
+		verdict := "verified"
+		if !res.OK {
+			verdict = "NOT verified"
+		}
+		fmt.Fprintf(env.Stdout, "batch %s: %s (summary %s; %d trial runs checked)\n", term(res.BatchID), verdict, signed, res.Trials)
+	}
+	if !res.OK {
+		return exitError{ExitFailed}
+	}
+	return nil
 }

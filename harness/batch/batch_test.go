@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
@@ -349,4 +351,83 @@ func TestPassAtKAndCompare(t *testing.T) {
 	if len(whole.Pairs) != 5 || whole.Ties != 5 {
 		t.Errorf("a batch against itself: %+v", whole)
 	}
+}
+
+// A signed batch verifies from a copy of the runs directory; an edited
+// summary, an edited run, or a missing signature does not.
+func TestVerifyDir(t *testing.T) {
+	w := newWorld(t, 1)
+	keyDir := filepath.Join(t.TempDir(), "keys")
+	pub, err := attest.Generate(keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := attest.LoadSigner(filepath.Join(keyDir, attest.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.base.Signing = attest.Keys{Signer: signer}
+	p := w.plan(t, batch.Spec{Name: "verify", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "fine"}, {Name: "broken", Scenario: "break-verification"}}, Repeats: 1})
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Execute(context.Background(), p, st, batch.Local{Base: w.base}, batch.Options{Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := batch.Summarize(p, st, time.Now())
+	if _, err := batch.WriteSummary(context.Background(), st, sum, w.set, signer); err != nil {
+		t.Fatal(err)
+	}
+	// The runs directory copied elsewhere: the batch's links still reach its runs.
+	copyRuns := filepath.Join(t.TempDir(), "runs")
+	if err := os.CopyFS(copyRuns, os.DirFS(w.runs)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(copyRuns, "batches", p.BatchID)
+	opts := batch.VerifyOptions{Trusted: []attest.PublicKey{pub}, RequireSignature: true}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); !v.OK || v.Trials != 2 || v.SignedBy != pub.ID {
+		t.Fatalf("a good batch: %+v", v)
+	}
+	// The broken agent's trial claimed as a pass (batch.json edited, its counts too).
+	data, _ := os.ReadFile(filepath.Join(dir, batch.SummaryJSON))
+	var s batch.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.TrialList {
+		s.TrialList[i].Outcome = "pass"
+	}
+	for i := range s.Cells {
+		s.Cells[i].Passes, s.Cells[i].Outcomes = 1, batch.OutcomeCounts{Pass: 1}
+	}
+	edited, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(dir, batch.SummaryJSON), edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := batch.VerifyDir(context.Background(), dir, w.set, opts)
+	if v.OK || !anyContains(v.Errors, "changed after it was signed") || !anyContains(v.Errors, "batch.json says pass, its run says agent_failed") {
+		t.Errorf("an edited summary: %+v", v)
+	}
+	// Unsigned, the edit is still caught by the runs themselves.
+	if err := os.Remove(filepath.Join(dir, batch.SummarySignature)); err != nil {
+		t.Fatal(err)
+	}
+	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: []attest.PublicKey{pub}})
+	if v.OK || !anyContains(v.Errors, "its run says agent_failed") {
+		t.Errorf("an edited unsigned summary: %+v", v)
+	}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); v.OK || !anyContains(v.Errors, "not signed") {
+		t.Errorf("a missing signature under --require-signature: %+v", v)
+	}
+}
+
+func anyContains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.Contains(x, s) {
+			return true
+		}
+	}
+	return false
 }
