@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/cto-harness/cto-harness/cli"
@@ -67,6 +68,18 @@ func TestScripts(t *testing.T) {
 			return os.WriteFile(filepath.Join(e.WorkDir, "harness.json"), []byte(cfg), 0o644)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// natsserver: start an embedded NATS server with JetStream for
+			// the rest of the script; $NATS_URL names it.
+			"natsserver": func(ts *testscript.TestScript, neg bool, args []string) {
+				ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: ts.MkAbs("nats-store"), NoLog: true, NoSigs: true})
+				ts.Check(err)
+				ns.Start()
+				if !ns.ReadyForConnections(10 * time.Second) {
+					ts.Fatalf("the embedded NATS server did not start")
+				}
+				ts.Defer(ns.Shutdown)
+				ts.Setenv("NATS_URL", ns.ClientURL())
+			},
 			// materialize NAME DIR: build an embedded repository with go-git.
 			"materialize": func(ts *testscript.TestScript, neg bool, args []string) {
 				if len(args) != 2 {

@@ -21,6 +21,7 @@ type ValidateCmd struct {
 	AllowUnsigned    bool   `name:"allow-unsigned" help:"Accept an unsigned run, or one no trusted key verifies, reporting it as such (the default requires a trusted signature)."`
 	RequireSignature bool   `name:"require-signature" help:"Require a trusted signature even when the config disables signing (without it, that is already the default)."`
 	JSON             bool   `name:"json" help:"Print one JSON line: ok, status, checked, errors, signed, key_id, signature_ok."`
+	Relocated        bool   `name:"relocated" help:"Accept a run directory moved from where it was made (a worker's run a batch coordinator downloaded); it must still be named after its run id. See docs/batch.md."`
 }
 
 // Help lists the checks.
@@ -48,7 +49,7 @@ func (c *ValidateCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted,
+	res := validators.Run(env.Ctx, c.RunDir, set, validators.RunOptions{ExpectPass: c.ExpectPass, Trusted: keys.Trusted, Relocated: c.Relocated,
 		RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys)})
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)

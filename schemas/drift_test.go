@@ -21,6 +21,7 @@ import (
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/batch"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
@@ -50,6 +51,8 @@ func goTypes() map[schemas.Kind]reflect.Type {
 		schemas.RunPredicate:         reflect.TypeFor[attest.RunPredicate](),
 		schemas.StageRecordPredicate: reflect.TypeFor[attest.StageRecordPredicate](),
 		schemas.NetworkRecord:        reflect.TypeFor[ctoharness.NetworkRecord](),
+		schemas.BatchSpec:            reflect.TypeFor[batch.Spec](),
+		schemas.Batch:                reflect.TypeFor[batch.Summary](),
 	}
 }
 
@@ -163,6 +166,12 @@ var plainEnums = map[string][]string{
 		ctoharness.ViewDevice, ctoharness.ViewSymlink, ctoharness.ViewOverlay},
 	"report:/sandbox/verification_view/mounts/[]/mode": {ctoharness.ViewRO, ctoharness.ViewRW},
 	"report:/agent/name":                 agent.Names(),
+	"batch-spec:/agents/[]/kind":         agent.Names(),
+	"batch-spec:/profile":                profile.Names(),
+	"batch-spec:/agents/[]/scripted":     batch.ScriptedModes(),
+	"batch:/cells/[]/cost_basis":         batch.CostBases(),
+	"batch:/agents/[]/cost_basis":        batch.CostBases(),
+	"batch:/trial_list/[]/outcome":       append(strs(batch.AllOutcomes()), batch.Pending),
 	"config:/agent/name":                 agent.Names(),
 	"config:/env/[]/for/[]":              {toolenv.ForCase, toolenv.ForSetup, toolenv.ForVerification},
 	"task-spec:/agent/name":              agent.Names(),
@@ -740,6 +749,10 @@ func instances() []struct {
 		v    any
 	}{
 		{"pass", schemas.Report, passReport()},
+		{"batch spec", schemas.BatchSpec, batch.Spec{Name: "nightly", Sources: []string{"repos/a"}, Tasks: []batch.TaskRef{{Name: "note"}, {Name: "fix", Spec: "tasks/fix.json"}},
+			Agents: []batch.Agent{{Name: "fake"}, {Name: "qwen", Kind: "qwen-code", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "KEY",
+				Price: &batch.Price{InputPerMTok: 1, OutputPerMTok: 2}}}, Repeats: 3, Profile: "fast", Concurrency: 2, MaxAttempts: 3}},
+		{"batch summary", schemas.Batch, batchSummary()},
 		{"blocked at gate", schemas.Report, gateBlockedReport()},
 		{"fake failed", schemas.Report, fakeFailedReport()},
 		{"fault injected", schemas.Report, func() ctoharness.Report {
@@ -889,7 +902,7 @@ func TestCompileAndSources(t *testing.T) {
 	if err := s1.Validator("nope")([]byte(`{}`)); err == nil {
 		t.Error("Validator(unknown) accepted")
 	}
-	if len(schemas.Kinds()) != 16 {
+	if len(schemas.Kinds()) != 18 {
 		t.Errorf("Kinds() = %v", schemas.Kinds())
 	}
 }
@@ -1297,4 +1310,18 @@ func TestShippedTaskSpecs(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+}
+
+func batchSummary() batch.Summary {
+	cost := 0.5
+	tot := batch.Totals{Trials: 2, Finished: 2, Passes: 1, Attempts: 3, Outcomes: batch.OutcomeCounts{Pass: 1, AgentFailed: 1},
+		InputTokens: 10, OutputTokens: 20, CostUSD: &cost, CostBasis: "reported", DurationMs: 1200}
+	unknown := tot
+	unknown.CostUSD, unknown.CostBasis = nil, "unknown"
+	return batch.Summary{SchemaVersion: batch.SummaryVersion, BatchID: "nightly-0123456789ab", Name: "nightly", SpecDigest: hashA, GeneratedAt: t1,
+		MaxAttempts: 2, Trials: 2, Finished: 2, Complete: true,
+		Cells:  []batch.Cell{{Agent: "fake", Task: "note", Totals: tot, PassAtK: []batch.PassAtK{{K: 1, Value: 0.5}, {K: 2, Value: 1}}}},
+		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5}},
+		TrialList: []batch.TrialRow{{TrialID: "t-0123456789abcdef0123", Source: "/src/a", SourceHead: hashA[:40], Task: "note", Agent: "fake", Repeat: 1,
+			Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}}}
 }

@@ -49,12 +49,14 @@ const (
 	StageRecordPredicate Kind = "stage-record-predicate" // the predicate of validation/stage-N.dsse.json (attest.StageRecordPredicate)
 	// NetworkRecord is one line of network.jsonl (ctoharness.NetworkRecord).
 	NetworkRecord Kind = "network-record"
+	BatchSpec     Kind = "batch-spec" // a batch spec file (batch.Spec)
+	Batch         Kind = "batch"      // batch.json, a batch's summary (batch.Summary)
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord, BatchSpec, Batch}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".

@@ -246,4 +246,14 @@ func TestRelocatedRunDirectoryIsRefused(t *testing.T) {
 	if !found {
 		t.Fatalf("run_location did not fire: %v", res.Errors)
 	}
+	// Declared as relocated (a batch coordinator's download) the same copy
+	// validates; under another name it still does not.
+	if res := validators.Run(context.Background(), moved, set, validators.RunOptions{ExpectPass: true, Relocated: true}); !res.OK {
+		t.Fatalf("a relocated run declared as such did not validate: %v", res.Errors)
+	}
+	renamed := filepath.Join(t.TempDir(), "another-name")
+	copyTree(t, run, renamed)
+	if res := validators.Run(context.Background(), renamed, set, validators.RunOptions{ExpectPass: true, Relocated: true}); res.OK {
+		t.Fatal("a relocated run under a name that is not its run id validated")
+	}
 }

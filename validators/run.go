@@ -22,6 +22,11 @@ type RunOptions struct {
 	// RequireSignature makes an unsigned or unverifiable run invalid.
 	Trusted          []attest.PublicKey
 	RequireSignature bool
+	// Relocated accepts a run directory that was moved from where it was
+	// made: a worker's run unpacked by a batch coordinator on another
+	// machine. The location check then only requires the directory to be
+	// named after the run id; everything else, the signature included, holds.
+	Relocated bool
 }
 
 // runCheck is one named check over a loaded run directory.

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/harness/batch/natsexec"
+	"github.com/cto-harness/cto-harness/harness/display"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// newCoordinator connects the batch to NATS; its log goes to stderr.
+func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan, workers []attest.PublicKey, url string, ackWait time.Duration) (*natsexec.Coordinator, error) {
+	co, err := natsexec.NewCoordinator(env.Ctx, natsexec.CoordinatorOptions{URL: url, Store: st, BatchID: plan.BatchID, Schemas: set,
+		Workers: workers, AckWait: ackWait, Log: termWriter{env.Stderr}})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return co, nil
+}
+
+// remoteVerifier re-validates, on resume, a run a worker made: relocated,
+// and signed by one of the worker keys.
+func remoteVerifier(set *schemas.Set, workers []attest.PublicKey) batch.Verifier {
+	return func(ctx context.Context, a batch.Attempt) []string {
+		if a.Worker == "local" {
+			return []string{"the run was made locally, not by a worker; run the batch without --nats to resume it"}
+		}
+		return batch.DescribeWith(ctx, a.RunDir, set, validators.RunOptions{Trusted: workers, RequireSignature: true, Relocated: true}).EvidenceErrors
+	}
+}
+
+// WorkerCmd is `cto-harness worker`.
+type WorkerCmd struct {
+	NATS    string        `name:"nats" required:"" help:"The NATS JetStream server to take trials from." placeholder:"URL"`
+	AckWait time.Duration `name:"ack-wait" default:"2m" help:"Used only when the workers' consumer does not exist yet (the coordinator sets it): how long a silent worker keeps a trial."`
+}
+
+// Help explains a worker.
+func (WorkerCmd) Help() string {
+	return `Takes batch trials published by 'cto-harness batch run SPEC --nats URL', one at a time, runs each as a
+stage-3 run in this machine's runs directory, signs it with this machine's key, and uploads the run
+directory (without the fixture copy) to the JetStream object store. While a trial runs the worker sends
+in-progress acks; if it dies, the trial goes to another worker after the ack wait.
+
+Needs: a signing key (CTO_HARNESS_SIGNING_KEY_FILE or the config's signing.key_file) whose public key the
+coordinator lists with --worker-key; the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
+the batch's sources at the same paths as on the coordinator, owned in this machine's config. Stages 1 and
+2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
+trial back and stops. See docs/batch.md.`
+}
+
+// Run executes the command.
+func (c *WorkerCmd) Run(g *Globals, env *Env) error {
+	set, cfg, runs, err := g.setup(env)
+	if err != nil {
+		return err
+	}
+	keys, err := g.keys(env, cfg, true)
+	if err != nil {
+		return err
+	}
+	if keys.Signer == nil {
+		return usagef("a worker signs every run: configure a signing key (%s or the config's signing.key_file; make one with 'cto-harness keygen')", attest.EnvSigningKeyFile)
+	}
+	if err := checkStageGates(env); err != nil {
+		return err
+	}
+	if err := validators.EnsureStage2(env.Ctx, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv,
+		Config: cfg, Signing: keys}); err != nil {
+		return fmt.Errorf("a worker runs stage-3 trials, which need stages 1 and 2 validated in %s: %w", runs, err)
+	}
+	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
+	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr},
+		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
+			VerifyRun: validators.StageRunVerifier(set), Signing: keys}}}
+	if err := w.Run(env.Ctx); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// termWriter escapes what a log line quotes (worker key ids, reasons naming
+// files from a worker's run) so that no line can repaint the terminal.
+type termWriter struct{ w io.Writer }
+
+func (t termWriter) Write(p []byte) (int, error) {
+	lines := strings.Split(strings.TrimSuffix(string(p), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = display.Terminal(l)
+	}
+	if _, err := io.WriteString(t.w, strings.Join(lines, "\n")+"\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

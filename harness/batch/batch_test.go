@@ -1,0 +1,433 @@
+package batch_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// TestMain lets this test binary be the fake Case, the sandbox launcher and
+// the supervisor, as the harness binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case backend.FakeSubcommand:
+			os.Exit(fakecase.Main(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+		case sandbox.Subcommand:
+			os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+		case supervise.Subcommand:
+			os.Exit(supervise.Main(os.Args[2:], os.Stderr))
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// world is a runs directory with stage 2 validated and owned sources.
+type world struct {
+	set     *schemas.Set
+	runs    string
+	owned   string
+	base    harness.Options
+	sources []string
+}
+
+func newWorld(t *testing.T, sources int) *world {
+	t.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	w := &world{set: set, runs: filepath.Join(dir, "runs"), owned: filepath.Join(dir, "owned")}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Config{OwnedSources: []string{w.owned}}
+	env := func(k string) string {
+		switch k {
+		case gates.EnvAllowCase:
+			return "1"
+		case gates.EnvCaseStage:
+			return "3"
+		case "PATH":
+			return os.Getenv("PATH")
+		}
+		return ""
+	}
+	ctx := context.Background()
+	if err := validators.EnsureStage2(ctx, validators.StageOptions{RunsDir: w.runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < sources; i++ {
+		src := filepath.Join(w.owned, string(rune('a'+i)))
+		archive, err := fixtures.Archive(fixtures.SampleOwned)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fixtures.Materialize(ctx, archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+			t.Fatal(err)
+		}
+		w.sources = append(w.sources, src)
+	}
+	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: validators.StageRunVerifier(set)}
+	return w
+}
+
+func (w *world) plan(t *testing.T, s batch.Spec) batch.Plan {
+	t.Helper()
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := batch.ParseSpec(data, filepath.Join(w.owned, "spec.json"), w.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := batch.MakePlan(context.Background(), spec, w.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// faultFirst is the local executor with a disk-full fault on each trial's
+// first attempt: a real infrastructure failure, with real evidence.
+type faultFirst struct{ l batch.Local }
+
+func (f faultFirst) RunTrial(ctx context.Context, t batch.Trial, n int) (batch.Attempt, error) {
+	l := f.l
+	if n == 1 {
+		l.Base.Fault = harness.FaultDiskFullPrefix + "proofs/fixture-clean-end.json"
+	}
+	return l.RunTrial(ctx, t, n)
+}
+
+func TestRetriesOnlyInfraAndModelFailures(t *testing.T) {
+	w := newWorld(t, 1)
+	p := w.plan(t, batch.Spec{Name: "retry", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "fine"}, {Name: "broken", Scenario: "break-verification"}}, Repeats: 1, MaxAttempts: 3})
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := batch.Execute(context.Background(), p, st, faultFirst{batch.Local{Base: w.base}}, batch.Options{Concurrency: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Done != 2 || c.Retries != 2 {
+		t.Errorf("counts %+v: want 2 done after 2 retries", c)
+	}
+	for _, tr := range p.Trials {
+		rec, err := st.Load(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Attempt 1 hit the disk-full fault: infra_failed, kept, retried.
+		if len(rec.Attempts) != 2 || rec.Attempts[0].Outcome != batch.OutcomeInfraFailed {
+			t.Fatalf("%s: attempts %+v", tr.Agent.Name, rec.Attempts)
+		}
+		if !rec.Attempts[0].EvidenceValid || !contains(rec.Attempts[0].Blockers, string(ctoharness.BlockArtifactWriteFailed)) {
+			t.Errorf("%s: the infra failure's evidence: valid %v, blockers %v, errors %v", tr.Agent.Name, rec.Attempts[0].EvidenceValid, rec.Attempts[0].Blockers, rec.Attempts[0].EvidenceErrors)
+		}
+		if _, err := os.Stat(rec.Attempts[0].RunDir); err != nil {
+			t.Errorf("the first attempt's run directory is gone: %v", err)
+		}
+		want := batch.OutcomePass
+		if tr.Agent.Name == "broken" {
+			want = batch.OutcomeAgentFailed // a result, not retried although attempts remain
+		}
+		if got := rec.Attempts[1].Outcome; got != want || !rec.Attempts[1].EvidenceValid {
+			t.Errorf("%s: second attempt %s (valid %v), want %s", tr.Agent.Name, got, rec.Attempts[1].EvidenceValid, want)
+		}
+	}
+	sum, err := batch.Summarize(p, st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.Complete || sum.Cells[0].Passes != 1 || sum.Cells[0].Attempts != 2 || sum.Cells[1].Outcomes.AgentFailed != 1 {
+		t.Errorf("summary %+v", sum.Cells)
+	}
+	if _, err := batch.WriteSummary(context.Background(), st, sum, w.set, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopAfter cancels the batch once n trials are done.
+func TestResumeSkipsFinishedTrials(t *testing.T) {
+	w := newWorld(t, 1)
+	p := w.plan(t, batch.Spec{Name: "resume", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}}, Agents: []batch.Agent{{Name: "fine"}}, Repeats: 4})
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := batch.Local{Base: w.base}
+	_, err = batch.Execute(ctx, p, st, r, batch.Options{Concurrency: 1, OnEvent: func(e batch.Event) {
+		if e.Kind == "done" && e.Counts.Done == 2 {
+			cancel() // as Ctrl-C: the next trial is interrupted
+		}
+	}})
+	if err == nil {
+		t.Fatal("a stopped batch returned no error")
+	}
+	sum, _ := batch.Summarize(p, st, time.Now())
+	if sum.Finished != 2 {
+		t.Fatalf("finished %d after the stop, want 2", sum.Finished)
+	}
+	first := map[string]string{}
+	for _, row := range sum.TrialList {
+		first[row.TrialID] = row.RunDir
+		if row.Outcome == batch.Pending {
+			continue
+		}
+		if row.Attempts != 1 {
+			t.Errorf("%s: %d attempts", row.TrialID, row.Attempts)
+		}
+	}
+	started := 0
+	verify := func(ctx context.Context, a batch.Attempt) []string {
+		return batch.Describe(ctx, a.RunDir, w.set, false, nil).EvidenceErrors
+	}
+	c, err := batch.Execute(context.Background(), p, st, r, batch.Options{Concurrency: 2, Verify: verify, OnEvent: func(e batch.Event) {
+		if e.Kind == "start" {
+			started++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started != 2 || c.Skipped != 2 || c.Done != 4 {
+		t.Errorf("resume started %d trials and skipped %d (done %d); want 2 and 2", started, c.Skipped, c.Done)
+	}
+	sum, _ = batch.Summarize(p, st, time.Now())
+	for _, row := range sum.TrialList {
+		if prev := first[row.TrialID]; prev != "" && prev != row.RunDir {
+			t.Errorf("%s was run again: %s then %s", row.TrialID, prev, row.RunDir)
+		}
+		if row.Outcome != string(batch.OutcomePass) || row.Attempts != 1 {
+			t.Errorf("%s: %s in %d attempts", row.TrialID, row.Outcome, row.Attempts)
+		}
+	}
+	// Evidence changed after the fact is not skipped: that trial runs again.
+	victim := sum.TrialList[0]
+	if err := os.WriteFile(filepath.Join(victim.RunDir, "report.md"), []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	started = 0
+	if _, err := batch.Execute(context.Background(), p, st, r, batch.Options{Concurrency: 2, Verify: verify, OnEvent: func(e batch.Event) {
+		if e.Kind == "start" {
+			started++
+			if e.Trial.ID != victim.TrialID {
+				t.Errorf("trial %s ran again", e.Trial.ID)
+			}
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if started != 1 {
+		t.Errorf("%d trials ran after one's evidence was edited, want 1", started)
+		dumpRecord(t, st, p.Trials[0])
+	}
+}
+
+func TestTrialIDs(t *testing.T) {
+	w := newWorld(t, 2)
+	s := batch.Spec{Name: "ids", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}}, Agents: []batch.Agent{{Name: "a"}, {Name: "b"}}, Repeats: 2}
+	p1, p2 := w.plan(t, s), w.plan(t, s)
+	if len(p1.Trials) != 8 || p1.BatchID != p2.BatchID {
+		t.Fatalf("%d trials, batch ids %s %s", len(p1.Trials), p1.BatchID, p2.BatchID)
+	}
+	seen := map[string]bool{}
+	for i := range p1.Trials {
+		if p1.Trials[i].ID != p2.Trials[i].ID {
+			t.Errorf("trial %d: id %s then %s", i, p1.Trials[i].ID, p2.Trials[i].ID)
+		}
+		if seen[p1.Trials[i].ID] {
+			t.Errorf("id %s twice", p1.Trials[i].ID)
+		}
+		seen[p1.Trials[i].ID] = true
+	}
+	a := p1.Trials[0]
+	if id := batch.TrialID(a.Source, "0000000000000000000000000000000000000000", a.TaskDigest, a.Agent, a.Repeat); id == a.ID {
+		t.Error("a new source commit keeps the trial id")
+	}
+	b := a.Agent
+	b.Model = "other"
+	if id := batch.TrialID(a.Source, a.SourceHead, a.TaskDigest, b, a.Repeat); id == a.ID {
+		t.Error("another model keeps the trial id")
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	for _, c := range []struct {
+		report string
+		want   batch.Outcome
+	}{
+		{`{"status":"pass","blockers":[],"outcome":"model_failed"}`, batch.OutcomeModelFailed}, // the report's own field wins
+		{`{"status":"pass","blockers":[]}`, batch.OutcomePass},
+		{`{"status":"failed","blockers":[{"code":"TESTS_FAILED"}]}`, batch.OutcomeAgentFailed},
+		{`{"status":"blocked","blockers":[{"code":"AGENT_MODEL_ERROR"}]}`, batch.OutcomeModelFailed},
+		{`{"status":"blocked","blockers":[{"code":"DISALLOWED_CHANGE"},{"code":"TESTS_FAILED"}]}`, batch.OutcomePolicyBlocked},
+		{`{"status":"blocked","blockers":[{"code":"TESTS_FAILED"},{"code":"ARTIFACT_WRITE_FAILED"}]}`, batch.OutcomeInfraFailed},
+		{`{"status":"blocked","blockers":[{"code":"SOMETHING_NEW"}]}`, batch.OutcomePolicyBlocked},
+		{`{"status":"blocked","blockers":[]}`, batch.OutcomeInfraFailed},
+		{`{"status":"pass","blockers":[],"outcome":"great"}`, batch.OutcomeInfraFailed},
+		{`not json`, batch.OutcomeInfraFailed},
+	} {
+		if got, _ := batch.OutcomeOf([]byte(c.report)); got != c.want {
+			t.Errorf("%s: %s, want %s", c.report, got, c.want)
+		}
+	}
+	for _, o := range batch.AllOutcomes() {
+		if o.Retryable() != (o == batch.OutcomeInfraFailed || o == batch.OutcomeModelFailed) {
+			t.Errorf("%s retryable %v", o, o.Retryable())
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func dumpRecord(t *testing.T, st batch.Store, tr batch.Trial) {
+	rec, _ := st.Load(tr)
+	b, _ := json.MarshalIndent(rec.Attempts, "", " ")
+	t.Logf("%s", b)
+}
+
+func TestPassAtKAndCompare(t *testing.T) {
+	// 5 trials, 2 passes: pass@1 = 0.4, pass@2 = 1 - (3*2)/(5*4) = 0.7, pass@4 = pass@5 = 1.
+	sum := batch.Summary{Cells: []batch.Cell{
+		{Agent: "x", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 2}},
+		{Agent: "y", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
+		{Agent: "x", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
+		{Agent: "y", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 4, Passes: 2}},
+		{Agent: "y", Task: "t3", Totals: batch.Totals{Trials: 1, Finished: 1, Passes: 1}},
+	}}
+	got := batch.PassAtKForTest(5, 2)
+	want := []float64{0.4, 0.7, 0.9, 1, 1}
+	for i, w := range want {
+		if got[i].K != i+1 || got[i].Value != w {
+			t.Errorf("pass@%d = %v, want %v", i+1, got[i].Value, w)
+		}
+	}
+	cmp := batch.Compare(batch.Side{Label: "x", Summary: sum, Agent: "x"}, batch.Side{Label: "y", Summary: sum, Agent: "y"})
+	if len(cmp.Pairs) != 2 || cmp.BBetter != 1 || cmp.ABetter != 1 || len(cmp.OnlyInB) != 1 || cmp.OnlyInB[0] != "t3" {
+		t.Fatalf("comparison %+v", cmp)
+	}
+	if p := cmp.Pairs[0]; p.Key != "t1" || p.ARate != 0.4 || p.BRate != 1 || p.Delta < 0.59 || p.Delta > 0.61 {
+		t.Errorf("t1: %+v", p)
+	}
+	if p := cmp.Pairs[1]; p.Key != "t2" || p.BRate != 0.5 || p.BFinishedAll {
+		t.Errorf("t2: %+v", p)
+	}
+	// Whole batches pair by agent and task.
+	whole := batch.Compare(batch.Side{Label: "a", Summary: sum}, batch.Side{Label: "b", Summary: sum})
+	if len(whole.Pairs) != 5 || whole.Ties != 5 {
+		t.Errorf("a batch against itself: %+v", whole)
+	}
+}
+
+// A signed batch verifies from a copy of the runs directory; an edited
+// summary, an edited run, or a missing signature does not.
+func TestVerifyDir(t *testing.T) {
+	w := newWorld(t, 1)
+	keyDir := filepath.Join(t.TempDir(), "keys")
+	pub, err := attest.Generate(keyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := attest.LoadSigner(filepath.Join(keyDir, attest.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.base.Signing = attest.Keys{Signer: signer}
+	p := w.plan(t, batch.Spec{Name: "verify", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "fine"}, {Name: "broken", Scenario: "break-verification"}}, Repeats: 1})
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Execute(context.Background(), p, st, batch.Local{Base: w.base}, batch.Options{Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := batch.Summarize(p, st, time.Now())
+	if _, err := batch.WriteSummary(context.Background(), st, sum, w.set, signer); err != nil {
+		t.Fatal(err)
+	}
+	// The runs directory copied elsewhere: the batch's links still reach its runs.
+	copyRuns := filepath.Join(t.TempDir(), "runs")
+	if err := os.CopyFS(copyRuns, os.DirFS(w.runs)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(copyRuns, "batches", p.BatchID)
+	opts := batch.VerifyOptions{Trusted: []attest.PublicKey{pub}, RequireSignature: true}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); !v.OK || v.Trials != 2 || v.SignedBy != pub.ID {
+		t.Fatalf("a good batch: %+v", v)
+	}
+	// The broken agent's trial claimed as a pass (batch.json edited, its counts too).
+	data, _ := os.ReadFile(filepath.Join(dir, batch.SummaryJSON))
+	var s batch.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.TrialList {
+		s.TrialList[i].Outcome = "pass"
+	}
+	for i := range s.Cells {
+		s.Cells[i].Passes, s.Cells[i].Outcomes = 1, batch.OutcomeCounts{Pass: 1}
+	}
+	edited, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(dir, batch.SummaryJSON), edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := batch.VerifyDir(context.Background(), dir, w.set, opts)
+	if v.OK || !anyContains(v.Errors, "changed after it was signed") || !anyContains(v.Errors, "batch.json says pass, its run says agent_failed") {
+		t.Errorf("an edited summary: %+v", v)
+	}
+	// Unsigned, the edit is still caught by the runs themselves.
+	if err := os.Remove(filepath.Join(dir, batch.SummarySignature)); err != nil {
+		t.Fatal(err)
+	}
+	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: []attest.PublicKey{pub}})
+	if v.OK || !anyContains(v.Errors, "its run says agent_failed") {
+		t.Errorf("an edited unsigned summary: %+v", v)
+	}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); v.OK || !anyContains(v.Errors, "not signed") {
+		t.Errorf("a missing signature under --require-signature: %+v", v)
+	}
+}
+
+func anyContains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.Contains(x, s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,246 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Runner runs one attempt of a trial. The returned attempt is recorded as
+// is; an error means the attempt could not be made at all (it is recorded as
+// infra_failed). When ctx is cancelled the attempt is not recorded: the
+// operator stopped the batch, which says nothing about the trial.
+type Runner interface {
+	RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, error)
+}
+
+// Verifier re-checks a recorded attempt's evidence (on resume) and returns
+// what is wrong with it; nothing means valid.
+type Verifier func(ctx context.Context, a Attempt) []string
+
+// Event is one step of a batch, for a progress display.
+type Event struct {
+	Kind    string // "skip" (finished earlier), "start", "done", "retry"
+	Trial   Trial
+	Attempt *Attempt
+	Counts  Counts
+}
+
+// Counts is where a batch stands.
+type Counts struct {
+	Total, Done, Running, Failed, Skipped, Retries int
+	Tokens                                         int64
+	CostUSD                                        float64 // reported or estimated costs so far
+	CostUnknown                                    int     // finished trials whose cost is unknown
+}
+
+// Options configure Execute.
+type Options struct {
+	Concurrency int
+	Verify      Verifier
+	OnEvent     func(Event) // called from one goroutine at a time
+}
+
+// Execute runs every trial of the plan that is not already final in the
+// store, Concurrency at a time, retrying infra and model failures up to the
+// plan's attempt bound. It returns when all are final or ctx is cancelled
+// (then the trials that finished are recorded and the rest are left for the
+// next run).
+func Execute(ctx context.Context, p Plan, st Store, r Runner, o Options) (Counts, error) {
+	if o.Concurrency < 1 {
+		o.Concurrency = 1
+	}
+	var mu sync.Mutex
+	c := Counts{Total: len(p.Trials)}
+	emit := func(kind string, t Trial, a *Attempt) {
+		if o.OnEvent != nil {
+			o.OnEvent(Event{Kind: kind, Trial: t, Attempt: a, Counts: c})
+		}
+	}
+	var todo []TrialRecord
+	for _, t := range p.Trials {
+		rec, err := st.Load(t)
+		if err != nil {
+			return c, err
+		}
+		if rec.Final(p.MaxAttempts) {
+			last := rec.Last()
+			var bad []string
+			if o.Verify != nil {
+				bad = o.Verify(ctx, *last)
+			}
+			if len(bad) == 0 {
+				c.Done++
+				c.Skipped++
+				addCost(&c, t, *last)
+				if last.Outcome != OutcomePass {
+					c.Failed++
+				}
+				emit("skip", t, last)
+				continue
+			}
+			last.EvidenceValid = false
+			last.EvidenceErrors = bad
+			last.Note = strings.TrimSpace(last.Note + " evidence no longer verifies; the trial runs again")
+			if err := st.Save(rec); err != nil {
+				return c, err
+			}
+		}
+		todo = append(todo, rec)
+	}
+	work := make(chan TrialRecord)
+	var wg sync.WaitGroup
+	var firstErr error
+	for i := 0; i < o.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for rec := range work {
+				if err := runTrial(ctx, p, st, r, rec, &mu, &c, emit); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+feed:
+	for _, rec := range todo {
+		select {
+		case work <- rec:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return c, firstErr
+}
+
+// runTrial makes the attempts one trial still needs.
+func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, mu *sync.Mutex, c *Counts, emit func(string, Trial, *Attempt)) error {
+	for made := 0; made < p.MaxAttempts && !rec.Final(p.MaxAttempts); made++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		n := len(rec.Attempts) + 1
+		mu.Lock()
+		c.Running++
+		if made > 0 || n > 1 {
+			c.Retries++
+			emit("retry", rec.Trial, rec.Last())
+		}
+		emit("start", rec.Trial, nil)
+		mu.Unlock()
+		a, err := r.RunTrial(ctx, rec.Trial, n)
+		mu.Lock()
+		c.Running--
+		mu.Unlock()
+		if ctx.Err() != nil {
+			return nil // stopped by the operator: not an attempt of this trial
+		}
+		if err != nil {
+			a = Attempt{Outcome: OutcomeInfraFailed, OutcomeSource: "the harness could not make the run", Note: err.Error(),
+				Blockers: []string{}, EvidenceErrors: []string{err.Error()}}
+		}
+		a.N = n
+		for _, r := range a.Refused {
+			r.Attempt = n
+			rec.Refused = append(rec.Refused, r)
+		}
+		a.Refused = nil
+		if a.Blockers == nil {
+			a.Blockers = []string{}
+		}
+		if a.EvidenceErrors == nil {
+			a.EvidenceErrors = []string{}
+		}
+		rec.Attempts = append(rec.Attempts, a)
+		if err := st.Save(rec); err != nil {
+			return fmt.Errorf("record trial %s: %w", rec.Trial.ID, err)
+		}
+		if rec.Final(p.MaxAttempts) {
+			mu.Lock()
+			c.Done++
+			if a.Outcome != OutcomePass {
+				c.Failed++
+			}
+			addCost(c, rec.Trial, a)
+			emit("done", rec.Trial, &rec.Attempts[len(rec.Attempts)-1])
+			mu.Unlock()
+		}
+	}
+	return nil
+}
+
+func addCost(c *Counts, t Trial, a Attempt) {
+	c.Tokens += a.InputTokens + a.OutputTokens
+	if cost, ok := Cost(t.Agent, a); ok {
+		c.CostUSD += cost.USD
+	} else {
+		c.CostUnknown++
+	}
+}
+
+// CostOf is a trial's cost and where the number comes from.
+type CostOf struct {
+	USD   float64
+	Basis string // "reported", "estimated" or "none" (no model was called)
+}
+
+// Cost is an attempt's cost: what the agent reported, else an estimate from
+// the spec's price and the tokens, else zero only when no paid model was
+// used (the fake Case, the scripted model server). Otherwise it is unknown (ok false), never a made-up 0.
+func Cost(a Agent, at Attempt) (CostOf, bool) {
+	switch {
+	case at.ReportedCost != nil:
+		return CostOf{*at.ReportedCost, "reported"}, true
+	case a.Price != nil:
+		return CostOf{(float64(at.InputTokens)*a.Price.InputPerMTok + float64(at.OutputTokens)*a.Price.OutputPerMTok) / 1e6, "estimated"}, true
+	case a.Kind == "" || a.Scripted != "":
+		return CostOf{0, "none"}, true // the fake Case or the scripted model server: no paid model
+	}
+	return CostOf{}, false
+}
+
+// DefaultConcurrency is how many trials this machine runs at once when the
+// spec and the flags say nothing: one per core, at most one per 2 GiB of
+// available memory, at least one.
+func DefaultConcurrency() int {
+	n := runtime.NumCPU()
+	if mem := availableMemory(); mem > 0 {
+		if m := int(mem / (2 << 30)); m < n {
+			n = m
+		}
+	}
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// availableMemory reads MemAvailable from /proc/meminfo (0 if unknown).
+func availableMemory() uint64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,4 @@
+package batch
+
+// PassAtKForTest exposes passAtK.
+func PassAtKForTest(n, c int) []PassAtK { return passAtK(n, c) }

@@ -1,0 +1,89 @@
+package natsexec_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/harness/batch/natsexec"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// BenchmarkBatch20 times 20 fake-lane trials three ways: one at a time and
+// two at a time with the local executor, and two at a time through NATS
+// JetStream (embedded server, two in-process workers, each with its own
+// runs directory and key; the coordinator downloads and re-validates every
+// run). It reports the ratios the batch is held to: local2/seq (target
+// <= 0.6) and nats2/local2 (target <= 1.1).
+func BenchmarkBatch20(b *testing.B) {
+	w := newWorld(b, 20)
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := config.Config{OwnedSources: []string{w.owned}}
+	runs := filepath.Join(w.dir, "local")
+	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg}); err != nil {
+		b.Fatal(err)
+	}
+	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: validators.StageRunVerifier(w.set)}}
+	var pubs []attest.PublicKey
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		signer, pub, _ := w.key(b, fmt.Sprint("w", i))
+		pubs = append(pubs, pub)
+		wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", fmt.Sprint(i)), w.owned, signer)
+		wk.URL, wk.AckWait = w.url, 30*time.Second
+		go func() { _ = wk.Run(ctx) }()
+	}
+	// Each phase is its own batch (a fresh store), so nothing is skipped.
+	run := func(name string, conc int, runner func(batch.Plan, batch.Store) (batch.Runner, func())) time.Duration {
+		p := w.plan
+		p.BatchID = fmt.Sprintf("%s-%s-%d", p.BatchID, name, time.Now().UnixNano())
+		for i := range p.Trials {
+			p.Trials[i].BatchID = p.BatchID
+		}
+		st, err := batch.OpenStore(filepath.Join(w.dir, "coordinator"), p.BatchID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, done := runner(p, st)
+		defer done()
+		start := time.Now()
+		c, err := batch.Execute(context.Background(), p, st, r, batch.Options{Concurrency: conc})
+		if err != nil || c.Done != len(p.Trials) || c.Failed != 0 {
+			b.Fatalf("%s: done %d of %d, failed %d: %v", name, c.Done, len(p.Trials), c.Failed, err)
+		}
+		return time.Since(start)
+	}
+	localRunner := func(batch.Plan, batch.Store) (batch.Runner, func()) { return local, func() {} }
+	natsRunner := func(p batch.Plan, st batch.Store) (batch.Runner, func()) {
+		co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: st, BatchID: p.BatchID,
+			Schemas: w.set, Workers: pubs, AckWait: 30 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return co, co.Close
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		seq := run("seq", 1, localRunner)
+		par := run("local2", 2, localRunner)
+		// Every trial is queued (as batch run --nats does); the two workers,
+		// one trial each, are the concurrency.
+		nts := run("nats2", len(w.plan.Trials), natsRunner)
+		b.ReportMetric(seq.Seconds(), "seq-s")
+		b.ReportMetric(par.Seconds(), "local2-s")
+		b.ReportMetric(nts.Seconds(), "nats2-s")
+		b.ReportMetric(par.Seconds()/seq.Seconds(), "local2/seq")
+		b.ReportMetric(nts.Seconds()/par.Seconds(), "nats2/local2")
+	}
+}

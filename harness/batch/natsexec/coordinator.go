@@ -1,0 +1,232 @@
+package natsexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// CoordinatorOptions configure a coordinator.
+type CoordinatorOptions struct {
+	URL     string
+	Store   batch.Store
+	BatchID string
+	Schemas *schemas.Set
+	// Workers are the keys a result must be signed with to count.
+	Workers []attest.PublicKey
+	AckWait time.Duration // 0: DefaultAckWait
+	// MaxRefusals is how many refused results one attempt tolerates before
+	// it gives up (0: 3); the trial then has no counted attempt.
+	MaxRefusals int
+	Log         io.Writer // nil: quiet
+	Clock       func() time.Time
+	NewID       func() string // request ids (default: 24 random hex digits)
+}
+
+// Coordinator is a batch.Runner that hands trials to workers.
+type Coordinator struct {
+	o    CoordinatorOptions
+	c    *conn
+	sub  jetstream.ConsumeContext
+	mu   sync.Mutex
+	wait map[string]chan Result // by request id
+	// avoid is, per trial, the workers whose attempt failed for the
+	// machine's reasons.
+	avoid map[string][]string
+}
+
+// NewCoordinator connects, makes sure the streams exist, sets the workers'
+// ack wait, and starts listening for the batch's results.
+func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, error) {
+	if o.AckWait == 0 {
+		o.AckWait = DefaultAckWait
+	}
+	if o.MaxRefusals == 0 {
+		o.MaxRefusals = 3
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = newID
+	}
+	if len(o.Workers) == 0 {
+		return nil, fmt.Errorf("no worker keys: a result is counted only when a configured worker key signed it")
+	}
+	c, err := dial(ctx, o.URL, "cto-harness coordinator "+o.BatchID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.workerConsumer(ctx, o.AckWait, true); err != nil {
+		c.close()
+		return nil, fmt.Errorf("the workers' consumer: %w", err)
+	}
+	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, avoid: map[string][]string{}}
+	// An ordered consumer of this batch's results, from now on: a request
+	// made before this coordinator started is made again, not awaited.
+	cons, err := c.js.OrderedConsumer(ctx, ResultsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{ResultsPrefix + o.BatchID}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("results consumer: %w", err)
+	}
+	if co.sub, err = cons.Consume(co.deliver); err != nil {
+		c.close()
+		return nil, err
+	}
+	return co, nil
+}
+
+// Close stops listening, withdraws the batch's requests no worker has
+// finished (a stopped batch leaves no work behind; its next run publishes
+// them again), and disconnects.
+func (co *Coordinator) Close() {
+	co.sub.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s, err := co.c.js.Stream(ctx, TrialsStream); err == nil {
+		if err := s.Purge(ctx, jetstream.WithPurgeSubject(TrialsPrefix+co.o.BatchID)); err != nil {
+			fmt.Fprintf(co.o.Log, "coordinator: could not withdraw the batch's open requests: %v\n", err)
+		}
+	}
+	co.c.close()
+}
+
+func (co *Coordinator) deliver(msg jetstream.Msg) {
+	var r Result
+	if err := json.Unmarshal(msg.Data(), &r); err != nil {
+		fmt.Fprintf(co.o.Log, "coordinator: a result that does not decode was ignored: %v\n", err)
+		return
+	}
+	co.mu.Lock()
+	ch := co.wait[r.RequestID]
+	delete(co.wait, r.RequestID)
+	co.mu.Unlock()
+	if ch == nil {
+		// A second answer to one request (the trial was redelivered and two
+		// workers finished it), or one to a request of an earlier run.
+		fmt.Fprintf(co.o.Log, "coordinator: result of trial %s attempt %d from worker %s not counted: its request was answered already or is not this run's\n",
+			r.TrialID, r.Attempt, r.Worker)
+		return
+	}
+	ch <- r
+}
+
+// RunTrial publishes one attempt and waits for a result it can count.
+func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int) (batch.Attempt, error) {
+	var refused []batch.Refusal
+	for len(refused) < co.o.MaxRefusals {
+		co.mu.Lock()
+		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, Avoid: append([]string(nil), co.avoid[t.ID]...)}
+		ch := make(chan Result, 1)
+		co.wait[req.RequestID] = ch
+		co.mu.Unlock()
+		data, err := json.Marshal(req)
+		if err != nil {
+			return batch.Attempt{}, err
+		}
+		if _, err := co.c.js.Publish(ctx, TrialsPrefix+t.BatchID, data); err != nil {
+			co.forget(req.RequestID)
+			return batch.Attempt{}, fmt.Errorf("publish trial %s: %w", t.ID, err)
+		}
+		sent := co.o.Clock()
+		var res Result
+		select {
+		case res = <-ch:
+		case <-ctx.Done():
+			co.forget(req.RequestID)
+			return batch.Attempt{}, ctx.Err()
+		}
+		if res.Error != "" {
+			co.avoidWorker(t.ID, res.Worker)
+			return batch.Attempt{Outcome: batch.OutcomeInfraFailed, OutcomeSource: "the worker could not make the run", Worker: res.Worker,
+				Note: "worker " + res.Worker + ": " + res.Error, Refused: refused}, nil
+		}
+		a, why := co.fetch(ctx, req, res)
+		if why != "" {
+			fmt.Fprintf(co.o.Log, "coordinator: refused the result of trial %s attempt %d from worker %s: %s\n", t.ID, attempt, res.Worker, why)
+			refused = append(refused, batch.Refusal{Worker: res.Worker, Reason: why, At: co.o.Clock().UTC()})
+			continue
+		}
+		if a.Outcome == batch.OutcomeInfraFailed {
+			co.avoidWorker(t.ID, a.Worker)
+		}
+		a.Refused = refused
+		// Wall time from publishing to a counted result, queueing included.
+		a.StartedAt, a.DurationMs = sent.UTC(), co.o.Clock().Sub(sent).Milliseconds()
+		return a, nil
+	}
+	return batch.Attempt{Outcome: batch.OutcomeInfraFailed, OutcomeSource: "every result was refused",
+		Note: fmt.Sprintf("%d results were refused; none counted", len(refused)), Refused: refused}, nil
+}
+
+func (co *Coordinator) forget(id string) {
+	co.mu.Lock()
+	delete(co.wait, id)
+	co.mu.Unlock()
+}
+
+func (co *Coordinator) avoidWorker(trial, worker string) {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	for _, w := range co.avoid[trial] {
+		if w == worker {
+			return
+		}
+	}
+	co.avoid[trial] = append(co.avoid[trial], worker)
+}
+
+// fetch downloads and checks one result; a non-empty reason refuses it.
+func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batch.Attempt, string) {
+	if res.BatchID != req.Trial.BatchID || res.TrialID != req.Trial.ID || res.Attempt != req.Attempt {
+		return batch.Attempt{}, fmt.Sprintf("it answers trial %s attempt %d of batch %s, not the request's", res.TrialID, res.Attempt, res.BatchID)
+	}
+	if res.Object != ObjectName(res.TrialID, res.Attempt, res.Worker) {
+		return batch.Attempt{}, fmt.Sprintf("object name %q is not the trial's", res.Object)
+	}
+	obj, err := co.c.obj.Get(ctx, res.Object)
+	if err != nil {
+		return batch.Attempt{}, fmt.Sprintf("download %s: %v", res.Object, err)
+	}
+	defer obj.Close()
+	dest := filepath.Join(co.o.Store.Dir, "remote", req.RequestID)
+	// The object store checks its own SHA-256 digest as the download ends
+	// (a mismatch fails the read); the archive's digest is checked against
+	// what the worker published too.
+	runDir, sum, err := unpack(obj, dest, res.RunID)
+	if err != nil {
+		return batch.Attempt{}, fmt.Sprintf("unpack %s: %v", res.Object, err)
+	}
+	if sum != res.SHA256 {
+		return batch.Attempt{}, fmt.Sprintf("archive digest %s, the worker published %s", sum, res.SHA256)
+	}
+	a := batch.DescribeWith(ctx, runDir, co.o.Schemas, validators.RunOptions{Trusted: co.o.Workers, RequireSignature: true, Relocated: true})
+	if !a.EvidenceValid {
+		errs := a.EvidenceErrors
+		if len(errs) > 3 {
+			errs = append(errs[:3:3], fmt.Sprintf("and %d more", len(a.EvidenceErrors)-3))
+		}
+		return batch.Attempt{}, "its evidence did not validate against the worker keys: " + strings.Join(errs, "; ")
+	}
+	if a.KeyID != res.Worker {
+		return batch.Attempt{}, fmt.Sprintf("it claims worker %s but the run is signed by %s", res.Worker, a.KeyID)
+	}
+	a.Worker = a.KeyID
+	return a, ""
+}

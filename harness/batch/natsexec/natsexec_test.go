@@ -1,0 +1,502 @@
+package natsexec_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/fixtures"
+	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
+	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/harness/batch/natsexec"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/supervise"
+	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/validators"
+)
+
+// Environment of a worker child process (this test binary re-executed).
+const (
+	envWorker  = "NATSEXEC_TEST_WORKER" // the NATS URL
+	envRuns    = "NATSEXEC_TEST_RUNS"
+	envKey     = "NATSEXEC_TEST_KEY"
+	envOwned   = "NATSEXEC_TEST_OWNED"
+	envAckWait = "NATSEXEC_TEST_ACK_WAIT"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case backend.FakeSubcommand:
+			os.Exit(fakecase.Main(os.Args[2:], os.Stdout, os.Stderr, os.Getenv))
+		case sandbox.Subcommand:
+			os.Exit(sandbox.Main(os.Args[2:], os.Stderr))
+		case supervise.Subcommand:
+			os.Exit(supervise.Main(os.Args[2:], os.Stderr))
+		}
+	}
+	if url := os.Getenv(envWorker); url != "" {
+		os.Exit(workerMain(url))
+	}
+	os.Exit(m.Run())
+}
+
+// workerMain is a worker process, as 'cto-harness worker' runs one.
+func workerMain(url string) int {
+	set, err := schemas.Compile()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	signer, err := attest.LoadSigner(os.Getenv(envKey))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ackWait, _ := time.ParseDuration(os.Getenv(envAckWait))
+	w := newWorkerOn(set, os.Getenv(envRuns), os.Getenv(envOwned), signer)
+	w.URL, w.AckWait, w.Log = url, ackWait, os.Stderr
+	if err := w.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func gateEnv(k string) string {
+	switch k {
+	case gates.EnvAllowCase:
+		return "1"
+	case gates.EnvCaseStage:
+		return "3"
+	case "PATH":
+		return os.Getenv("PATH")
+	}
+	return ""
+}
+
+// newWorkerOn is a worker with its own runs directory (stage 2 validated
+// there first, as the worker command does) and key.
+func newWorkerOn(set *schemas.Set, runs, owned string, signer *attest.Signer) natsexec.Worker {
+	exe, _ := os.Executable()
+	cfg := config.Config{OwnedSources: []string{owned}}
+	keys := attest.Keys{Signer: signer}
+	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv,
+		Config: cfg, Signing: keys}); err != nil {
+		panic(err)
+	}
+	return natsexec.Worker{Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: set,
+		VerifyRun: validators.StageRunVerifier(set), Signing: keys}}}
+}
+
+type world struct {
+	set   *schemas.Set
+	dir   string
+	owned string
+	url   string
+	plan  batch.Plan
+	store batch.Store
+}
+
+func startServer(t testing.TB) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the embedded NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	return ns.ClientURL()
+}
+
+func newWorld(t testing.TB, repeats int) *world {
+	t.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	w := &world{set: set, dir: dir, owned: filepath.Join(dir, "owned"), url: startServer(t)}
+	src := filepath.Join(w.owned, "a")
+	archive, err := fixtures.Archive(fixtures.SampleOwned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fixtures.Materialize(context.Background(), archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(batch.Spec{Name: "remote", Sources: []string{src}, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "fine"}}, Repeats: repeats, MaxAttempts: 2})
+	spec, err := batch.ParseSpec(data, filepath.Join(dir, "spec.json"), set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.plan, err = batch.MakePlan(context.Background(), spec, set); err != nil {
+		t.Fatal(err)
+	}
+	if w.store, err = batch.OpenStore(filepath.Join(dir, "coordinator"), w.plan.BatchID); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// key makes a worker key pair.
+func (w *world) key(t testing.TB, name string) (*attest.Signer, attest.PublicKey, string) {
+	t.Helper()
+	d := filepath.Join(w.dir, "keys", name)
+	pub, err := attest.Generate(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := attest.LoadSigner(filepath.Join(d, attest.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, pub, filepath.Join(d, attest.PrivateKeyFile)
+}
+
+func (w *world) coordinator(t *testing.T, ackWait time.Duration, workers ...attest.PublicKey) *natsexec.Coordinator {
+	t.Helper()
+	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
+		Schemas: w.set, Workers: workers, AckWait: ackWait, MaxRefusals: 2, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(co.Close)
+	return co
+}
+
+// inProcess runs a worker in this process until the test ends.
+func (w *world) inProcess(t *testing.T, name string, signer *attest.Signer, fault string, fetched func(natsexec.Request)) {
+	t.Helper()
+	w.prepared(t, name, signer, fault, fetched)()
+}
+
+// prepared makes a worker ready (its stage records validated) and returns
+// the function that starts it.
+func (w *world) prepared(t *testing.T, name string, signer *attest.Signer, fault string, fetched func(natsexec.Request)) func() {
+	t.Helper()
+	wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", name), w.owned, signer)
+	wk.URL, wk.AckWait, wk.Log, wk.Fetched = w.url, 3*time.Second, testLog{t}, fetched
+	wk.Local.Base.Fault = fault
+	return func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := wk.Run(ctx); err != nil {
+				t.Errorf("worker %s: %v", name, err)
+			}
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (w *world) records(t *testing.T) []batch.TrialRecord {
+	t.Helper()
+	var out []batch.TrialRecord
+	for _, tr := range w.plan.Trials {
+		rec, err := w.store.Load(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Three worker processes; one is killed (SIGKILL) as soon as it starts a
+// trial. Its trial is delivered again after ack_wait, and every trial is
+// counted exactly once.
+func TestThreeWorkersOneKilled(t *testing.T) {
+	w := newWorld(t, 6)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pubs []attest.PublicKey
+	var victim *exec.Cmd
+	victimStarted := make(chan string, 1)
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		_, pub, keyFile := w.key(t, fmt.Sprint("w", i))
+		pubs = append(pubs, pub)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), envWorker+"="+w.url, envRuns+"="+filepath.Join(w.dir, "workers", fmt.Sprint(i)), envKey+"="+keyFile,
+			envOwned+"="+w.owned, envAckWait+"=3s")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if i == 0 {
+			victim = cmd
+		}
+		wg.Add(1)
+		go func(i int, r io.Reader) {
+			defer wg.Done()
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				line := sc.Text()
+				t.Logf("worker %d: %s", i, line)
+				if i == 0 && strings.Contains(line, " started") {
+					f := strings.Fields(line)
+					select {
+					case victimStarted <- f[3]: // "worker KEY: trial ID attempt N started"
+					default:
+					}
+				}
+			}
+		}(i, stderr)
+	}
+	co := w.coordinator(t, 3*time.Second, pubs...)
+	var killedTrial string
+	go func() {
+		killedTrial = <-victimStarted
+		_ = victim.Process.Kill()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := batch.Execute(ctx, w.plan, w.store, co, batch.Options{Concurrency: len(w.plan.Trials)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Done != 6 {
+		t.Fatalf("%d of 6 trials done", c.Done)
+	}
+	if killedTrial == "" {
+		t.Fatal("the victim worker never started a trial")
+	}
+	for _, rec := range w.records(t) {
+		if len(rec.Attempts) != 1 {
+			t.Errorf("trial %s: %d attempts recorded, want exactly 1", rec.Trial.ID, len(rec.Attempts))
+			continue
+		}
+		a := rec.Attempts[0]
+		if a.Outcome != batch.OutcomePass || !a.EvidenceValid || !a.Signed {
+			t.Errorf("trial %s: %s, evidence valid %v, signed %v: %v", rec.Trial.ID, a.Outcome, a.EvidenceValid, a.Signed, a.EvidenceErrors)
+		}
+		if a.Worker == pubs[0].ID {
+			t.Errorf("trial %s is counted from the killed worker", rec.Trial.ID)
+		}
+		if rec.Trial.ID == killedTrial {
+			t.Logf("the killed worker's trial %s was finished by worker %s", killedTrial, a.Worker)
+		}
+	}
+}
+
+// A worker whose key the coordinator does not trust: its signed, valid runs
+// are refused and recorded, and nothing is counted.
+func TestUntrustedWorkerRefused(t *testing.T) {
+	w := newWorld(t, 1)
+	_, trusted, _ := w.key(t, "trusted")
+	rogue, _, _ := w.key(t, "rogue")
+	w.inProcess(t, "rogue", rogue, "", nil)
+	co := w.coordinator(t, 3*time.Second, trusted)
+	plan := w.plan
+	plan.MaxAttempts = 1
+	c, err := batch.Execute(context.Background(), plan, w.store, co, batch.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Done != 0 {
+		t.Errorf("%d trials counted from an untrusted worker", c.Done)
+	}
+	rec := w.records(t)[0]
+	if len(rec.Refused) != 2 {
+		t.Fatalf("refusals %+v, want 2", rec.Refused)
+	}
+	for _, r := range rec.Refused {
+		if r.Worker != rogue.Public().ID || !strings.Contains(r.Reason, "did not validate against the worker keys") {
+			t.Errorf("refusal %+v", r)
+		}
+	}
+	if a := rec.Last(); a == nil || a.EvidenceValid || a.Outcome != batch.OutcomeInfraFailed {
+		t.Errorf("the attempt after the refusals: %+v", a)
+	}
+}
+
+// A worker that always runs out of disk: its trial comes back infra_failed
+// and the retry goes to the other worker.
+func TestFullDiskWorkerRetriedElsewhere(t *testing.T) {
+	w := newWorld(t, 1)
+	full, fullPub, _ := w.key(t, "full")
+	good, goodPub, _ := w.key(t, "good")
+	co := w.coordinator(t, 3*time.Second, fullPub, goodPub)
+	took := make(chan struct{})
+	var once sync.Once
+	startGood := w.prepared(t, "good", good, "", nil)
+	w.inProcess(t, "full", full, harness.FaultDiskFullPrefix+"proofs/fixture-clean-end.json", func(natsexec.Request) { once.Do(func() { close(took) }) })
+	go func() {
+		<-took // the full-disk worker has the first attempt; now the good one joins
+		startGood()
+	}()
+	c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := w.records(t)[0]
+	if c.Done != 1 || len(rec.Attempts) != 2 {
+		t.Fatalf("done %d, attempts %+v", c.Done, rec.Attempts)
+	}
+	first, second := rec.Attempts[0], rec.Attempts[1]
+	if first.Outcome != batch.OutcomeInfraFailed || first.Worker != fullPub.ID || !first.EvidenceValid {
+		t.Errorf("first attempt: %s by %s (valid %v) %v", first.Outcome, first.Worker, first.EvidenceValid, first.EvidenceErrors)
+	}
+	if second.Outcome != batch.OutcomePass || second.Worker != goodPub.ID {
+		t.Errorf("second attempt: %s by %s", second.Outcome, second.Worker)
+	}
+}
+
+// A result whose archive is not the one the worker announced is refused:
+// the coordinator checks the digest of what it downloaded.
+func TestObjectDigestChecked(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	// A worker that uploads one thing and announces another digest.
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	co := w.coordinator(t, 3*time.Second, pub)
+	js, _ := jetstream.New(nc)
+	local := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "liar"), w.owned, signer).Local
+	local.Worker = pub.ID
+	go func() {
+		ctx := context.Background()
+		cons, err := js.Consumer(ctx, natsexec.TrialsStream, natsexec.WorkerConsumer)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		obj, err := js.ObjectStore(ctx, natsexec.RunsBucket)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for i := 0; i < 2; i++ {
+			msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(20*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for msg := range msgs.Messages() {
+				var req natsexec.Request
+				_ = json.Unmarshal(msg.Data(), &req)
+				a, err := local.RunTrial(ctx, req.Trial, req.Attempt)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				data, err := natsexec.PackForTest(a.RunDir)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				name := natsexec.ObjectName(req.Trial.ID, req.Attempt, pub.ID)
+				if _, err := obj.PutBytes(ctx, name, data); err != nil {
+					t.Error(err)
+					return
+				}
+				other := sha256.Sum256(append(data, 0))
+				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
+					Worker: pub.ID, RunID: a.RunID, Object: name, SHA256: hex.EncodeToString(other[:]), Size: int64(len(data))})
+				if _, err := js.Publish(ctx, natsexec.ResultsPrefix+req.Trial.BatchID, res); err != nil {
+					t.Error(err)
+				}
+				_ = msg.Ack()
+			}
+		}
+	}()
+	plan := w.plan
+	plan.MaxAttempts = 1
+	if _, err := batch.Execute(context.Background(), plan, w.store, co, batch.Options{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec := w.records(t)[0]
+	if len(rec.Refused) != 2 || !strings.Contains(rec.Refused[0].Reason, "archive digest") {
+		t.Fatalf("refusals %+v", rec.Refused)
+	}
+}
+
+// A stopped coordinator leaves no request in the queue: nothing runs for a
+// batch nobody waits for, and nothing was recorded.
+func TestStoppedBatchWithdrawsRequests(t *testing.T) {
+	w := newWorld(t, 3)
+	_, pub, _ := w.key(t, "w")
+	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
+		Schemas: w.set, Workers: []attest.PublicKey{pub}, AckWait: 3 * time.Second, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	queued := func() uint64 {
+		s, err := js.Stream(context.Background(), natsexec.TrialsStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background(), jetstream.WithSubjectFilter(natsexec.TrialsPrefix+w.plan.BatchID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for queued() < 3 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel() // no worker: all three wait in the queue, then the operator stops
+	}()
+	if _, err := batch.Execute(ctx, w.plan, w.store, co, batch.Options{Concurrency: 3}); err == nil {
+		t.Fatal("a stopped batch returned no error")
+	}
+	co.Close()
+	if n := queued(); n != 0 {
+		t.Errorf("%d requests left in the queue after the coordinator stopped", n)
+	}
+	for _, rec := range w.records(t) {
+		if len(rec.Attempts) != 0 {
+			t.Errorf("trial %s has attempts %+v", rec.Trial.ID, rec.Attempts)
+		}
+	}
+}

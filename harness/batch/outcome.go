@@ -1,0 +1,115 @@
+package batch
+
+import (
+	"encoding/json"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Outcome is what a trial's run came to, for counting and for retries.
+type Outcome string
+
+// Outcome classes. Only InfraFailed and ModelFailed are retried: the others
+// are results about the agent (or the policy it ran into), and a retry would
+// only fish for a better number.
+const (
+	OutcomePass          Outcome = "pass"
+	OutcomeAgentFailed   Outcome = "agent_failed"
+	OutcomeModelFailed   Outcome = "model_failed"
+	OutcomeInfraFailed   Outcome = "infra_failed"
+	OutcomePolicyBlocked Outcome = "policy_blocked"
+)
+
+// AllOutcomes lists every class, in the order summaries show them.
+func AllOutcomes() []Outcome {
+	return []Outcome{OutcomePass, OutcomeAgentFailed, OutcomeModelFailed, OutcomeInfraFailed, OutcomePolicyBlocked}
+}
+
+// Retryable says whether a trial with this outcome gets another attempt.
+func (o Outcome) Retryable() bool { return o == OutcomeInfraFailed || o == OutcomeModelFailed }
+
+func (o Outcome) known() bool {
+	for _, k := range AllOutcomes() {
+		if o == k {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeOf classifies a run from its report.json bytes: the report's own
+// "outcome" field when it has one, else the fallback table over its status
+// and blocker codes. A report that does not decode, or names an outcome this
+// version does not know, is infra_failed: the run's result cannot be read,
+// which says nothing about the agent.
+func OutcomeOf(reportJSON []byte) (Outcome, string) {
+	var r struct {
+		Outcome *string `json:"outcome"`
+		ctoharness.Report
+	}
+	if err := json.Unmarshal(reportJSON, &r); err != nil {
+		return OutcomeInfraFailed, "report.json does not decode: " + err.Error()
+	}
+	if r.Outcome != nil {
+		if o := Outcome(*r.Outcome); o.known() {
+			return o, "from report.json"
+		}
+		return OutcomeInfraFailed, "report.json names an unknown outcome " + *r.Outcome
+	}
+	return FallbackOutcome(r.Status, r.Blockers), "classified from status and blocker codes (fallback table)"
+}
+
+// fallbackTable is the FALLBACK classification, used only for a report that
+// has no outcome field (reports from harness versions before it). Codes not
+// listed are policy_blocked: a precondition or rule refused the run.
+var fallbackTable = map[ctoharness.BlockerCode]Outcome{
+	// The agent ran and did not get there.
+	ctoharness.BlockCaseExitNonZero:      OutcomeAgentFailed,
+	ctoharness.BlockTestsFailed:          OutcomeAgentFailed,
+	ctoharness.BlockTestTimeout:          OutcomeAgentFailed,
+	ctoharness.BlockTestFlake:            OutcomeAgentFailed,
+	ctoharness.BlockCaseTimeout:          OutcomeAgentFailed,
+	ctoharness.BlockAgentNoChange:        OutcomeAgentFailed,
+	ctoharness.BlockMissingRequiredEvent: OutcomeAgentFailed,
+	ctoharness.BlockCaseEventMalformed:   OutcomeAgentFailed,
+	ctoharness.BlockCaseEventOrder:       OutcomeAgentFailed,
+	ctoharness.BlockTestNotRun:           OutcomeAgentFailed,
+	// The model endpoint failed the agent.
+	ctoharness.BlockAgentModelError: OutcomeModelFailed,
+	// The machine failed the run.
+	ctoharness.BlockArtifactWriteFailed:   OutcomeInfraFailed,
+	ctoharness.BlockInternal:              OutcomeInfraFailed,
+	ctoharness.BlockSandboxUnavailable:    OutcomeInfraFailed,
+	ctoharness.BlockCopyFailed:            OutcomeInfraFailed,
+	ctoharness.BlockCheckoutFailed:        OutcomeInfraFailed,
+	ctoharness.BlockCaseStartFailed:       OutcomeInfraFailed,
+	ctoharness.BlockCollectFailed:         OutcomeInfraFailed,
+	ctoharness.BlockInterrupted:           OutcomeInfraFailed,
+	ctoharness.BlockSetupFailed:           OutcomeInfraFailed,
+	ctoharness.BlockAgentNotInstalled:     OutcomeInfraFailed,
+	ctoharness.BlockGovernanceUnavailable: OutcomeInfraFailed,
+}
+
+// FallbackOutcome is the fallback table applied to a status and blockers.
+// With several blockers the first class in the order infra, model, policy,
+// agent wins: a run the machine broke says nothing about the agent.
+func FallbackOutcome(status ctoharness.Status, blockers []ctoharness.Blocker) Outcome {
+	if status == ctoharness.StatusPass && len(blockers) == 0 {
+		return OutcomePass
+	}
+	if len(blockers) == 0 {
+		return OutcomeInfraFailed // not a pass and no reason given: unknown state
+	}
+	rank := map[Outcome]int{OutcomeInfraFailed: 0, OutcomeModelFailed: 1, OutcomePolicyBlocked: 2, OutcomeAgentFailed: 3}
+	best := OutcomeAgentFailed
+	for _, b := range blockers {
+		o, ok := fallbackTable[b.Code]
+		if !ok {
+			o = OutcomePolicyBlocked
+		}
+		if rank[o] < rank[best] {
+			best = o
+		}
+	}
+	return best
+}

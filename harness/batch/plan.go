@@ -1,0 +1,141 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/go-git/go-git/v5"
+
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
+)
+
+// Trial is one planned run: everything an executor on any machine needs.
+type Trial struct {
+	ID         string          `json:"trial_id"`
+	BatchID    string          `json:"batch_id"`
+	Source     string          `json:"source"`
+	SourceHead string          `json:"source_head"`
+	Task       string          `json:"task"`
+	TaskDigest string          `json:"task_digest"`
+	TaskSpec   json.RawMessage `json:"task_spec"` // the canonical task spec the digest is over
+	Agent      Agent           `json:"agent"`
+	Repeat     int             `json:"repeat"` // 1..repeats
+	Profile    string          `json:"profile,omitempty"`
+
+	AllowNet       []string `json:"allow_net,omitempty"`
+	VerifyAllowNet []string `json:"verify_allow_net,omitempty"`
+	SetupAllowNet  []string `json:"setup_allow_net,omitempty"`
+}
+
+// Plan is a batch's trials, in a stable order (source, task, agent, repeat).
+type Plan struct {
+	BatchID     string
+	Name        string
+	SpecDigest  string
+	MaxAttempts int
+	Trials      []Trial
+}
+
+// TrialID is derived from what makes a trial the trial it is: the source's
+// path and HEAD commit (two checkouts of one commit are two sources), the task's digest, the agent (name, kind, model, scenario) and
+// the repeat index. The same spec over the same commits plans the same ids,
+// which is what resume and the NATS path's exactly-once counting key on.
+func TrialID(source, sourceHead, taskDigest string, a Agent, repeat int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "cto-harness trial v1\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d", source, sourceHead, taskDigest, a.Name, a.Kind, a.Model+"\x00"+a.Scripted, a.Scenario, repeat)
+	return "t-" + hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// MakePlan resolves every source's HEAD and every task's spec and lists the
+// trials. A source that is not a git repository with a HEAD commit is an
+// error of the spec: nothing runs.
+func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
+	canon, err := json.Marshal(s)
+	if err != nil {
+		return Plan{}, err
+	}
+	sum := sha256.Sum256(canon)
+	p := Plan{Name: s.Name, SpecDigest: hex.EncodeToString(sum[:]), MaxAttempts: s.Attempts()}
+	p.BatchID = fmt.Sprintf("%s-%s", s.Name, p.SpecDigest[:12])
+	heads := make([]string, len(s.Sources))
+	for i, src := range s.Sources {
+		h, err := SourceHead(src)
+		if err != nil {
+			return Plan{}, fmt.Errorf("%w: source %s: %v; each source must be a git repository with a commit", ErrSpec, src, err)
+		}
+		heads[i] = h
+	}
+	type loaded struct {
+		raw    json.RawMessage
+		digest string
+	}
+	tasks := make([]loaded, len(s.Tasks))
+	for i, t := range s.Tasks {
+		var spec task.Spec
+		if t.Spec == "" {
+			spec = harness.DefaultSpec()
+		} else if spec, err = task.Load(ctx, t.Spec, set.Validator(schemas.TaskSpec)); err != nil {
+			return Plan{}, fmt.Errorf("%w: task %q: %v", ErrSpec, t.Name, err)
+		}
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			return Plan{}, err
+		}
+		d := sha256.Sum256(raw)
+		tasks[i] = loaded{raw, hex.EncodeToString(d[:])}
+	}
+	for si, src := range s.Sources {
+		for ti, t := range s.Tasks {
+			for _, a := range s.Agents {
+				for r := 1; r <= s.Repeats; r++ {
+					p.Trials = append(p.Trials, Trial{
+						ID: TrialID(src, heads[si], tasks[ti].digest, a, r), BatchID: p.BatchID,
+						Source: src, SourceHead: heads[si], Task: t.Name, TaskDigest: tasks[ti].digest, TaskSpec: tasks[ti].raw,
+						Agent: a, Repeat: r, Profile: s.Profile,
+						AllowNet: s.AllowNet, VerifyAllowNet: s.VerifyAllowNet, SetupAllowNet: s.SetupAllowNet,
+					})
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range p.Trials {
+		if seen[t.ID] {
+			return Plan{}, fmt.Errorf("%w: trial %s (%s) is planned twice", ErrSpec, t.ID, label(t.Agent.Name, t.Task))
+		}
+		seen[t.ID] = true
+	}
+	return p, nil
+}
+
+// SourceHead is the commit HEAD names in the repository at dir.
+func SourceHead(dir string) (string, error) {
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return "", err
+	}
+	ref, err := r.Head()
+	if err != nil {
+		return "", err
+	}
+	return ref.Hash().String(), nil
+}
+
+// Spec decodes the trial's task spec.
+func (t Trial) Spec(set *schemas.Set) (task.Spec, error) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, t.TaskSpec); err != nil {
+		return task.Spec{}, fmt.Errorf("trial %s: the task spec is not JSON: %w", t.ID, err)
+	}
+	d := sha256.Sum256(compact.Bytes())
+	if hex.EncodeToString(d[:]) != t.TaskDigest {
+		return task.Spec{}, fmt.Errorf("trial %s: the task spec does not match its digest %s", t.ID, t.TaskDigest)
+	}
+	return task.Parse(t.TaskSpec, "trial "+t.ID, set.Validator(schemas.TaskSpec))
+}
