@@ -408,7 +408,8 @@ func batchDirArg(g *Globals, env *Env, set *schemas.Set, arg string) (string, er
 type BatchVerifyCmd struct {
 	Dir              string   `arg:"" help:"A batch directory (RUNS_DIR/batches/<batch id>, here or copied elsewhere with its runs), or the batch's spec file." placeholder:"DIR"`
 	WorkerKeys       []string `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"A worker's public key (PEM), for the runs workers made; repeatable."`
-	RequireSignature bool     `name:"require-signature" help:"Fail an unsigned summary or trial run, or one no given key verifies."`
+	RequireSignature bool     `name:"require-signature" help:"Fail an unsigned summary or trial run, or one no given key verifies, even where the config disables signing."`
+	AllowUnsigned    bool     `name:"allow-unsigned" help:"Accept an unsigned summary, and trial runs no trusted key signed, as unverified."`
 	JSON             bool     `name:"json" help:"Print one JSON line: ok, batch_id, signed_by, trials_checked, errors."`
 }
 
@@ -418,7 +419,9 @@ func (BatchVerifyCmd) Help() string {
 config's signing.trusted_keys); validates every finished trial's run in full (found through its report
 link, so a copied batch directory works when the runs were copied along), against the same keys and the
 --worker-key keys; derives each trial's outcome again from its run; and recounts passes and outcomes per
-agent and task. Exit status: 0 everything holds, 1 something does not, 2 bad input.`
+agent and task. A signature by a trusted key is required on the summary and on every trial run unless
+--allow-unsigned (or the config's signing.disabled) is given. Exit status: 0 everything holds, 1
+something does not, 2 bad input.`
 }
 
 // Run executes the command.
@@ -439,7 +442,7 @@ func (c *BatchVerifyCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	res := batch.VerifyDir(env.Ctx, dir, set, batch.VerifyOptions{Trusted: append(localTrust(keys), workers...), RequireSignature: c.RequireSignature})
+	res := batch.VerifyDir(env.Ctx, dir, set, batch.VerifyOptions{Trusted: append(localTrust(keys), workers...), RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys)})
 	if c.JSON {
 		if err := printJSON(env.Stdout, res); err != nil {
 			return err

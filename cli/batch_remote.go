@@ -68,7 +68,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 		return err
 	}
 	if keys.Signer == nil {
-		return usagef("a worker signs every run: configure a signing key (%s or the config's signing.key_file; make one with 'cto-harness keygen')", attest.EnvSigningKeyFile)
+		return usagef("a worker signs every run, and signing is disabled in the config: remove signing.disabled (the machine key is then used), or configure a key (%s or signing.key_file; make one with 'cto-harness keygen')", attest.EnvSigningKeyFile)
 	}
 	if err := checkStageGates(env); err != nil {
 		return err

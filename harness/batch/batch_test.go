@@ -47,6 +47,7 @@ type world struct {
 	owned   string
 	base    harness.Options
 	sources []string
+	keys    attest.Keys
 }
 
 func newWorld(t *testing.T, sources int) *world {
@@ -74,7 +75,12 @@ func newWorld(t *testing.T, sources int) *world {
 		return ""
 	}
 	ctx := context.Background()
-	if err := validators.EnsureStage2(ctx, validators.StageOptions{RunsDir: w.runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg}); err != nil {
+	keys, err := attest.Ephemeral() // every run is signed, as by default
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.keys = keys
+	if err := validators.EnsureStage2(ctx, validators.StageOptions{RunsDir: w.runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < sources; i++ {
@@ -88,7 +94,7 @@ func newWorld(t *testing.T, sources int) *world {
 		}
 		w.sources = append(w.sources, src)
 	}
-	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: validators.StageRunVerifier(set)}
+	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
 	return w
 }
 
@@ -366,7 +372,7 @@ func TestVerifyDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.base.Signing = attest.Keys{Signer: signer}
+	w.base.Signing = attest.Keys{Signer: signer, Trusted: append([]attest.PublicKey{pub}, w.keys.Trusted...)}
 	p := w.plan(t, batch.Spec{Name: "verify", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}},
 		Agents: []batch.Agent{{Name: "fine"}, {Name: "broken", Scenario: "break-verification"}}, Repeats: 1})
 	st, err := batch.OpenStore(w.runs, p.BatchID)
@@ -386,7 +392,7 @@ func TestVerifyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(copyRuns, "batches", p.BatchID)
-	opts := batch.VerifyOptions{Trusted: []attest.PublicKey{pub}, RequireSignature: true}
+	opts := batch.VerifyOptions{Trusted: append([]attest.PublicKey{pub}, w.keys.Trusted...), RequireSignature: true}
 	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); !v.OK || v.Trials != 2 || v.SignedBy != pub.ID {
 		t.Fatalf("a good batch: %+v", v)
 	}
@@ -414,7 +420,7 @@ func TestVerifyDir(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, batch.SummarySignature)); err != nil {
 		t.Fatal(err)
 	}
-	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: []attest.PublicKey{pub}})
+	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: opts.Trusted})
 	if v.OK || !anyContains(v.Errors, "its run says agent_failed") {
 		t.Errorf("an edited unsigned summary: %+v", v)
 	}

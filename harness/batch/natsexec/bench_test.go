@@ -30,10 +30,14 @@ func BenchmarkBatch20(b *testing.B) {
 	}
 	cfg := config.Config{OwnedSources: []string{w.owned}}
 	runs := filepath.Join(w.dir, "local")
-	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg}); err != nil {
+	keys, err := attest.Ephemeral() // signed, as every run is by default
+	if err != nil {
 		b.Fatal(err)
 	}
-	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: validators.StageRunVerifier(w.set)}}
+	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
+		b.Fatal(err)
+	}
+	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: validators.StageRunVerifier(w.set), Signing: keys}}
 	var pubs []attest.PublicKey
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -100,7 +100,7 @@ func gateEnv(k string) string {
 func newWorkerOn(set *schemas.Set, runs, owned string, signer *attest.Signer) natsexec.Worker {
 	exe, _ := os.Executable()
 	cfg := config.Config{OwnedSources: []string{owned}}
-	keys := attest.Keys{Signer: signer}
+	keys := attest.Keys{Signer: signer, Trusted: []attest.PublicKey{signer.Public()}}
 	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv,
 		Config: cfg, Signing: keys}); err != nil {
 		panic(err)
