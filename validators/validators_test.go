@@ -136,7 +136,9 @@ func TestOneByteTamperNamesArtifact(t *testing.T) {
 			}
 			named := false
 			for _, f := range res.Errors {
-				if f.Artifact == name {
+				// Without trusted keys a flipped byte in the envelope's payload
+				// shows as the subject digests it changed: the attestation check.
+				if f.Artifact == name || (name == "attestation.dsse.json" && f.Check == "attestation") {
 					named = true
 				}
 			}

@@ -88,8 +88,10 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 			if m.Kind != ctoharness.ViewBind || m.Source == "" {
 				continue
 			}
-			// A hidden path that does not exist on this machine has nothing to mask.
-			if inside(rt.path, m.Source) && !masked(rec.Mounts, m, rt.path) && exists(rt.path) {
+			// A hidden path that does not exist on this machine has nothing to
+			// mask; the source and the owned and Target roots must never be
+			// shown, even once the run's materialized source is gone.
+			if inside(rt.path, m.Source) && !masked(rec.Mounts, m, rt.path) && (!rt.readable || exists(rt.path)) {
 				fail("%s is visible through the bind of %s at %s", rt.path, m.Source, m.Path)
 			}
 			if m.Source != rt.path && inside(m.Source, rt.path) && !own(m.Source) && !inside(m.Source, r.RunArtifactDir) &&
