@@ -94,6 +94,32 @@ type attrStack struct {
 	macros map[string][]attrAssign
 }
 
+// stackFor is the attribute files that apply to path (a file), in git's
+// order: info/attributes, the in-tree .gitattributes from path's directory
+// up to the root (dirs is keyed "" or "dir/"), then global and system.
+func stackFor(path string, macros map[string][]attrAssign, info *attrFile, dirs map[string]*attrFile, global []*attrFile) attrStack {
+	s := attrStack{macros: macros}
+	if info != nil {
+		s.files = append(s.files, info)
+	}
+	dir := path
+	for {
+		slash := strings.LastIndexByte(dir, '/')
+		if slash < 0 {
+			break
+		}
+		dir = dir[:slash]
+		if f := dirs[dir+"/"]; f != nil {
+			s.files = append(s.files, f)
+		}
+	}
+	if f := dirs[""]; f != nil {
+		s.files = append(s.files, f)
+	}
+	s.files = append(s.files, global...)
+	return s
+}
+
 // lookup returns the states of the wanted attributes for path (a file):
 // for each, the first file in precedence order, and within it the last
 // matching line, that speaks of it (directly or through a macro) decides.

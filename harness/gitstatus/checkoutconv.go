@@ -120,25 +120,7 @@ type Conversion struct {
 
 // For is the conversion of path.
 func (c *Conversions) For(path string) Conversion {
-	s := attrStack{macros: c.macros}
-	if c.info != nil {
-		s.files = append(s.files, c.info)
-	}
-	dir := path
-	for {
-		slash := strings.LastIndexByte(dir, '/')
-		if slash < 0 {
-			break
-		}
-		dir = dir[:slash]
-		if f := c.dirs[dir+"/"]; f != nil {
-			s.files = append(s.files, f)
-		}
-	}
-	if f := c.dirs[""]; f != nil {
-		s.files = append(s.files, f)
-	}
-	s.files = append(s.files, c.global...)
+	s := stackFor(path, c.macros, c.info, c.dirs, c.global)
 	attrs := s.lookup(path, "text", "crlf", "eol", "ident", "filter")
 	out := Conversion{in: conversionFor(attrs, c.autocrlf), outCRLF: c.outputCRLF(attrs)}
 	if f := attrs["filter"]; f != attrTrue && f != attrFalse {

@@ -681,25 +681,7 @@ func (c *computer) readBlob(h plumbing.Hash) ([]byte, error) {
 
 // attrs resolves the conversion attributes of a path.
 func (c *computer) attrs(path string) map[string]string {
-	s := attrStack{macros: c.macros}
-	if c.attrInfo != nil {
-		s.files = append(s.files, c.attrInfo)
-	}
-	dir := path
-	for {
-		slash := strings.LastIndexByte(dir, '/')
-		if slash < 0 {
-			break
-		}
-		dir = dir[:slash]
-		if f := c.attrDirs[dir+"/"]; f != nil {
-			s.files = append(s.files, f)
-		}
-	}
-	if f := c.attrDirs[""]; f != nil {
-		s.files = append(s.files, f)
-	}
-	s.files = append(s.files, c.attrGlobal...)
+	s := stackFor(path, c.macros, c.attrInfo, c.attrDirs, c.attrGlobal)
 	return s.lookup(path, "text", "crlf", "eol", "ident", "filter")
 }
 
