@@ -32,25 +32,6 @@ import (
 // too.
 func BenchmarkSigningOverheadSample(b *testing.B) {
 	ctx := context.Background()
-	set := compileB(b)
-	runs := b.TempDir()
-	exe, _ := os.Executable()
-	src := filepath.Join(b.TempDir(), "sample")
-	archive, err := fixtures.Archive(fixtures.SampleOwned)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := fixtures.Materialize(ctx, archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		b.Fatal(err)
-	}
-	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec, err := task.Parse(data, "sample task", set.Validator(schemas.TaskSpec))
-	if err != nil {
-		b.Fatal(err)
-	}
 	keyDir := filepath.Join(b.TempDir(), "keys")
 	pub, err := attest.Generate(keyDir)
 	if err != nil {
@@ -61,13 +42,7 @@ func BenchmarkSigningOverheadSample(b *testing.B) {
 		b.Fatal(err)
 	}
 	// The stage 2 record is signed, so that a signed run's gate verifies it.
-	if res := validators.Stage(ctx, 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv,
-		Signing: attest.Keys{Signer: stageSigner, Trusted: []attest.PublicKey{pub}}}); !res.OK {
-		b.Fatalf("stage 2: %v", res.Errors)
-	}
-	base := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Config: config.Config{OwnedSources: []string{src}}, Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get,
-		VerifyRun: validators.StageRunVerifier(set)}
+	base, set := sampleStage3(b, attest.Keys{Signer: stageSigner, Trusted: []attest.PublicKey{pub}})
 	// one returns a run's wall time, the harness process's own CPU time,
 	// and that plus its children's (Case, the sandbox, the verification).
 	one := func(signed bool) (wall, self, total time.Duration) {
@@ -145,4 +120,38 @@ func cpuTime() (self, children time.Duration) {
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
 	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
 	return tv(s.Utime) + tv(s.Stime), tv(c.Utime) + tv(c.Stime)
+}
+
+// sampleStage3 is what the sample benchmarks share: the embedded sample
+// repository materialized as an owned source, stage 2 validated (its records
+// and runs signed with keys), and the options of a stage 3 pass-route run on
+// it, to be given their signing by the caller.
+func sampleStage3(b *testing.B, keys attest.Keys) (harness.Options, *schemas.Set) {
+	b.Helper()
+	ctx := context.Background()
+	set := compileB(b)
+	runs := b.TempDir()
+	exe, _ := os.Executable()
+	src := filepath.Join(b.TempDir(), "sample")
+	archive, err := fixtures.Archive(fixtures.SampleOwned)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := fixtures.Materialize(ctx, archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		b.Fatal(err)
+	}
+	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, err := task.Parse(data, "sample task", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := validators.Stage(ctx, 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	return harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
+		Config: config.Config{OwnedSources: []string{src}}, Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get,
+		VerifyRun: validators.StageRunVerifier(set), Signing: keys}, set
 }

@@ -3,20 +3,14 @@ package harness_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/fixtures"
-	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
-	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
-	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/schemas"
-	"github.com/cto-harness/cto-harness/validators"
 )
 
 // BenchmarkFsyncShareSample measures what making the evidence durable costs
@@ -29,31 +23,11 @@ import (
 // number says nothing.
 func BenchmarkFsyncShareSample(b *testing.B) {
 	ctx := context.Background()
-	set := compileB(b)
-	runs := b.TempDir()
-	exe, _ := os.Executable()
-	src := filepath.Join(b.TempDir(), "sample")
-	archive, err := fixtures.Archive(fixtures.SampleOwned)
+	keys, err := attest.Ephemeral() // signed, as every run is by default
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := fixtures.Materialize(ctx, archive, src, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		b.Fatal(err)
-	}
-	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
-	if err != nil {
-		b.Fatal(err)
-	}
-	spec, err := task.Parse(data, "sample task", set.Validator(schemas.TaskSpec))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if res := validators.Stage(ctx, 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
-		b.Fatalf("stage 2: %v", res.Errors)
-	}
-	base := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Config: config.Config{OwnedSources: []string{src}}, Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get,
-		VerifyRun: validators.StageRunVerifier(set)}
+	base, _ := sampleStage3(b, keys)
 	// one returns a run's wall time and the wall time during which at
 	// least one of its fsync calls was in flight (they run in parallel, so
 	// their durations overlap).
