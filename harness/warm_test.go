@@ -16,6 +16,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
@@ -248,12 +249,16 @@ func BenchmarkWarmGoCache(b *testing.B) {
 	}
 	set := compileB(b)
 	runs := b.TempDir()
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv}); !res.OK {
+	keys, err := attest.Ephemeral() // signed, as every run is by default
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
 		b.Fatalf("stage 2: %v", res.Errors)
 	}
 	g := newGoRepo(b)
 	base := harness.Options{Stage: 3, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set)}
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
 	o := warmOptions(b, set, g, base)
 	if rep, err := harness.Run(context.Background(), o); err != nil || rep.Status != ctoharness.StatusPass {
 		b.Fatalf("first run: %v %+v", err, rep.Blockers)
