@@ -73,6 +73,33 @@ func OpenAt(dir int, name, rel string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), full), nil
 }
 
+// Dir opens the directory rel (slash-separated, relative; "." for root)
+// below root as an O_PATH descriptor, under the same rules as Open: for
+// creating, renaming and removing names in it with the *at calls.
+func Dir(root, rel string) (int, error) {
+	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open root %s: %w", root, err)
+	}
+	if rel == "." {
+		return dir, nil
+	}
+	defer unix.Close(dir)
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: resolve}
+	for {
+		fd, err := unix.Openat2(dir, filepath.FromSlash(rel), &how)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case errors.Is(err, unix.ENOSYS):
+			return -1, fmt.Errorf("open %s: %w", filepath.Join(root, rel), ErrUnconfined)
+		case err != nil:
+			return -1, fmt.Errorf("open directory %s confined to %s: %w", rel, root, err)
+		}
+		return fd, nil
+	}
+}
+
 // Available reports whether confined opens work on this kernel.
 func Available() error {
 	f, err := Open("/", "proc/self/status")
