@@ -30,6 +30,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/store"
 )
 
@@ -76,7 +77,7 @@ type Baseline struct {
 	stop    context.CancelFunc
 	res     fixture.CopyResult
 	err     error
-	mounted string // the overlay checkout to unmount, if one was made
+	mounted *overlay.Mount // the overlay checkout to unmount, if one was made
 }
 
 // Begin starts copying the baseline (in's SourceRoot, Dest, BaselineTime,
@@ -104,34 +105,29 @@ func (b *Baseline) Wait() {
 func (b *Baseline) Stop() error {
 	b.stop()
 	b.Wait()
-	if b.mounted == "" {
-		return nil
-	}
-	dir := b.mounted
-	b.mounted = ""
-	return unmount(dir)
+	return b.mounted.Unmount()
 }
 
 // Overlaid reports whether the checkout is an overlay of the source rather
 // than a copy (valid once Finish or Wait returned).
-func (b *Baseline) Overlaid() bool { return b.mounted != "" }
+func (b *Baseline) Overlaid() bool { return b.mounted != nil }
 
-func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, string, error) {
+func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.Mount, error) {
 	in.Tracer.Trace(ctoharness.TraceMkdir, filepath.Dir(in.Dest))
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
-		return fixture.CopyResult{}, "", failed(err, "create the directory of the verification checkout %s", in.Dest)
+		return fixture.CopyResult{}, nil, failed(err, "create the directory of the verification checkout %s", in.Dest)
 	}
 	if in.Overlay {
 		cp, mounted, err := overlayBaseline(ctx, in)
-		if !errors.Is(err, errNoOverlay) {
+		if !errors.Is(err, overlay.ErrUnavailable) {
 			return cp, mounted, err
 		}
 	}
 	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
 	if err != nil {
-		return cp, "", failed(err, "copy the baseline into the verification checkout %s", in.Dest)
+		return cp, nil, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}
-	return cp, "", nil
+	return cp, nil, nil
 }
 
 // Finish completes the checkout begun by b: in's Store, Baseline, Result

@@ -72,7 +72,7 @@ var adversarialParam = map[string]struct {
 	"keyring":          {"DESC", "read every key of the user keyring into the fixture (DESC names the host's) and plant a key there", keyringReach},
 	"write-fd":         {"N", "write to descriptor N, one the harness inherited", writeFD},
 	"unix-dgram":       {"PATH", "send a datagram to the host socket PATH from a UNIX socket and from a datagram socketpair", unixDgramReach},
-	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline and environ, plain and base64-decoded", procArgs},
+	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline, environ and mountinfo, plain and base64-decoded", procArgs},
 }
 
 func sortedParamNames() []string {

@@ -93,9 +93,9 @@ func listDir(dir string) func(*caseRun) error {
 }
 
 // procArgs looks for each of the ;-separated NEEDLES (paths the view hides)
-// in the argv and environment of every process /proc shows, the launcher's
-// (/proc/1) first: as plain text and base64-decoded, as a policy passed on
-// the command line would be. The attempt is denied when no needle is found;
+// in the argv, environment and mount table of every process /proc shows, the
+// launcher's (/proc/1) first: as plain text and base64-decoded, as a policy
+// passed on the command line would be. The attempt is denied when no needle is found;
 // where one was found is recorded, and the text it was in goes to the note.
 // The scenario's own argument (which holds the needles) is skipped.
 func procArgs(spec string) func(*caseRun) error {
@@ -112,7 +112,9 @@ func procArgs(spec string) func(*caseRun) error {
 			if e.Name()[0] < '0' || e.Name()[0] > '9' {
 				continue
 			}
-			for _, f := range []string{"cmdline", "environ"} {
+			// mountinfo names what each mount shows: an overlay's layers
+			// among its options.
+			for _, f := range []string{"cmdline", "environ", "mountinfo"} {
 				p := filepath.Join("/proc", e.Name(), f)
 				data, err := os.ReadFile(p)
 				if err != nil {
@@ -137,15 +139,15 @@ func procArgs(spec string) func(*caseRun) error {
 		var err error
 		switch {
 		case readable == 0:
-			return fmt.Errorf("proc-args: no /proc/*/cmdline or environ was readable; the attempt proves nothing")
+			return fmt.Errorf("proc-args: no /proc/*/cmdline, environ or mountinfo was readable; the attempt proves nothing")
 		case len(found) == 0:
-			err = fmt.Errorf("no hidden path in the %d readable /proc/*/cmdline and environ files", readable)
+			err = fmt.Errorf("no hidden path in the %d readable /proc/*/cmdline, environ and mountinfo files", readable)
 		default:
 			if werr := c.writeNote(fmt.Sprintf("read from /proc:\n%s\n", strings.Join(leaked, "\n"))); werr != nil {
 				return werr
 			}
 		}
-		target := "/proc/*/cmdline,environ"
+		target := "/proc/*/cmdline,environ,mountinfo"
 		if len(found) > 0 {
 			target = strings.Join(found, ",")
 		}

@@ -1,0 +1,212 @@
+// Package overlay shows a source repository's HEAD tree at a directory
+// without copying it: an overlayfs whose lower layer is the source worktree
+// and whose writable upper layer starts with a whiteout for everything the
+// tree does not hold (the source's .git, its untracked and ignored files).
+// Whatever is written through the mount lands in the upper layer;
+// overlayfs never writes a lower layer, so the source stays untouched.
+//
+// The fixture Case works in and the verification checkout are both made
+// this way where the machine allows it. What the mount shows is the
+// worktree's bytes, not the tree's: the caller still proves them (package
+// fixture hashes them, or holds them to the source proof).
+package overlay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// ErrUnavailable means this machine or this source cannot have an overlay
+// (no CAP_SYS_ADMIN, a kernel that refuses, a tree with submodules); the
+// caller copies instead. Nothing is left behind.
+var ErrUnavailable = errors.New("no overlay")
+
+// Input says what to show where.
+type Input struct {
+	Source string // the source worktree: the lower layer, never written
+	Dest   string // the mount point; created here, must not exist
+	// Upper and Work are the writable layer and overlayfs's work
+	// directory (on one filesystem); created here, must not exist. Neither
+	// may be in any view: a command sees the layer only through the mount.
+	Upper, Work string
+	Tracer      ctoharness.Tracer
+}
+
+// Mount is a mounted overlay; Unmount detaches it.
+type Mount struct{ dir string }
+
+// Dir is the mount point.
+func (m *Mount) Dir() string { return m.dir }
+
+// Unmount detaches the overlay (lazily: a process still inside it keeps
+// only its own view). Calling it again, or on a nil Mount, does nothing.
+func (m *Mount) Unmount() error {
+	if m == nil || m.dir == "" {
+		return nil
+	}
+	dir := m.dir
+	m.dir = ""
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmount the overlay %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Tree mounts the source HEAD tree at in.Dest (see the package comment). It
+// returns an error wrapping ErrUnavailable, with nothing left behind, when
+// the overlay cannot be made here; any other error is a failure to hide the
+// source's untracked files. The layers are named to overlayfs by
+// descriptor (/proc/self/fd/N), so the mount's options — which a process
+// that can see the mount reads in /proc/self/mountinfo — name no host path.
+func Tree(ctx context.Context, in Input) (*Mount, error) {
+	src := filepath.Clean(in.Source)
+	tracked, err := trackedPaths(src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	cleanup := func() { os.RemoveAll(in.Upper); os.RemoveAll(in.Work); os.Remove(in.Dest) }
+	for _, d := range []string{in.Dest, in.Upper, in.Work} {
+		in.Tracer.Trace(ctoharness.TraceMkdir, d)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			cleanup()
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+	}
+	in.Tracer.Trace(ctoharness.TraceWalk, src)
+	if err := hideUntracked(ctx, src, in.Upper, "", tracked); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("hide the source's untracked files in the layer %s: %w", in.Upper, err)
+	}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	opt := func(key, dir string) (string, error) {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", err
+		}
+		fds = append(fds, fd)
+		return key + "=/proc/self/fd/" + strconv.Itoa(fd), nil
+	}
+	var opts string
+	for i, l := range [][2]string{{"lowerdir", src}, {"upperdir", in.Upper}, {"workdir", in.Work}} {
+		o, err := opt(l[0], l[1])
+		if err != nil {
+			cleanup()
+			return nil, fmt.Errorf("%w: open %s: %v", ErrUnavailable, l[1], err)
+		}
+		if i > 0 {
+			opts += ","
+		}
+		opts += o
+	}
+	in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
+	if err := unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("%w: mount overlayfs at %s: %v", ErrUnavailable, in.Dest, err)
+	}
+	return &Mount{dir: in.Dest}, nil
+}
+
+// tracked is the source HEAD tree's paths: files (and links) and the
+// directories holding them.
+type tracked struct{ files, dirs map[string]bool }
+
+// trackedPaths lists the source HEAD tree, read with go-git from the
+// source's objects (nothing the source configures runs).
+func trackedPaths(src string) (tracked, error) {
+	t := tracked{files: map[string]bool{}, dirs: map[string]bool{"": true}}
+	r, err := git.PlainOpenWithOptions(src, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return t, err
+	}
+	head, err := r.Head()
+	if err != nil {
+		return t, err
+	}
+	c, err := r.CommitObject(head.Hash())
+	if err != nil {
+		return t, err
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return t, err
+	}
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			return t, nil
+		}
+		if err != nil {
+			return t, err
+		}
+		if e.Mode == filemode.Dir {
+			t.dirs[name] = true
+			continue
+		}
+		if e.Mode == filemode.Submodule {
+			// A submodule's files are written at its recorded commit,
+			// which its worktree need not show.
+			return t, fmt.Errorf("%s is a submodule", name)
+		}
+		t.files[name] = true
+		for d := path.Dir(name); d != "."; d = path.Dir(d) {
+			t.dirs[d] = true
+		}
+	}
+}
+
+// hideUntracked puts a whiteout in upper for every entry of src's directory
+// rel that the tree does not hold: the source's .git, untracked and ignored
+// files, and directories holding only those. It follows no symlink.
+func hideUntracked(ctx context.Context, src, upper, rel string, t tracked) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(filepath.Join(src, filepath.FromSlash(rel)))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := e.Name()
+		if rel != "" {
+			p = rel + "/" + p
+		}
+		switch {
+		case e.IsDir() && t.dirs[p]:
+			if err := hideUntracked(ctx, src, upper, p, t); err != nil {
+				return err
+			}
+		case t.files[p]:
+		default:
+			dir := filepath.Join(upper, filepath.FromSlash(path.Dir(p)))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			// A whiteout is a character device 0/0 (mknod allows it
+			// without CAP_MKNOD since Linux 5.8).
+			if err := unix.Mknod(filepath.Join(dir, e.Name()), unix.S_IFCHR|0o000, 0); err != nil {
+				return fmt.Errorf("whiteout for %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}

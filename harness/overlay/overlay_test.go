@@ -1,0 +1,205 @@
+package overlay_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/overlay"
+)
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@invalid", "-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+func write(t *testing.T, p, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshot is every path under root with its kind, mode, size, mtime,
+// ctime and content hash: any write to root changes it.
+func snapshot(t *testing.T, root string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		sum := ""
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h := sha256.Sum256(data)
+			sum = hex.EncodeToString(h[:])
+		}
+		rel, _ := filepath.Rel(root, p)
+		lines = append(lines, fmt.Sprintf("%s %o %d %d.%d %d.%d %s", rel, st.Mode, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec, sum))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func listing(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != root {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestTreeShowsTheTreeAndNeverWritesTheSource mounts a source with
+// untracked, ignored and .git content, checks the mount shows exactly the
+// tracked tree, writes, deletes and renames through it, and checks the
+// source did not change at all and that the mount table names no host path
+// of the source or the layers.
+func TestTreeShowsTheTreeAndNeverWritesTheSource(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "source-repository")
+	write(t, filepath.Join(src, "README.md"), "hello\n")
+	write(t, filepath.Join(src, "pkg", "a.go"), "package pkg\n")
+	write(t, filepath.Join(src, ".gitignore"), "build/\n*.secret\n")
+	git(t, src, "init", "-q", "-b", "main")
+	git(t, src, "add", "-A")
+	git(t, src, "commit", "-q", "-m", "one")
+	write(t, filepath.Join(src, "build", "out.bin"), "ignored build output\n")
+	write(t, filepath.Join(src, "pkg", "key.secret"), "an ignored secret\n")
+	write(t, filepath.Join(src, "notes.txt"), "an untracked note\n")
+	before := snapshot(t, src)
+
+	work := filepath.Join(base, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(base, "shown")
+	m, err := overlay.Tree(context.Background(), overlay.Input{Source: src, Dest: dest,
+		Upper: filepath.Join(work, "layer"), Work: filepath.Join(work, "layer-work"), Tracer: ctoharness.NopTracer{}})
+	if errors.Is(err, overlay.ErrUnavailable) {
+		t.Skipf("overlayfs cannot be mounted here (needs CAP_SYS_ADMIN and overlayfs): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+
+	if got, want := strings.Join(listing(t, dest), " "), ".gitignore README.md pkg pkg/a.go"; got != want {
+		t.Fatalf("the mount shows %q, want only the tracked tree %q", got, want)
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if strings.Contains(line, " "+dest+" ") {
+			for _, hidden := range []string{src, work} {
+				if strings.Contains(line, hidden) {
+					t.Fatalf("the mount table names %s: %s", hidden, line)
+				}
+			}
+		}
+	}
+
+	// Write through the mount every way a process can.
+	write(t, filepath.Join(dest, "README.md"), "changed\n")
+	write(t, filepath.Join(dest, "new.txt"), "new\n")
+	if err := os.Remove(filepath.Join(dest, "pkg", "a.go")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dest, ".gitignore"), filepath.Join(dest, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dest, "pkg"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dest, "notes.txt"), []byte("over the whiteout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, src); after != before {
+		t.Fatalf("the source changed through the overlay:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if data, _ := os.ReadFile(filepath.Join(src, "notes.txt")); string(data) != "an untracked note\n" {
+		t.Fatalf("the source's untracked note now reads %q", data)
+	}
+
+	if err := m.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unmount(); err != nil {
+		t.Fatalf("a second Unmount: %v", err)
+	}
+	if left := listing(t, dest); len(left) != 0 {
+		t.Fatalf("the mount point still shows %v after Unmount", left)
+	}
+}
+
+// TestTreeRefusesSubmodules: a submodule's files are written at its
+// recorded commit, which the worktree need not show, so there is no
+// overlay, and nothing is left behind.
+func TestTreeRefusesSubmodules(t *testing.T) {
+	base := t.TempDir()
+	sub := filepath.Join(base, "sub")
+	write(t, filepath.Join(sub, "s.txt"), "sub\n")
+	git(t, sub, "init", "-q", "-b", "main")
+	git(t, sub, "add", "-A")
+	git(t, sub, "commit", "-q", "-m", "sub")
+	src := filepath.Join(base, "src")
+	write(t, filepath.Join(src, "a.txt"), "a\n")
+	git(t, src, "init", "-q", "-b", "main")
+	git(t, src, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "vendor/sub")
+	git(t, src, "commit", "-q", "-am", "with a submodule")
+	dest := filepath.Join(base, "shown")
+	_, err := overlay.Tree(context.Background(), overlay.Input{Source: src, Dest: dest,
+		Upper: filepath.Join(base, "layer"), Work: filepath.Join(base, "layer-work"), Tracer: ctoharness.NopTracer{}})
+	if !errors.Is(err, overlay.ErrUnavailable) || !strings.Contains(err.Error(), "submodule") {
+		t.Fatalf("err = %v, want ErrUnavailable naming the submodule", err)
+	}
+	for _, p := range []string{dest, filepath.Join(base, "layer"), filepath.Join(base, "layer-work")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s was left behind (%v)", p, err)
+		}
+	}
+}
