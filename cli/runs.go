@@ -103,7 +103,9 @@ type RunsPruneCmd struct {
 func (RunsPruneCmd) Help() string {
 	return `Removes every run directory under the runs directory except the newest --keep runs and every run that a
 stage validation record (RUNS_DIR/validation/stage-N.json) names, together with its runtime workspace
-(RUNS_DIR/.work/<run_id>), and every workspace whose run directory is gone (a killed run's). Directories
+(RUNS_DIR/.work/<run_id>), and every workspace whose run directory is gone (a killed run's). First it
+detaches the mounts a killed run left below the runs directory (its overlay fixture or verification
+checkout); a run in progress holds a lock on its directory, and its mounts are never touched. Directories
 whose report.json cannot be read are left alone. If a stage record
 cannot be read, nothing is removed: the run it protects would be unknown.`
 }
@@ -133,6 +135,9 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	}
 	for _, r := range p.Removed {
 		fmt.Fprintf(env.Stdout, "%s %s\n", verb, term(r.Dir))
+	}
+	for _, m := range p.Unmounted {
+		fmt.Fprintf(env.Stdout, "%s the mount %s (left by a run that was killed)\n", map[bool]string{true: "would detach", false: "detached"}[c.DryRun], term(m))
 	}
 	for _, w := range p.Orphans {
 		fmt.Fprintf(env.Stdout, "%s the orphaned workspace %s (its run directory is gone)\n", verb, term(w))

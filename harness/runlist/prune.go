@@ -15,20 +15,33 @@ type Pruned struct {
 	// Orphans are workspaces (RUNS_DIR/.work/<id>) whose run directory is
 	// gone: left by a run that was killed, or by a removal by hand.
 	Orphans []string `json:"orphaned_workspaces"`
+	// Unmounted are mounts a killed run left below the runs directory (an
+	// overlay fixture or verification checkout), detached so that the
+	// directories under them can be removed.
+	Unmounted []string `json:"unmounted"`
 }
 
 // Prune keeps the newest keep runs and every run a stage validation record
-// names, and removes the rest with their runtime workspaces. With dryRun it
-// only reports. Directories without a readable report are never touched.
+// names, and removes the rest with their runtime workspaces. Mounts a killed
+// run left below runsDir (no live process holds its directory, see Hold) are
+// detached first. With dryRun it only reports. Directories without a
+// readable report are never removed.
 func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 	if keep < 0 {
 		return Pruned{}, fmt.Errorf("--keep %d: keep a number of runs, zero or more", keep)
 	}
+	var p Pruned
+	// First the mounts of runs that were killed: removing a directory
+	// through a mount would only write whiteouts into the run's layer.
+	stale, err := unmountStale(runsDir, dryRun)
+	p.Unmounted = append([]string{}, stale...)
+	if err != nil {
+		return p, err
+	}
 	runs, err := List(runsDir, Filter{})
 	if err != nil {
-		return Pruned{}, err
+		return p, err
 	}
-	var p Pruned
 	for i, r := range runs {
 		if i < keep || r.Protected || r.Problem != "" {
 			p.Kept = append(p.Kept, r)

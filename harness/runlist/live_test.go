@@ -1,0 +1,76 @@
+package runlist_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cto-harness/cto-harness/harness/runlist"
+)
+
+func mounted(t *testing.T, dir string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPruneDetachesOnlyAKilledRunsMounts: a run killed mid-way leaves its
+// overlay fixture and checkout mounted; prune detaches them, but never the
+// mounts of a run that is still in progress (its directory is held), nor
+// does a dry run.
+func TestPruneDetachesOnlyAKilledRunsMounts(t *testing.T) {
+	runs := t.TempDir()
+	mount := func(id string) (fixture, checkout string) {
+		fixture = filepath.Join(runs, id, "fixture")
+		checkout = filepath.Join(runs, ".work", id, "verify", "checkout")
+		for _, d := range []string{fixture, checkout} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mount("tmpfs", d, "tmpfs", 0, "size=64k"); err != nil {
+				t.Skipf("cannot mount a tmpfs here (needs CAP_SYS_ADMIN): %v", err)
+			}
+			t.Cleanup(func() { _ = unix.Unmount(d, unix.MNT_DETACH) })
+		}
+		return fixture, checkout
+	}
+	liveFixture, liveCheckout := mount("20260301T100000Z-s3-live0000")
+	release, err := runlist.Hold(filepath.Join(runs, "20260301T100000Z-s3-live0000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	deadFixture, deadCheckout := mount("20260301T100000Z-s3-dead0000")
+
+	p, err := runlist.Prune(runs, 10, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Unmounted) != 2 || !mounted(t, deadFixture) || !mounted(t, deadCheckout) {
+		t.Fatalf("dry run: would unmount %v (want the dead run's two), and must not unmount", p.Unmounted)
+	}
+	if p, err = runlist.Prune(runs, 10, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Unmounted) != 2 || mounted(t, deadFixture) || mounted(t, deadCheckout) {
+		t.Fatalf("unmounted %v; the dead run's mounts must be gone", p.Unmounted)
+	}
+	if !mounted(t, liveFixture) || !mounted(t, liveCheckout) {
+		t.Fatal("a live run's mounts were detached")
+	}
+	release()
+	if p, err = runlist.Prune(runs, 10, false); err != nil || len(p.Unmounted) != 2 || mounted(t, liveFixture) {
+		t.Fatalf("once released: %v %v", p.Unmounted, err)
+	}
+}
