@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
 // A full disk (or quota) must not leave the disk full: once a write of the
@@ -49,7 +50,10 @@ func (r *run) freeSpace() {
 	r.freed = true
 	var removed, failed []string
 	verifyDir, _ := r.roots(true)
-	for _, p := range []string{r.fixture, r.scratch, filepath.Dir(verifyDir)} {
+	// An overlay fixture is unmounted by now; its layer, which holds what
+	// Case wrote, is in the workspace.
+	layer := filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
+	for _, p := range []string{r.fixture, layer, r.scratch, filepath.Dir(verifyDir)} {
 		if p == "" || !fileExists(p) {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runclock"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/supervise"
@@ -138,6 +139,13 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	r.emit(ctx, ctoharness.EvRunStarted, map[string]any{"stage": o.Stage, "nonce": r.nonce,
 		"harness_version": ctoharness.Version, "lane": string(o.Lane)})
 
+	// Held until the process ends: `runs prune` detaches the mounts of
+	// runs nobody holds (killed ones), never of this one.
+	if release, err := runlist.Hold(runDir); err != nil {
+		r.block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepGate, err, "the run cannot be marked in progress"), ctoharness.StepGate))
+	} else {
+		defer release()
+	}
 	r.stopped = stopCause(ctx)
 	r.steps(ctx)
 	rep, err := r.finish(proofCtx(ctx), clock.Jumps)
@@ -167,7 +175,7 @@ func (r *run) steps(ctx context.Context) {
 	rec, ok := r.copyFixture(ctx)
 	// Whatever happens, nothing may still write once the report is; a copy
 	// the verification has not used by now is not needed.
-	defer rec.checkout.Stop()
+	defer rec.release()
 	if !ok {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/store"
@@ -209,6 +210,59 @@ type record struct {
 	// source alongside the fixture (the source is out of Case's reach), so
 	// that the verification later only writes the change.
 	checkout *checkout.Baseline
+	// fixture is the overlay the fixture is, when it is one (nil: a copy).
+	fixture *overlay.Mount
+}
+
+// release detaches what the record holds mounted once no step needs it:
+// the verification checkout and an overlay fixture. The fixture's mount
+// point is left empty (and removed with the run's work); the overlay's layer,
+// which holds what Case wrote, stays in the workspace until then.
+func (rec record) release() {
+	rec.checkout.Stop()
+	_ = rec.fixture.Unmount()
+}
+
+// makeFixture shows the source's HEAD tree at dst for Case to work in. Where
+// it can, that is an overlay of the source worktree (package overlay) whose
+// every file is hashed against the tree (fixture.AdoptHashed): nothing is
+// copied, and Case's writes land in a layer in the run's workspace. It is a
+// copy instead when the run is unsandboxed (Case could then write the
+// source, the overlay's lower layer), when the work is kept (a kept fixture
+// must outlive the run, a mount must not), for trees with submodules or
+// filtered paths, and where the machine cannot mount.
+func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
+	in := fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv}
+	if r.o.Unsandboxed || r.o.KeepWork {
+		res, err := fixture.Copy(ctx, in)
+		return res, nil, err
+	}
+	layer := filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
+	r.tr.Trace(ctoharness.TraceMkdir, layer)
+	if err := os.MkdirAll(layer, 0o755); err != nil {
+		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
+	}
+	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
+	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, Dest: dst, Upper: upper, Work: work, Tracer: r.tr})
+	if err == nil {
+		var res fixture.CopyResult
+		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
+			return res, m, err
+		}
+		if uerr := m.Unmount(); uerr != nil {
+			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, uerr, "give up the overlay fixture %s", dst)
+		}
+		for _, p := range []string{dst, upper, work} {
+			r.tr.Trace(ctoharness.TraceRemove, p)
+			if err := os.RemoveAll(p); err != nil {
+				return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "remove %s before copying the fixture instead", p)
+			}
+		}
+	} else if !errors.Is(err, overlay.ErrUnavailable) {
+		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s", dst)
+	}
+	res, err := fixture.Copy(ctx, in)
+	return res, nil, err
 }
 
 // collected is what the collect step made: the result's time (its tree and
@@ -230,13 +284,14 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
-	res, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: rec.baselineAt, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv})
+	res, mnt, err := r.makeFixture(ctx, dst, rec.baselineAt)
+	rec.fixture = mnt
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
 		r.rep.FixturePath = dst
 	}
 	if err != nil {
-		rec.checkout.Stop() // no verification will need it
+		rec.release() // no verification will need the checkout; no step will read the fixture
 		r.blockErr(err, ctoharness.StepCopy)
 		return rec, r.fixture != ""
 	}
@@ -258,7 +313,8 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 			r.blockErr(err, ctoharness.StepBaseline)
 		}
 	}
-	r.emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside)})
+	r.emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
+		"overlay": mnt != nil})
 	r.step(ctoharness.StepBaseline)
 	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
 		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree})
