@@ -35,7 +35,7 @@ import (
 // key next to the configured one. Only masking by real path and by what
 // the files are keeps them out. They may also appear in the verification
 // command, whose output is evidence.
-var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{other_run_secret}", "{config}", "{signing_key}",
+var viewSecrets = []string{"{home_secret}", "{target_secret}", "{source_secret}", "{source_secret_rel}", "{other_run_secret}", "{config}", "{signing_key}",
 	"{linked_signing_key}", "{linked_config}", "{rotated_key}"}
 
 // viewAttack is what plantView set up for one row.
@@ -149,8 +149,20 @@ func (a *attack) plantView(work, src string, opts *harness.Options) error {
 				return fmt.Errorf("%s needs a Target Repository root in the row's config", ph)
 			}
 			p = filepath.Join(opts.Config.TargetRoots[0], "other-project", "credentials.txt")
-		case "{source_secret}":
+		case "{source_secret}", "{source_secret_rel}":
 			p = filepath.Join(src, "build", "source-only.log") // ignored by the sample's .gitignore
+			if ph == "{source_secret_rel}" {
+				// The same file at its own path in the fixture, where an
+				// overlay fixture would show it but for its whiteout.
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					return err
+				}
+				if err := os.WriteFile(p, []byte(token()+"\n"), 0o600); err != nil {
+					return err
+				}
+				repl = append(repl, ph, "build/source-only.log")
+				continue
+			}
 		case "{other_run_secret}":
 			p = filepath.Join(opts.RunsDir, "20200101T000000Z-s3-0ther000", "fixture", "secret.txt")
 		case "{signing_key}":
