@@ -315,8 +315,13 @@ func Classify(command string) Class {
 	if len(command) > MaxScript {
 		return Unknown()
 	}
+	return classOf(simple(command))
+}
+
+// classOf classifies a command split into its simple commands.
+func classOf(simple [][]string) Class {
 	var c Class
-	for _, words := range simple(command) {
+	for _, words := range simple {
 		c.Test = c.Test || isTestWords(words)
 		c.Heavy = c.Heavy || isHeavyWords(words)
 		c.Install = c.Install || isInstallWords(words)
@@ -433,11 +438,14 @@ func NewCounter(p Policy, tests ...string) *Counter {
 // scripts/check.sh` is found inside `bash -lc 'cd . && sh scripts/check.sh'`
 // and at the end of codex's 38 KiB wrapper).
 func (c *Counter) Classify(cmd string) Class {
-	cl := Classify(cmd)
-	if cl.Test || cl.Unknown || len(c.tests) == 0 {
-		return cl
+	if len(cmd) > MaxScript {
+		return Unknown()
 	}
 	words := simple(cmd)
+	cl := classOf(words)
+	if cl.Test {
+		return cl
+	}
 	for _, t := range c.tests {
 		if containsRun(words, t) {
 			cl.Test = true

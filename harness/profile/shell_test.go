@@ -60,7 +60,7 @@ func TestClassifiersLookInsideShells(t *testing.T) {
 	}
 }
 
-func mustLookup(t *testing.T, name string) Policy {
+func mustLookup(t testing.TB, name string) Policy {
 	t.Helper()
 	p, err := Lookup(name)
 	if err != nil {
@@ -193,6 +193,29 @@ func TestLaunched(t *testing.T) {
 		outer, script, ok := Launched(c.file, c.argv)
 		if !slices.Equal(outer, c.outer) || script != c.script || ok != c.ok {
 			t.Errorf("Launched(%q, %q) = %q, %q, %v; want %q, %q, %v", c.file, c.argv, outer, script, ok, c.outer, c.script, c.ok)
+		}
+	}
+}
+
+// The exec watch classifies a command while the agent waits on its exec:
+// codex's 38 KiB wrapper is parsed once per command.
+func BenchmarkClassifyCodexWrapper(b *testing.B) {
+	data, err := os.ReadFile("testdata/wrappers.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var w map[string][]string
+	if err := json.Unmarshal(data, &w); err != nil {
+		b.Fatal(err)
+	}
+	call := w["codex"]
+	outer, script, _ := Launched(call[0], call[1:])
+	line := strings.Join(outer, " ") + "\n" + script
+	c := NewCounter(mustLookup(b, "agent"), "sh scripts/check.sh")
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if !c.Classify(line).Test {
+			b.Fatal("not a test run")
 		}
 	}
 }
