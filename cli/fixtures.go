@@ -107,6 +107,12 @@ func describeSetup(s fixtures.Setup) string {
 	if s.Fault != "" {
 		parts = append(parts, "fault `"+s.Fault+"`")
 	}
+	if s.Model != "" {
+		parts = append(parts, "stand-in agent, model provider `"+s.Model+"`")
+	}
+	if s.ModelStallSeconds != 0 {
+		parts = append(parts, fmt.Sprintf("`agent.stall_seconds` %d", s.ModelStallSeconds))
+	}
 	return strings.Join(parts, "; ")
 }
 

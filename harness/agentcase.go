@@ -196,7 +196,11 @@ func (r *run) checkAgent(ctx context.Context) {
 		bad(ctoharness.BlockModelEndpointUnreachable, "the model endpoint %s cannot be reached (%v); Case was not started. Check --base-url and that the provider is up", o.BaseURL, err)
 		return
 	}
-	meter, err := modelmeter.Start(modelmeter.Options{Upstream: u, Clock: r.o.Clock, OnStop: a.model.failed})
+	var stall time.Duration
+	if c := r.o.Config.Agent; c != nil {
+		stall = time.Duration(c.StallSeconds) * time.Second
+	}
+	meter, err := modelmeter.Start(modelmeter.Options{Upstream: u, Clock: r.o.Clock, OnStop: a.model.failed, StallAfter: stall})
 	if err != nil {
 		bad(ctoharness.BlockSandboxUnavailable, "the model meter cannot start: %v", err)
 		return

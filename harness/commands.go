@@ -48,7 +48,11 @@ func (r *run) newCaseCommands(ctx context.Context) *caseCommands {
 // counts it, or refuses it; a refusal is recorded as a command_refused
 // event (at most MaxCommandRefusalEvents of them).
 func (c *caseCommands) decide(cmd execwatch.Command) error {
-	ok, reason := c.counter.Command(cmd.Line)
+	cl := c.counter.Classify(cmd.Line)
+	if cmd.Truncated {
+		cl = profile.Unknown() // what was not read may be anything
+	}
+	ok, reason := c.counter.Account(cmd.Line, cl)
 	if ok {
 		return nil
 	}
@@ -87,19 +91,20 @@ func tellRefused(pid int, reason string) {
 // against the budget: it returns the reason Case must be stopped, if any.
 func (c *caseCommands) claim(cmd string) string {
 	c.claims.Commands++
-	if c.counter.IsTest(cmd) {
+	cl := c.counter.Classify(cmd)
+	if cl.Test {
 		c.claims.Tests++
 	}
-	if profile.IsHeavy(cmd) {
+	if cl.Heavy {
 		c.claims.Heavy++
 	}
-	if profile.IsInstall(cmd) {
+	if cl.Install {
 		c.claims.Installs++
 	}
 	if c.observed {
 		return ""
 	}
-	if ok, reason := c.counter.Command(cmd); !ok {
+	if ok, reason := c.counter.Account(cmd, cl); !ok {
 		return reason
 	}
 	return ""

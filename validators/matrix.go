@@ -105,7 +105,14 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		return res
 	}
 	defer att.close()
+	model, err := startModel(row.Setup)
+	if err != nil {
+		res.fail("set-up: %v", err)
+		return res
+	}
+	defer model.close()
 	opts, src, err := prepareRow(ctx, row, o, work, att)
+	model.apply(row.Setup, &opts)
 	if err == nil && row.Setup.Source != "target" && !row.SourceChanges {
 		err = att.plantView(work, src, &opts)
 	}

@@ -89,6 +89,11 @@ type Agent struct {
 	// Prices estimate a run's cost when the agent reports none, per model
 	// name; without a price the cost is "not reported", never 0.
 	Prices map[string]Price `json:"prices,omitempty"`
+	// StallSeconds is how long a model request may get nothing back (no
+	// headers, or no byte of a stream) before the run stops with
+	// MODEL_STALLED; 0 is the model meter's default (15 s). A provider slow
+	// to its first byte needs more.
+	StallSeconds int `json:"stall_seconds,omitempty"`
 }
 
 // Price is a model's price in US dollars per million tokens, one rate per

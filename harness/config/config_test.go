@@ -40,3 +40,29 @@ func TestSigningConfig(t *testing.T) {
 		t.Errorf("no signing section: %+v %v", c.Signing, err)
 	}
 }
+
+// agent.stall_seconds is read, and a zero, negative or absurd value is
+// refused by the schema rather than taken as "never stall".
+func TestAgentStallSeconds(t *testing.T) {
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := set.Validator(schemas.Config)
+	for _, c := range []struct {
+		stall string
+		ok    bool
+		want  int
+	}{{"", true, 0}, {`,"stall_seconds":40`, true, 40}, {`,"stall_seconds":0`, false, 0}, {`,"stall_seconds":-5`, false, 0},
+		{`,"stall_seconds":3600`, false, 0}, {`,"stall_seconds":"15"`, false, 0}} {
+		data := `{"owned_sources":[],"target_repository_roots":[],"agent":{"name":"codex"` + c.stall + `}}`
+		cfg, err := config.Parse([]byte(data), "test", validate)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok=%v", data, err, c.ok)
+			continue
+		}
+		if err == nil && cfg.Agent.StallSeconds != c.want {
+			t.Errorf("%s: stall_seconds %d, want %d", data, cfg.Agent.StallSeconds, c.want)
+		}
+	}
+}

@@ -13,11 +13,16 @@ import (
 
 // Bounds on what is read from a caller's memory, so one exec costs little
 // whatever it passes: the path, at most maxArgs arguments and maxArgvBytes
-// of them in all (a shell's -c string included).
+// of them in all (a shell's -c string included). The bytes bound holds
+// the longest single argument Linux accepts (128 KiB) with room to spare:
+// codex wraps every command in a 38 KiB script whose last line is the
+// command, so a smaller bound would read the wrapper and miss the command.
+// A command cut at a bound is Truncated, and the profile counts it as the
+// most expensive command it might be (profile.Unknown).
 const (
 	maxPath      = 4096
-	maxArgs      = 256
-	maxArgvBytes = 16 << 10
+	maxArgs      = 2048
+	maxArgvBytes = 256 << 10
 )
 
 // Command is one command Case runs, as the harness saw its exec.
@@ -27,9 +32,12 @@ type Command struct {
 	Argv []string // as read, at most maxArgs and maxArgvBytes
 	// Line is what the agent asked to run: a shell's -c string (sh, bash,
 	// dash, zsh, ash, ksh with -c, -lc, ...), otherwise argv as a shell word
-	// list. The profile's classifiers read it.
+	// list. A launcher's shell call (profile.Launched: codex's
+	// `/proc/self/exe --codex-run-as-process-setup … /bin/bash -c SCRIPT`)
+	// is its words before the shell, a line break, and the -c string, so
+	// the classifiers read both. The profile's classifiers read it.
 	Line      string
-	Shell     bool // Line is a shell's -c string
+	Shell     bool // Line is, or ends with, a shell's -c string
 	Truncated bool // Argv or Line was cut at a bound
 }
 
@@ -93,7 +101,7 @@ func readCall(tid int, n *notify.Notif) (call, bool) {
 // a time so a string that ends just before unmapped memory is still read.
 func readString(pid int, addr uint64, max int) (s string, truncated, ok bool) {
 	var out []byte
-	buf := make([]byte, 512)
+	buf := make([]byte, 4096)
 	for len(out) < max {
 		k := min(uint64(len(buf)), 4096-addr%4096, uint64(max-len(out)))
 		chunk := buf[:k]
@@ -119,14 +127,23 @@ func readMem(pid int, addr uint64, buf []byte) bool {
 // command is the call as a Command.
 func (c call) command() Command {
 	cmd := Command{Pid: c.tid, Path: c.path, Argv: c.argv, Truncated: c.truncated}
-	if s, ok := profile.ShellString(c.path, c.argv); ok {
+	if outer, s, ok := profile.Launched(c.path, c.argv); ok {
 		cmd.Line, cmd.Shell = s, true
+		if len(outer) > 0 {
+			cmd.Line = quote(outer) + "\n" + s
+		}
 		return cmd
 	}
 	words := c.argv
 	if len(words) == 0 {
 		words = []string{c.path}
 	}
+	cmd.Line = quote(words)
+	return cmd
+}
+
+// quote joins words as a shell word list.
+func quote(words []string) string {
 	q := make([]string, len(words))
 	for i, w := range words {
 		if s, err := syntax.Quote(w, syntax.LangBash); err == nil {
@@ -135,6 +152,5 @@ func (c call) command() Command {
 			q[i] = w
 		}
 	}
-	cmd.Line = strings.Join(q, " ")
-	return cmd
+	return strings.Join(q, " ")
 }

@@ -60,7 +60,9 @@ type Options struct {
 	MaxFailures int
 	FailWindow  time.Duration
 	// StallAfter is how long a request may wait for its answer, or an
-	// answer may send nothing, before it is a stall (default 20 s).
+	// answer may send nothing, before it is a stall (default
+	// DefaultStallAfter). Every byte relayed starts the clock again, so a
+	// slow model that keeps streaming is never a stall.
 	StallAfter time.Duration
 	// OnStop is called once, when the provider is judged failed.
 	OnStop func(Stop)
@@ -83,10 +85,14 @@ type Meter struct {
 // meterHeader marks an answer the meter wrote itself (the endpoint failed).
 const meterHeader = "X-Cto-Harness-Meter"
 
-// Defaults.
+// Defaults. A stall is named within DefaultStallAfter plus the time to stop
+// the agent: about 16 s, well inside the 30 s a provider failure must be
+// named in. Streaming APIs send their headers at once and then events (or
+// keep-alive pings) every few seconds; a provider slow to its first byte
+// can be given longer with the config's agent.stall_seconds.
 const (
 	DefaultMaxFailures = 4
-	DefaultStallAfter  = 20 * time.Second
+	DefaultStallAfter  = 15 * time.Second
 	DefaultFailWindow  = 10 * time.Second
 )
 

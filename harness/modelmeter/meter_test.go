@@ -2,9 +2,11 @@ package modelmeter_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -114,6 +116,13 @@ type stops struct {
 }
 
 func (s *stops) add(st modelmeter.Stop) { s.mu.Lock(); s.got = append(s.got, st); s.mu.Unlock() }
+
+// snapshot is what was said so far, without waiting.
+func (s *stops) snapshot() []modelmeter.Stop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]modelmeter.Stop(nil), s.got...)
+}
 
 // list waits a moment for a verdict: the meter records a request just
 // after the client has read its answer.
@@ -237,5 +246,71 @@ func TestSlowRetriesJudgedByTime(t *testing.T) {
 	got := s.list()
 	if len(got) != 1 || got[0].Reason != modelmeter.StopAPIError || !strings.Contains(got[0].Message, "HTTP 503 ×2") {
 		t.Fatalf("stops %+v", got)
+	}
+}
+
+// A slow model that keeps streaming is not a stall: the stall clock starts
+// again at every byte. Its answer takes three stall periods; each gap is
+// most of one. The same gaps before the headers, or a stream that stops
+// for longer than one period, are stalls.
+func TestSlowStreamIsNotAStall(t *testing.T) {
+	const after = 400 * time.Millisecond
+	gap := after * 3 / 4
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "" {
+			time.Sleep(after * 2) // nothing at all, not even headers
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for i := 0; i < 4; i++ {
+			time.Sleep(gap)
+			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"part %d\"}}]}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		if r.URL.Query().Get("stop") != "" {
+			time.Sleep(after * 2) // then the stream stops
+		}
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(upstream.Close)
+	for _, tc := range []struct {
+		query string
+		stall bool
+	}{{"", false}, {"?wait=1", true}, {"?stop=1", true}} {
+		t.Run("query"+tc.query, func(t *testing.T) {
+			var s stops
+			u, _ := url.Parse(upstream.URL)
+			m, err := modelmeter.Start(modelmeter.Options{Upstream: u, OnStop: s.add, StallAfter: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			begin := time.Now()
+			post(t, "http://"+m.Addr()+"/v1/chat/completions"+tc.query, chatTool)
+			took := time.Since(begin)
+			if !tc.stall {
+				time.Sleep(100 * time.Millisecond)
+				if got := s.snapshot(); len(got) != 0 || took < 3*after {
+					t.Fatalf("a model streaming every %s was stopped (%+v) or answered in %s", gap, got, took)
+				}
+				if r := m.Requests(); len(r) != 1 || r[0].Status != 200 || r[0].Error != "" || r[0].Usage.Output != 4 {
+					t.Fatalf("requests %+v", r)
+				}
+				return
+			}
+			if got := s.list(); len(got) != 1 || got[0].Reason != modelmeter.StopStalled {
+				t.Fatalf("stops %+v, want a stall", got)
+			}
+		})
+	}
+}
+
+// The default stall threshold leaves room, within the 30 s a provider
+// failure must be named in, for the agent's start and the harness's own
+// steps.
+func TestDefaultStallLeavesMargin(t *testing.T) {
+	if modelmeter.DefaultStallAfter > 15*time.Second || modelmeter.DefaultStallAfter < 5*time.Second {
+		t.Errorf("DefaultStallAfter %s: want between 5 s and 15 s", modelmeter.DefaultStallAfter)
 	}
 }

@@ -133,12 +133,14 @@ func Lookup(name string) (Policy, error) {
 }
 
 // simple splits a shell command into its simple commands (as word lists),
-// looking through &&, ||, ;, pipelines, subshells and wrappers like env/sudo.
-// A command that does not parse is split on blanks: classification must not
-// fail open because of odd quoting.
+// looking through &&, ||, ;, pipelines, subshells, wrappers like env/sudo,
+// the strings of nested `sh -c` and `eval`. A command that does not parse
+// is split on blanks: classification must not fail open because of odd
+// quoting. The cost is bounded by MaxScript (see Classify): a nested
+// string is part of its parent, and at most maxShellDepth of them nest.
 func simple(command string) [][]string { return simpleDepth(command, 0) }
 
-// maxShellDepth bounds how many nested `sh -c` strings are looked into.
+// maxShellDepth bounds how many nested `sh -c` and `eval` strings are looked into.
 const maxShellDepth = 4
 
 func simpleDepth(command string, depth int) [][]string {
@@ -160,6 +162,11 @@ func simpleDepth(command string, depth int) [][]string {
 		if inner, ok := ShellString("", words); ok && depth < maxShellDepth {
 			// `bash -lc 'go test ./...'` runs what its string says.
 			out = append(out, simpleDepth(inner, depth+1)...)
+			return true
+		}
+		if len(words) > 1 && words[0] == "eval" && depth < maxShellDepth {
+			// claude-code runs every command as `eval 'go test ./...'`.
+			out = append(out, simpleDepth(strings.Join(words[1:], " "), depth+1)...)
 			return true
 		}
 		out = append(out, words)
@@ -280,17 +287,52 @@ func isInstallWords(words []string) bool {
 	return false
 }
 
+// MaxScript bounds the command text the classifiers parse. Linux caps one
+// exec argument at 128 KiB (MAX_ARG_STRLEN), so a shell's -c string always
+// fits; codex's wrapper around every command is about 38 KiB. A longer
+// command, or one the exec watch could not read whole, is not parsed: it
+// is Unknown.
+const MaxScript = 128 << 10
+
+// Class is what a command counts as against a profile's budgets, read from
+// every simple command in it.
+type Class struct {
+	Test    bool // runs a test suite
+	Heavy   bool // expensive (see IsHeavy)
+	Install bool // installs packages or tools (see IsInstall)
+	// Unknown: the command was too long to parse or not read whole. It is
+	// counted as the most expensive thing it might be for the budgets, a
+	// heavy command and a test run. It is not refused as an install: the
+	// network allowlist is what stops an install from reaching a registry.
+	Unknown bool
+}
+
+// Unknown is the class of a command that cannot be read whole.
+func Unknown() Class { return Class{Test: true, Heavy: true, Unknown: true} }
+
+// Classify reads command once and says what it counts as.
+func Classify(command string) Class {
+	if len(command) > MaxScript {
+		return Unknown()
+	}
+	return classOf(simple(command))
+}
+
+// classOf classifies a command split into its simple commands.
+func classOf(simple [][]string) Class {
+	var c Class
+	for _, words := range simple {
+		c.Test = c.Test || isTestWords(words)
+		c.Heavy = c.Heavy || isHeavyWords(words)
+		c.Install = c.Install || isInstallWords(words)
+	}
+	return c
+}
+
 // IsInstall reports whether command installs packages or tools
 // (pip/uv/poetry, npm/pnpm/yarn/bun, go install/get, cargo, gem, brew,
 // apt/apk/dnf, playwright install, ...), anywhere in a compound command.
-func IsInstall(command string) bool {
-	for _, words := range simple(command) {
-		if isInstallWords(words) {
-			return true
-		}
-	}
-	return false
-}
+func IsInstall(command string) bool { return Classify(command).Install }
 
 func isHeavyWords(words []string) bool {
 	if len(words) == 0 {
@@ -328,37 +370,30 @@ func isHeavyWords(words []string) bool {
 
 // IsHeavy reports whether command is expensive: installs, browser or app
 // runners, coverage runs, race-detector tests, image and production builds.
-func IsHeavy(command string) bool {
-	for _, words := range simple(command) {
-		if isHeavyWords(words) {
-			return true
-		}
-	}
-	return false
-}
+func IsHeavy(command string) bool { return Classify(command).Heavy }
 
 // IsTest reports whether command runs a test suite.
-func IsTest(command string) bool {
-	for _, words := range simple(command) {
-		if len(words) == 0 {
-			continue
-		}
-		name := base(words[0])
-		s := sub(words)
-		switch {
-		case name == "pytest" || name == "py.test" || name == "tox" || name == "nox" || name == "jest" || name == "vitest" || name == "mocha" || name == "ctest":
-			return true
-		case (name == "python" || strings.HasPrefix(name, "python3")) && len(words) > 2 && words[1] == "-m" && (words[2] == "pytest" || words[2] == "unittest"):
-			return true
-		case (name == "go" || name == "cargo" || name == "dotnet" || name == "deno" || name == "bun") && strings.HasPrefix(s, "test"):
-			return true
-		case (name == "npm" || name == "pnpm" || name == "yarn") && (s == "test" || s == "t" || strings.HasPrefix(s, "run test") || strings.HasPrefix(s, "test ")):
-			return true
-		case name == "node" && has(words, "--test"):
-			return true
-		case name == "make" && (s == "test" || s == "check" || strings.HasPrefix(s, "test ")):
-			return true
-		}
+func IsTest(command string) bool { return Classify(command).Test }
+
+func isTestWords(words []string) bool {
+	if len(words) == 0 {
+		return false
+	}
+	name := base(words[0])
+	s := sub(words)
+	switch {
+	case name == "pytest" || name == "py.test" || name == "tox" || name == "nox" || name == "jest" || name == "vitest" || name == "mocha" || name == "ctest":
+		return true
+	case (name == "python" || strings.HasPrefix(name, "python3")) && len(words) > 2 && words[1] == "-m" && (words[2] == "pytest" || words[2] == "unittest"):
+		return true
+	case (name == "go" || name == "cargo" || name == "dotnet" || name == "deno" || name == "bun") && strings.HasPrefix(s, "test"):
+		return true
+	case (name == "npm" || name == "pnpm" || name == "yarn") && (s == "test" || s == "t" || strings.HasPrefix(s, "run test") || strings.HasPrefix(s, "test ")):
+		return true
+	case name == "node" && has(words, "--test"):
+		return true
+	case name == "make" && (s == "test" || s == "check" || strings.HasPrefix(s, "test ")):
+		return true
 	}
 	return false
 }
@@ -377,7 +412,7 @@ func Weight(p Policy, command string) int {
 type Counter struct {
 	mu       sync.Mutex
 	p        Policy
-	tests    []string // commands that are test runs whatever IsTest says (the task's verification)
+	tests    [][][]string // commands that are test runs whatever IsTest says (the task's verification), as simple commands
 	used     int
 	commands int
 	heavy    int
@@ -389,30 +424,52 @@ type Counter struct {
 // test runs besides what IsTest recognizes: the task's verification
 // command, which Case may run itself.
 func NewCounter(p Policy, tests ...string) *Counter {
-	var t []string
+	var t [][][]string
 	for _, s := range tests {
 		if s = strings.TrimSpace(s); s != "" {
-			t = append(t, s)
+			t = append(t, simple(s))
 		}
 	}
 	return &Counter{p: p, tests: t}
 }
 
-// IsTest is IsTest, or one of the counter's own test commands, compared
-// as simple commands (so `bash -lc 'sh scripts/check.sh'` is
-// `sh scripts/check.sh`).
-func (c *Counter) IsTest(cmd string) bool {
-	if IsTest(cmd) {
-		return true
+// Classify is Classify, with the counter's own test commands found
+// anywhere in cmd, as a run of its simple commands (so `sh
+// scripts/check.sh` is found inside `bash -lc 'cd . && sh scripts/check.sh'`
+// and at the end of codex's 38 KiB wrapper).
+func (c *Counter) Classify(cmd string) Class {
+	if len(cmd) > MaxScript {
+		return Unknown()
 	}
 	words := simple(cmd)
+	cl := classOf(words)
+	if cl.Test {
+		return cl
+	}
 	for _, t := range c.tests {
-		if slices.EqualFunc(simple(t), words, slices.Equal[[]string]) {
+		if containsRun(words, t) {
+			cl.Test = true
+			break
+		}
+	}
+	return cl
+}
+
+// containsRun reports whether run appears in list as consecutive elements.
+func containsRun(list, run [][]string) bool {
+	if len(run) == 0 {
+		return false
+	}
+	for i := 0; i+len(run) <= len(list); i++ {
+		if slices.EqualFunc(list[i:i+len(run)], run, slices.Equal[[]string]) {
 			return true
 		}
 	}
 	return false
 }
+
+// IsTest is Classify(cmd).Test.
+func (c *Counter) IsTest(cmd string) bool { return c.Classify(cmd).Test }
 
 // Refusal reasons, as prefixes of Command's reason.
 const (
@@ -422,42 +479,61 @@ const (
 	ReasonBudget  = "COMMAND_BUDGET_SPENT"
 )
 
-// Command accounts for one command Case wants to run. ok is false when the
-// profile refuses it; reason then starts with one of the Reason codes and
-// says why, in words fit for a tool result. Refused commands cost nothing.
+// Command accounts for one command Case wants to run, classified by the
+// counter. ok is false when the profile refuses it; reason then starts
+// with one of the Reason codes and says why, in words fit for a tool
+// result. Refused commands cost nothing.
 func (c *Counter) Command(cmd string) (ok bool, reason string) {
+	return c.Account(cmd, c.Classify(cmd))
+}
+
+// Account is Command for a command already classified as cl (Unknown()
+// for one the caller could not read whole).
+func (c *Counter) Account(cmd string, cl Class) (ok bool, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	heavy := IsHeavy(cmd)
-	test := c.IsTest(cmd)
 	w := 1
-	if heavy {
+	if cl.Heavy {
 		w = max(c.p.HeavyWeight, 1)
+	}
+	shown := cmd
+	if len(shown) > maxShown {
+		// A wrapper's own set-up comes first and the command last.
+		shown = "…" + strings.ToValidUTF8(shown[len(shown)-maxShown:], "")
+	}
+	unknown := ""
+	if cl.Unknown {
+		unknown = " (a command that could not be read whole counts as a heavy test run)"
 	}
 	refuse := func(code, format string, args ...any) (bool, string) {
 		c.refused++
-		return false, code + ": " + fmt.Sprintf(format, args...)
+		return false, code + ": " + fmt.Sprintf(format, args...) + unknown
 	}
 	switch {
-	case !c.p.AllowInstalls && IsInstall(cmd):
-		return refuse(ReasonInstall, "package installs are not allowed in the %s profile; skipped %q", c.p.Name, cmd)
-	case heavy && c.heavy >= c.p.MaxHeavy:
-		return refuse(ReasonHeavy, "the %s profile allows %d heavy command(s) and %d ran; skipped %q", c.p.Name, c.p.MaxHeavy, c.heavy, cmd)
-	case test && c.testRuns >= c.p.MaxTestRuns:
-		return refuse(ReasonTests, "the %s profile allows %d test run(s) and %d ran; skipped %q", c.p.Name, c.p.MaxTestRuns, c.testRuns, cmd)
+	case !c.p.AllowInstalls && cl.Install:
+		return refuse(ReasonInstall, "package installs are not allowed in the %s profile; skipped %q", c.p.Name, shown)
+	case cl.Heavy && c.heavy >= c.p.MaxHeavy:
+		return refuse(ReasonHeavy, "the %s profile allows %d heavy command(s) and %d ran; skipped %q", c.p.Name, c.p.MaxHeavy, c.heavy, shown)
+	case cl.Test && c.testRuns >= c.p.MaxTestRuns:
+		return refuse(ReasonTests, "the %s profile allows %d test run(s) and %d ran; skipped %q", c.p.Name, c.p.MaxTestRuns, c.testRuns, shown)
 	case c.used+w > c.p.MaxCaseCommands:
-		return refuse(ReasonBudget, "the %s profile's command budget is %d and %d is used; %q costs %d; skipped", c.p.Name, c.p.MaxCaseCommands, c.used, cmd, w)
+		return refuse(ReasonBudget, "the %s profile's command budget is %d and %d is used; %q costs %d; skipped", c.p.Name, c.p.MaxCaseCommands, c.used, shown, w)
 	}
 	c.used += w
 	c.commands++
-	if heavy {
+	if cl.Heavy {
 		c.heavy++
 	}
-	if test {
+	if cl.Test {
 		c.testRuns++
 	}
 	return true, ""
 }
+
+// maxShown bounds the command quoted in a refusal (codex's wrapper alone is
+// 38 KiB): its end is quoted; the full command is in the command_refused
+// event.
+const maxShown = 512
 
 // Usage is a snapshot of a Counter, for the report.
 type Usage struct {

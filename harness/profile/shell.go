@@ -49,3 +49,25 @@ func ShellString(file string, argv []string) (string, bool) {
 	}
 	return "", false
 }
+
+// Launched finds the shell command a launcher runs: a program that runs
+// another program named in its own arguments. Codex runs every command as
+// `/proc/self/exe --codex-run-as-process-setup … /bin/bash /bin/bash -c
+// SCRIPT`, itself re-executed as a helper that then executes bash. argv is
+// a shell -c call itself (outer is then empty), or holds one after its
+// first word (outer is what comes before it). ok is false when there is no
+// shell -c call in argv.
+func Launched(file string, argv []string) (outer []string, script string, ok bool) {
+	if s, ok := ShellString(file, argv); ok {
+		return nil, s, true
+	}
+	for i := 1; i < len(argv); i++ {
+		if !shells[path.Base(argv[i])] {
+			continue
+		}
+		if s, ok := ShellString("", argv[i:]); ok {
+			return argv[:i], s, true
+		}
+	}
+	return nil, "", false
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/notify"
+	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
@@ -211,4 +212,57 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// A launcher around a long shell script (codex runs every command as its
+// own binary around a 38 KiB script that ends with the command) is read
+// whole: the command at the end is what the profile classifies.
+func TestExecWatchReadsALongLauncherCall(t *testing.T) {
+	requireSandbox(t)
+	b := newBox(t)
+	p := b.policy()
+	p.ExecWatch = true
+	var mu sync.Mutex
+	var seen []execwatch.Command
+	ew, err := execwatch.New(execwatch.Options{Decide: func(c execwatch.Command) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, c)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, w, err := notify.Attach(notify.Options{Exec: ew.Handle, Started: ew.Start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := `pad=$(head -c 60000 /dev/zero | tr '\0' x)
+/usr/bin/env /bin/sh -c ": $pad
+go test ./... 2>/dev/null; echo launched"`
+	o := launchWith(t, p, b.fixture, opts{extra: []*os.File{child}}, "/bin/sh", "-c", script)
+	child.Close()
+	if err := w.Close(); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	if o.code != 0 || !strings.Contains(o.stdout, "launched") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", o.code, o.stdout, o.stderr)
+	}
+	var launched *execwatch.Command
+	for i, c := range seen {
+		if c.Path == "/usr/bin/env" {
+			launched = &seen[i]
+		}
+	}
+	if launched == nil {
+		t.Fatalf("the launcher was not decided: %d commands", len(seen))
+	}
+	if launched.Truncated || !launched.Shell || !strings.HasPrefix(launched.Line, "/usr/bin/env\n: xxx") ||
+		!strings.HasSuffix(launched.Line, "echo launched") || len(launched.Line) < 60000 {
+		t.Errorf("launcher seen as shell=%v truncated=%v, %d bytes, ending %q", launched.Shell, launched.Truncated, len(launched.Line),
+			launched.Line[max(0, len(launched.Line)-40):])
+	}
+	if cl := profile.Classify(launched.Line); !cl.Test || cl.Unknown {
+		t.Errorf("the go test at the end of the launcher's script: class %+v", cl)
+	}
 }

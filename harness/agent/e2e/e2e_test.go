@@ -136,6 +136,7 @@ type scenario struct {
 	code    ctoharness.BlockerCode // "" for a pass
 	changed []string               // case.file_changed paths the events must show
 	command bool                   // a case.command event must appear
+	tests   int                    // at least this many observed commands count as test runs
 }
 
 func scenarios() []scenario {
@@ -243,9 +244,12 @@ func check(t *testing.T, set *schemas.Set, s agent.Spec, sc scenario, rep *ctoha
 	if c := rep.Case.Commands; c == nil || !c.Observed {
 		t.Errorf("the agent's execs were not observed: %+v", c)
 	} else {
-		t.Logf("commands: %d of budget %d used, %d commands, %d refused, %d execs (%d inside), %d claimed", c.Used, c.Budget, c.Commands, c.Refused, c.Execs, c.Inside, c.Claimed.Commands)
+		t.Logf("commands: %d of budget %d used, %d commands (%d test runs), %d refused, %d execs (%d inside), %d claimed", c.Used, c.Budget, c.Commands, c.Tests, c.Refused, c.Execs, c.Inside, c.Claimed.Commands)
 		if c.Refused != 0 || (sc.command && c.Commands == 0) {
 			t.Errorf("case.commands %+v: an honest session has its commands counted and none refused", c)
+		}
+		if c.Tests < sc.tests {
+			t.Errorf("case.commands counts %d test run(s), want at least %d: the agent's test commands were not seen as tests (refused: %+v)", c.Tests, sc.tests, c.RefusedCommands)
 		}
 	}
 	a := rep.Agent

@@ -43,7 +43,7 @@ func sessionScenarios() []scenario {
 	}
 	long = append(long, modelserver.Turn{Action: modelserver.ActionText, Text: "Thirty steps done."})
 	return []scenario{
-		{name: "test-loop", status: ctoharness.StatusPass, changed: []string{"docs/CASE_NOTES.md"}, command: true, turns: testLoop},
+		{name: "test-loop", status: ctoharness.StatusPass, changed: []string{"docs/CASE_NOTES.md"}, command: true, tests: 5, turns: testLoop},
 		{name: "long-session", status: ctoharness.StatusPass, changed: []string{"docs/step-01.md", "docs/step-28.md"}, command: true, turns: long},
 	}
 }

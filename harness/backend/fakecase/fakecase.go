@@ -222,6 +222,9 @@ func Apply(contract task.Contract, root string) (string, error) {
 // Main is the fake Case process: argv is the scenario name; the contract comes
 // from CASE_TASK_FILE and the fixture is the working directory.
 func Main(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) > 0 && args[0] == AgentScenario {
+		return agentMain(stdout, stderr, getenv) // started as an agent, with the agent's own arguments
+	}
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "fake case: usage: __case-fake SCENARIO")
 		return 2
