@@ -27,7 +27,7 @@ validate-stage3: build
 	$(BIN)/validate-case-stage3 --runs-dir $(RUNS) --harness-root . --json
 
 test:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 # The four pinned coding agents, installed with npm (cached in
 # $$XDG_CACHE_HOME/cto-harness/agents between runs), each run end to end
