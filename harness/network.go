@@ -362,6 +362,12 @@ func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
 	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
 		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, mdText(n.LogPath))
 	for _, d := range n.DeniedLog {
+		if d.Host == "" && d.Port == 0 {
+			// A refused socket call names no endpoint; its reason says
+			// which call.
+			fmt.Fprintf(b, "- denied: %s: %s\n", mdText(d.Command), mdText(d.Reason))
+			continue
+		}
 		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", mdText(d.Command), mdText(d.Host), d.Port, mdText(d.Reason))
 	}
 	if len(n.Limits.Exceeded) > 0 {
