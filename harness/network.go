@@ -30,9 +30,9 @@ type netState struct {
 	fwd    *egress.Forwarder
 	log    *lazyLog
 
-	// watches are the verification launches' seccomp watches (their
-	// connection watches), closed with the forwarder: a verification
-	// launch has no other place to report a watch that broke down.
+	// watches are the verification and setup launches' seccomp watches
+	// (their socket and connection watches), closed with the forwarder:
+	// such a launch has no other place to report a watch that broke down.
 	mu      sync.Mutex
 	watches []*notify.Watch
 }
