@@ -11,9 +11,11 @@ type NetworkRecord struct {
 	// Via is how the command asked: "direct" (connected to an allowed name's
 	// in-namespace address or an allowed IP), "connect" (HTTP CONNECT through
 	// the proxy), "http_proxy" (an absolute-form HTTP request to the proxy)
-	// or "syscall" (refused at connect, sendto, sendmsg or sendmmsg, before
+	// "syscall" (refused at connect, sendto, sendmsg or sendmmsg, before
 	// any packet: a connection or a datagram to an address outside the
-	// namespace, or to an allowed host's port no listener serves).
+	// namespace, or to an allowed host's port no listener serves) or
+	// "socket" (a socket(2) or socketpair(2) of a kind the sandbox refuses;
+	// see Family).
 	Via string `json:"via"`
 	// Protocol is tcp, udp, icmp or other; records written before it
 	// existed leave it out.
@@ -32,6 +34,17 @@ type NetworkRecord struct {
 	BytesDown  int64  `json:"bytes_down"`
 	DurationMs int64  `json:"duration_ms"`
 	Limit      string `json:"limit"` // "connections" or "bytes" when a limit ended it; "" otherwise
+	// Family, SocketType and SocketProtocol are the arguments of a
+	// socket(2) or socketpair(2) the sandbox's family allowlist refused
+	// (via "socket"): "AF_VSOCK", "SOCK_DGRAM|SOCK_CLOEXEC", and the
+	// protocol number (0, the family's default, is left out). Pid (in the
+	// harness's pid namespace) and Comm name the caller. Other records
+	// leave them out.
+	Family         string `json:"family,omitempty"`
+	SocketType     string `json:"socket_type,omitempty"`
+	SocketProtocol int    `json:"socket_protocol,omitempty"`
+	Pid            int    `json:"pid,omitempty"`
+	Comm           string `json:"comm,omitempty"`
 }
 
 // NetworkRule is one allowlist entry as recorded.

@@ -68,10 +68,11 @@ func (r *run) policy(verification bool) sandbox.Policy {
 // confine wraps argv in the sandbox launcher with its command's filesystem
 // view (Case's, or the verification command's when verification is set)
 // and, when nw is set, its network egress layout, with the exec watch when
-// execWatch is set, and records what it enforces. The returned file is the
+// execWatch is set and the socket watch when socketWatch is set, and
+// records what it enforces. The returned file is the
 // launcher's policy (sandbox.Command), nil unsandboxed; the caller passes it
 // as the last extra file.
-func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch bool) ([]string, *syscall.SysProcAttr, *os.File, error) {
+func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch, socketWatch bool) ([]string, *syscall.SysProcAttr, *os.File, error) {
 	if r.o.Unsandboxed {
 		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
 		if err != nil {
@@ -93,6 +94,7 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, exe
 	pol.View = view
 	pol.Network = nw
 	pol.ExecWatch = execWatch
+	pol.SocketWatch = socketWatch
 	launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)

@@ -21,16 +21,18 @@ import (
 
 // netState is the run's network egress: the allowlists, each command's
 // in-namespace layout and hosts file, and the forwarder that serves them.
+// Every sandboxed run has one, with or without an allowlist: the forwarder
+// also keeps the record of the socket calls the sandbox refuses.
 type netState struct {
 	policy egress.Policy
 	plans  map[egress.Command]egress.Plan
 	hosts  map[egress.Command]string
 	fwd    *egress.Forwarder
-	log    *os.File
+	log    *lazyLog
 
-	// watches are the verification launches' seccomp watches (their
-	// connection watches), closed with the forwarder: a verification
-	// launch has no other place to report a watch that broke down.
+	// watches are the verification and setup launches' seccomp watches
+	// (their socket and connection watches), closed with the forwarder:
+	// such a launch has no other place to report a watch that broke down.
 	mu      sync.Mutex
 	watches []*notify.Watch
 }
@@ -99,8 +101,10 @@ func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 }
 
 // startEgress sets the run's egress up when an allowlist is in force: the
-// network log, the hosts files and the forwarder. Without any list nothing
-// changes: the commands keep an empty network namespace. Unsandboxed runs
+// network log, the hosts files and the forwarder. Without any list the
+// commands keep an empty network namespace, and the forwarder only records
+// the socket calls the sandbox refuses: network.jsonl and the report's
+// network section appear with the first such record. Unsandboxed runs
 // have the host's network anyway, so no forwarder is started for them.
 func (r *run) startEgress(ctx context.Context) bool {
 	pol, err := r.netPolicy()
@@ -108,10 +112,21 @@ func (r *run) startEgress(ctx context.Context) bool {
 		r.blockErr(err, ctoharness.StepContract)
 		return false
 	}
-	if pol.Empty() || r.o.Unsandboxed {
+	if r.o.Unsandboxed {
 		return true
 	}
 	n := &netState{policy: pol, plans: map[egress.Command]egress.Plan{}, hosts: map[egress.Command]string{}}
+	newForwarder := func(log *lazyLog) *egress.Forwarder {
+		return egress.New(egress.Options{Policy: pol, Log: log, Clock: r.o.Clock,
+			Limits:   egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
+			Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
+	}
+	if pol.Empty() {
+		n.log = &lazyLog{open: func() (*os.File, error) { return r.dir.OpenAppend(evidence.NetworkLog) }}
+		n.fwd = newForwarder(n.log)
+		r.net = n
+		return true
+	}
 	dir := filepath.Join(r.rep.RuntimeWorkspaceRoot, "egress")
 	r.tr.Trace(ctoharness.TraceMkdir, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -138,10 +153,8 @@ func (r *run) startEgress(ctx context.Context) bool {
 		r.blockWrite(err, ctoharness.StepContract)
 		return false
 	}
-	n.log = f
-	n.fwd = egress.New(egress.Options{Policy: pol, Log: f, Clock: r.o.Clock,
-		Limits:   egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
-		Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
+	n.log = &lazyLog{f: f}
+	n.fwd = newForwarder(n.log)
 	r.net = n
 	for _, kv := range (egress.Plan{}).ProxyEnv() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -245,15 +258,14 @@ func (r *run) stopEgress() {
 		}
 	}
 	sum := r.net.fwd.Summary()
-	r.rep.Network = &sum
+	if !r.net.policy.Empty() || sum.Attempts > 0 || len(sum.Errors) > 0 {
+		// Without an allowlist the section says what the socket watch
+		// recorded, and is left out when it recorded nothing.
+		r.rep.Network = &sum
+	}
 	setup, write := r.net.fwd.Failures()
 	setup = append(setup, broken...)
-	if err := r.net.log.Sync(); err != nil {
-		write = append(write, err.Error())
-	}
-	if err := r.net.log.Close(); err != nil {
-		write = append(write, err.Error())
-	}
+	write = append(write, r.net.log.close()...)
 	if len(write) > 0 {
 		r.blockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
 	}
@@ -279,17 +291,20 @@ func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscal
 
 // launchFor prepares one sandboxed launch of cmd (Case or the verification
 // command): its egress session when it has an allowlist, and its seccomp
-// watch, which serves the session's connection watch and, when execs is
-// set, the exec watch. The launcher gets the egress control socket and the
-// watch control socket as extra files (sandbox.Policy.WatchFD). The caller
-// closes the watch once the launcher has exited; it is nil when nothing is
-// watched.
+// watch, which serves the socket watch, the session's connection watch
+// and, when execs is set, the exec watch. The launcher gets the egress
+// control socket and the watch control socket as extra files
+// (sandbox.Policy.WatchFD). The caller closes the watch once the launcher
+// has exited; it is nil only unsandboxed.
 func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watch) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
 	if r.o.Unsandboxed {
 		// No forwarder and no namespace: only the supervisor, so that
 		// nothing the command starts outlives the harness.
-		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false)
+		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false, false)
 		return launch, attr, nil, nil, err
+	}
+	if r.net == nil {
+		return nil, nil, nil, nil, fmt.Errorf("the %s command cannot be launched before the run's network record is set up", cmd)
 	}
 	nw, ctl, connects, err := r.netLayout(cmd)
 	if err != nil {
@@ -299,29 +314,26 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 	if ctl != nil {
 		extra = append(extra, ctl)
 	}
-	var w *notify.Watch
-	if connects != nil || execs != nil {
-		o := notify.Options{Connect: connects}
-		if execs != nil {
-			o.Exec, o.Started = execs.Handle, execs.Start
-		}
-		var watchCtl *os.File
-		if watchCtl, w, err = notify.Attach(o); err != nil {
-			for _, f := range extra {
-				f.Close()
-			}
-			return nil, nil, nil, nil, err
-		}
-		extra = append(extra, watchCtl)
+	// Every sandboxed launch has the socket watch: the socket calls the
+	// sandbox refuses are recorded in network.jsonl.
+	o := notify.Options{Connect: connects, Socket: r.net.fwd.RefuseSockets(cmd)}
+	if execs != nil {
+		o.Exec, o.Started = execs.Handle, execs.Start
 	}
-	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil)
+	watchCtl, w, err := notify.Attach(o)
 	if err != nil {
 		for _, f := range extra {
 			f.Close()
 		}
-		if w != nil {
-			w.Close()
+		return nil, nil, nil, nil, err
+	}
+	extra = append(extra, watchCtl)
+	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil, true)
+	if err != nil {
+		for _, f := range extra {
+			f.Close()
 		}
+		w.Close()
 		return nil, nil, nil, nil, err
 	}
 	// The policy is the launcher's last extra file (sandbox.Policy.PolicyFD).
@@ -350,9 +362,54 @@ func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
 	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
 		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, mdText(n.LogPath))
 	for _, d := range n.DeniedLog {
+		if d.Host == "" && d.Port == 0 {
+			// A refused socket call names no endpoint; its reason says
+			// which call.
+			fmt.Fprintf(b, "- denied: %s: %s\n", mdText(d.Command), mdText(d.Reason))
+			continue
+		}
 		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", mdText(d.Command), mdText(d.Host), d.Port, mdText(d.Reason))
 	}
 	if len(n.Limits.Exceeded) > 0 {
 		fmt.Fprintf(b, "- limits reached: %s\n", mdText(strings.Join(n.Limits.Exceeded, ", ")))
 	}
+}
+
+// lazyLog is network.jsonl. With an allowlist it is open from the start;
+// without one it is created by the first record, so a run whose commands
+// made no refused socket call has none.
+type lazyLog struct {
+	open func() (*os.File, error)
+	mu   sync.Mutex
+	f    *os.File
+	err  error
+}
+
+func (l *lazyLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil && l.err == nil {
+		l.f, l.err = l.open()
+	}
+	if l.err != nil {
+		return 0, l.err
+	}
+	return l.f.Write(b)
+}
+
+// close syncs and closes the file, if there is one, and returns what failed.
+func (l *lazyLog) close() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	var errs []string
+	if err := l.f.Sync(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if err := l.f.Close(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	return errs
 }

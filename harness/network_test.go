@@ -127,6 +127,11 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 		}
 		via := map[string]int{}
 		for _, r := range networkRecords(t, rep.RunArtifactDir) {
+			if r.Via == egress.ViaSocket && r.Family == "AF_UNIX" && r.Command == "verification" {
+				// glibc's lookups in curl first ask nscd over a UNIX
+				// socket: refused, and recorded.
+				continue
+			}
 			if r.Decision != "allowed" || r.Rule != addr || r.BytesDown == 0 {
 				t.Errorf("record %+v", r)
 			}
@@ -475,6 +480,93 @@ func TestEgressAndExecWatchTogether(t *testing.T) {
 		if !got[k] {
 			t.Errorf("no record %+v in %v", k, got)
 		}
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// A socket call the sandbox refuses is recorded in network.jsonl, for Case
+// and for the verification command, whether or not an allowlist is in
+// force: without one, the log and the report's network section appear
+// with the first such record.
+func TestRefusedSocketsAreRecorded(t *testing.T) {
+	requireEgress(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.Scenario = "net-probes=sockets 3"
+	verify := ""
+	if _, err := exec.LookPath("python3"); err == nil {
+		// The verification's own refused socket call.
+		spec := *o.Spec
+		verify = `python3 -c "import socket
+try:
+    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+except PermissionError:
+    pass" && `
+		spec.Verification.Command = verify + spec.Verification.Command
+		o.Spec = &spec
+	} else {
+		t.Log("python3 is not installed: only Case's refused socket calls are checked")
+	}
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v\n%s", rep.Status, rep.Blockers, rep.Tests.StderrInline)
+	}
+	for probe, denied := range caseAttempts(t, rep.RunArtifactDir) {
+		if !denied {
+			t.Errorf("%s got through", probe)
+		}
+	}
+	by := map[string]int{}
+	for _, r := range networkRecords(t, rep.RunArtifactDir) {
+		if r.Via != egress.ViaSocket || r.Decision != egress.Denied || r.Pid == 0 {
+			t.Errorf("record %+v: want a denied socket record naming its caller", r)
+			continue
+		}
+		if r.Family == "AF_VSOCK" && strings.HasPrefix(r.SocketType, "SOCK_STREAM") {
+			by[r.Command]++
+		}
+	}
+	if by["case"] != 3 {
+		t.Errorf("%d of Case's 3 refused vsock sockets recorded (%v)", by["case"], by)
+	}
+	if verify != "" && by["verification"] != 1 {
+		t.Errorf("%d of the verification's refused vsock sockets recorded, want 1 (%v)", by["verification"], by)
+	}
+	if rep.Network == nil || rep.Network.Denied != rep.Network.Attempts || rep.Network.Denied < 3 || len(rep.Network.Policy.Case) != 0 {
+		t.Errorf("report network %+v", rep.Network)
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// Refused socket calls take their lines from the same egress.MaxRecords as
+// every other record of network.jsonl.
+func TestSocketRecordsShareTheCap(t *testing.T) {
+	requireEgress(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.AllowNetCase = []string{"localhost:8080"}
+	half := egress.MaxRecords/2 + 25
+	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080;sockets %d", half, half)
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s: %v", rep.Status, rep.Blockers)
+	}
+	recs := networkRecords(t, rep.RunArtifactDir)
+	via := map[string]int{}
+	for _, r := range recs {
+		via[r.Via]++
+	}
+	if len(recs) != egress.MaxRecords || via[egress.ViaSyscall] != half || via[egress.ViaSocket] != egress.MaxRecords-half {
+		t.Errorf("%d records (%v), want %d: %d refused connects, then sockets up to the cap", len(recs), via, egress.MaxRecords, half)
+	}
+	if rep.Network == nil || !slices.Contains(rep.Network.Limits.Exceeded, egress.LimitRecords) {
+		t.Errorf("report network %+v", rep.Network)
 	}
 	mustValidate(t, set, rep, true)
 }

@@ -71,7 +71,11 @@ func (r *run) gate(ctx context.Context) bool {
 	}
 	prev := map[string]any{}
 	if d.Previous != nil {
-		prev = map[string]any{"stage": d.Previous.Stage, "run_id": d.Previous.RunID, "validated_at": d.Previous.ValidatedAt}
+		// The record's digest names exactly the record the gate trusted:
+		// stage 3's validation orders this run after that record by it,
+		// not by two processes' wall clocks.
+		prev = map[string]any{"stage": d.Previous.Stage, "run_id": d.Previous.RunID, "validated_at": d.Previous.ValidatedAt,
+			"record_digest": d.Previous.RecordDigest}
 	}
 	codes := []string{}
 	for _, b := range r.rep.Blockers {

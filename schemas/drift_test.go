@@ -177,7 +177,7 @@ var plainEnums = map[string][]string{
 	"task-spec:/agent/name":              agent.Names(),
 	"report:/tests/findings/[]/severity": {string(scan.Low), string(scan.Medium), string(scan.High), string(scan.Critical)},
 	"network-record:/command":            {string(egress.CommandCase), string(egress.CommandVerify), string(egress.CommandSetup)},
-	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy, egress.ViaSyscall},
+	"network-record:/via":                {egress.ViaDirect, egress.ViaConnect, egress.ViaHTTPProxy, egress.ViaSyscall, egress.ViaSocket},
 	"network-record:/protocol":           {egress.ProtoTCP, egress.ProtoUDP, egress.ProtoICMP, egress.ProtoOther},
 	"network-record:/decision":           {egress.Allowed, egress.Denied, egress.Failed},
 	"network-record:/limit":              {"", egress.LimitConnections, egress.LimitBytes},

@@ -16,18 +16,19 @@ import (
 // report: every allowed connection went to an endpoint a rule of its own
 // command covers (and, over TLS, named that endpoint), and the report's
 // network summary says exactly what the log holds. A run without a policy
-// has neither the summary nor the log.
+// has neither the summary nor the log, unless the sandbox refused a socket
+// call: then both, and the log holds nothing else.
 func checkNetwork(v *runView, c collector) {
 	const name = "network_egress"
 	sum := v.report.Network
 	if sum == nil {
 		if v.files[evidence.NetworkLog] {
-			c.fail(name, evidence.NetworkLog, "present, but report.json records no network policy")
+			c.fail(name, evidence.NetworkLog, "present, but report.json has no network section")
 		}
 		return
 	}
 	if !v.files[evidence.NetworkLog] {
-		c.fail(name, evidence.NetworkLog, "missing, but report.json records a network policy")
+		c.fail(name, evidence.NetworkLog, "missing, but report.json has a network section")
 		return
 	}
 	lines, errText := readLines(v.path(evidence.NetworkLog))
@@ -47,6 +48,7 @@ func checkNetwork(v *runView, c collector) {
 			rules[cmd] = append(rules[cmd], egress.Rule{Endpoint: e, Source: r.Source})
 		}
 	}
+	noPolicy := len(sum.Policy.Case)+len(sum.Policy.Verification)+len(sum.Policy.Setup) == 0
 	var got ctoharness.NetworkSummary
 	got.DeniedLog = []ctoharness.NetworkDenied{}
 	limits := map[string]bool{}
@@ -60,6 +62,9 @@ func checkNetwork(v *runView, c collector) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			c.fail(name, evidence.NetworkLog, "%s: %v", where, err)
 			return
+		}
+		if noPolicy && r.Via != egress.ViaSocket {
+			c.fail(name, evidence.NetworkLog, "%s: a %s record, but no command had a network allowlist: only refused socket calls can be recorded then", where, r.Via)
 		}
 		if r.Seq != i+1 {
 			c.fail(name, evidence.NetworkLog, "%s: seq %d, want %d (a record is missing or out of place)", where, r.Seq, i+1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -85,5 +86,47 @@ func TestNetworkCheckCatchesOutOfPolicyRecords(t *testing.T) {
 	}
 	if !strings.Contains(msgs, "network.attempts") {
 		t.Fatalf("a dropped record was not noticed: %s", msgs)
+	}
+}
+
+// Without an allowlist network.jsonl may hold refused socket calls only:
+// the vsock row's log validates, and a connection record slipped into it
+// does not.
+func TestNetworkCheckWithoutAPolicyTakesSocketRecordsOnly(t *testing.T) {
+	o := replayOpts(t)
+	o.Keep = true
+	row, err := fixtures.Lookup("sandbox-vsock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validators.Replay(context.Background(), row, o)
+	if !res.OK {
+		t.Fatalf("sandbox-vsock: %v", res.Errors)
+	}
+	p := filepath.Join(res.RunDir, evidence.NetworkLog)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first denied line, as a refused connect: the counts still agree.
+	first, rest, _ := strings.Cut(string(data), "\n")
+	first = strings.Replace(first, `"via":"socket"`, `"via":"syscall"`, 1)
+	first = regexp.MustCompile(`,"family":"AF_VSOCK","socket_type":"SOCK_STREAM","pid":\d+(,"comm":"[^"]*")?`).ReplaceAllString(first, "")
+	forged := first + "\n" + rest
+	if strings.Contains(first, `"family"`) || !strings.Contains(first, `"via":"syscall"`) {
+		t.Fatalf("no socket record to rewrite in %s", data)
+	}
+	if err := os.WriteFile(p, []byte(forged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := validators.Run(context.Background(), res.RunDir, o.Schemas, validators.RunOptions{})
+	msgs := ""
+	for _, f := range v.Errors {
+		if f.Check == "network_egress" {
+			msgs += f.Message + "; "
+		}
+	}
+	if !strings.Contains(msgs, "only refused socket calls") {
+		t.Fatalf("a connection record without an allowlist was not noticed: %s (all: %v)", msgs, v.Errors)
 	}
 }

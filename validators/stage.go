@@ -364,9 +364,52 @@ func (s *stageRun) compareWithStage2(rep3 *ctoharness.Report) {
 			s.fail("%s: stage 3 changed %s outside its allowed paths", name, display.Terminal(c.Path))
 		}
 	}
-	if !rep3.Freshness.StartedAt.After(rec.ValidatedAt) && !rep3.Freshness.StartedAt.Equal(rec.ValidatedAt) {
-		s.fail("%s: the stage 3 run started before stage 2 was validated", name)
+	// The run came after the record if its gate read that very record:
+	// the gate event (signed with the run) names the record by its digest,
+	// and the record names its own run. Two processes' wall clocks are not
+	// compared: a clock stepped back between them says nothing.
+	trusted, err := gateRecord(rep3.RunArtifactDir)
+	switch {
+	case err != nil:
+		s.fail("%s: %v", name, err)
+	case trusted.RunID != rec.RunID || trusted.RecordDigest != rec.RecordDigest:
+		s.fail("%s: the stage 3 run's gate trusted stage %d record %s (run %s), not the current stage 2 record %s (run %s): stage 2 was validated again after the run, or the run is older than the record; run 'cto-harness validate-stage 3' again",
+			name, trusted.Stage, trusted.RecordDigest, trusted.RunID, rec.RecordDigest, rec.RunID)
+	case trusted.Stage != 2:
+		s.fail("%s: the stage 3 run's gate names a stage %d record, want stage 2", name, trusted.Stage)
 	}
+}
+
+// gatedRecord is the previous stage's record as a run's gate_checked event
+// names it.
+type gatedRecord struct {
+	Stage        int    `json:"stage"`
+	RunID        string `json:"run_id"`
+	RecordDigest string `json:"record_digest"`
+}
+
+// gateRecord reads the record a run's gate trusted from its events.
+func gateRecord(runDir string) (gatedRecord, error) {
+	lines, errText := readLines(filepath.Join(runDir, evidence.EventsFile))
+	if errText != "" {
+		return gatedRecord{}, fmt.Errorf("%s: %s", evidence.EventsFile, errText)
+	}
+	for _, l := range lines {
+		var e struct {
+			Type ctoharness.EventType `json:"type"`
+			Data struct {
+				Previous *gatedRecord `json:"previous_stage_record"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(l, &e) != nil || e.Type != ctoharness.EvGateChecked {
+			continue
+		}
+		if e.Data.Previous == nil || e.Data.Previous.RecordDigest == "" {
+			return gatedRecord{}, fmt.Errorf("the run's %s event in %s names no previous stage record", ctoharness.EvGateChecked, runDir)
+		}
+		return *e.Data.Previous, nil
+	}
+	return gatedRecord{}, fmt.Errorf("the run %s has no %s event", runDir, ctoharness.EvGateChecked)
 }
 
 func keysOf(raw []byte) []string {

@@ -536,8 +536,10 @@ type readerFrom struct{ w io.Writer }
 func (r readerFrom) ReadFrom(src io.Reader) (int64, error) { return io.Copy(r.w, src) }
 
 // finish completes a record and writes it to network.jsonl.
-func (s *session) finish(a *attempt, decision, reason string) {
-	f := s.f
+func (s *session) finish(a *attempt, decision, reason string) { s.f.finish(a, decision, reason) }
+
+// finish completes a record of any session, or none, and writes it.
+func (f *Forwarder) finish(a *attempt, decision, reason string) {
 	a.rec.Decision, a.rec.Reason = decision, reason
 	if decision == Denied {
 		a.rec.Rule, a.rec.RuleSource = "", ""

@@ -1,7 +1,7 @@
 // Package notify is the harness's side of the sandbox launcher's one
 // seccomp listener. The kernel gives a process one listener, so the
-// connection watch (package egress) and the exec watch (package execwatch)
-// share it: the launcher installs one filter that notifies the union of the
+// connection and socket watches (package egress) and the exec watch
+// (package execwatch) share it: the launcher installs one filter that notifies the union of the
 // calls its watches need and hands the listener over once; this package
 // takes it and dispatches each notification, by system call number, to the
 // handler of its watch. See docs/sandbox.md, "The watches".
@@ -51,6 +51,10 @@ type Options struct {
 	// Connect answers connect(2), sendto(2), sendmsg(2) and sendmmsg(2)
 	// (the connection watch).
 	Connect Handler
+	// Socket answers socket(2) and socketpair(2) of a family the sandbox's
+	// allowlist refuses (the socket watch); it must refuse them: the
+	// kernel's own filter let them through for it to see.
+	Socket Handler
 	// Started, when set, is called with the launcher's pid once its
 	// listener is taken, before any call is handed out.
 	Started func(launcher int)
@@ -66,6 +70,7 @@ type Msg struct {
 	FD      int  `json:"fd"`
 	Exec    bool `json:"exec,omitempty"`
 	Connect bool `json:"connect,omitempty"`
+	Socket  bool `json:"socket,omitempty"`
 }
 
 // Watch is one launcher's listener and its dispatcher.
@@ -88,7 +93,7 @@ type Watch struct {
 // and answers every notified call until all of the command's processes are
 // gone or Close is called.
 func Attach(o Options) (*os.File, *Watch, error) {
-	if o.Exec == nil && o.Connect == nil {
+	if o.Exec == nil && o.Connect == nil && o.Socket == nil {
 		return nil, nil, fmt.Errorf("%w: no handler", ErrWatch)
 	}
 	arch, err := AuditArch()
@@ -187,9 +192,9 @@ func (w *Watch) run() {
 		refuse("malformed message %q", buf[:n])
 		return
 	}
-	if m.Exec != (w.o.Exec != nil) || m.Connect != (w.o.Connect != nil) {
-		refuse("its filter serves exec=%t connect=%t, the harness expects exec=%t connect=%t",
-			m.Exec, m.Connect, w.o.Exec != nil, w.o.Connect != nil)
+	if m.Exec != (w.o.Exec != nil) || m.Connect != (w.o.Connect != nil) || m.Socket != (w.o.Socket != nil) {
+		refuse("its filter serves exec=%t connect=%t socket=%t, the harness expects exec=%t connect=%t socket=%t",
+			m.Exec, m.Connect, m.Socket, w.o.Exec != nil, w.o.Connect != nil, w.o.Socket != nil)
 		return
 	}
 	if cred == nil || cred.Pid <= 0 {
@@ -286,6 +291,8 @@ func (w *Watch) handler(c *Call) Handler {
 		return w.o.Exec
 	case unix.SYS_CONNECT, unix.SYS_SENDTO, unix.SYS_SENDMSG, unix.SYS_SENDMMSG:
 		return w.o.Connect
+	case unix.SYS_SOCKET, unix.SYS_SOCKETPAIR:
+		return w.o.Socket
 	}
 	return nil
 }
@@ -326,7 +333,8 @@ func (c *Call) Valid() bool {
 }
 
 // Answer lets the kernel carry on with the call (errno 0:
-// SECCOMP_USER_NOTIF_FLAG_CONTINUE) or fails it with errno. Only the first
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE) or fails it with errno; a socket(2) or
+// socketpair(2) always fails (EACCES for 0). Only the first
 // answer is sent; it reports whether that answer reached the caller (false
 // when the caller is gone, or the call was answered already).
 func (c *Call) Answer(errno unix.Errno) bool {
@@ -334,6 +342,12 @@ func (c *Call) Answer(errno unix.Errno) bool {
 		return false
 	}
 	c.answered = true
+	if errno == 0 && (c.Nr == unix.SYS_SOCKET || c.Nr == unix.SYS_SOCKETPAIR) {
+		// The socket watch is handed only what the family allowlist
+		// refuses, which the kernel's own filter let through for it:
+		// letting it go on would open the family.
+		errno = unix.EACCES
+	}
 	r := resp{ID: c.ID}
 	if errno == 0 {
 		r.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE

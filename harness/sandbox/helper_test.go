@@ -163,6 +163,25 @@ func helper(args []string) int {
 		} else {
 			r.OK = true
 		}
+	case "vsocks": // N socket(AF_VSOCK) calls, each expected to fail with EACCES; Count is the ns they took
+		n, _ := strconv.Atoi(arg(1))
+		var err error
+		start := time.Now()
+		for i := 0; i < n && err == nil; i++ {
+			var fd int
+			if fd, err = unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0); err == nil {
+				unix.Close(fd)
+				err = errors.New("socket(AF_VSOCK) was allowed")
+			} else if err == unix.EACCES {
+				err = nil
+			}
+		}
+		r.Count = int(time.Since(start))
+		if err != nil {
+			fail(err)
+		} else {
+			r.OK = true
+		}
 	case "bind": // bind 0.0.0.0:PORT (18080 by default)
 		port := 18080
 		if arg(1) != "" {

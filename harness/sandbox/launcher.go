@@ -164,12 +164,13 @@ func establish(l launch) (enforced, error) {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "capabilities_dropped")
-	if err := installSeccomp(); err != nil {
+	w := p.watches()
+	if err := installSeccomp(w.Socket); err != nil {
 		return got, err
 	}
 	got.Mechanisms = append(got.Mechanisms, "seccomp")
-	if exec, connect := p.watches(); exec || connect {
-		// One filter and one listener serve both watches (the kernel
+	if w.any() {
+		// One filter and one listener serve every watch (the kernel
 		// allows one listener per process). The watch control socket is
 		// taken only now, so a watch that cannot be established fails
 		// the launch before any command.
@@ -177,16 +178,19 @@ func establish(l launch) (enforced, error) {
 		if err != nil {
 			return got, err
 		}
-		err = watchCalls(uc, exec, connect)
+		err = watchCalls(uc, w)
 		uc.Close()
 		if err != nil {
 			return got, err
 		}
-		if connect {
+		if w.Connect {
 			got.Mechanisms = append(got.Mechanisms, "connect_watch")
 		}
-		if exec {
+		if w.Exec {
 			got.Mechanisms = append(got.Mechanisms, "exec_watch")
+		}
+		if w.Socket {
+			got.Mechanisms = append(got.Mechanisms, "socket_watch")
 		}
 	}
 	abi, mech, err := applyLandlock(p, got.Writable)

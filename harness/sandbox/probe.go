@@ -183,6 +183,9 @@ func (p Policy) Mechanisms(f Facts) []string {
 	if p.ExecWatch {
 		m = append(m, "exec_watch")
 	}
+	if p.SocketWatch {
+		m = append(m, "socket_watch")
+	}
 	if f.PidLimit && p.Rlimits.Effective().Processes != Unlimited {
 		m = append(m, "pid_limit")
 	}

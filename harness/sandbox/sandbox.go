@@ -85,6 +85,12 @@ type Policy struct {
 	// the harness (see watch.go); the harness must pass the watch control
 	// socket as the extra file WatchFD names.
 	ExecWatch bool `json:"exec_watch,omitempty"`
+	// SocketWatch hands every socket(2) and socketpair(2) outside the
+	// family allowlist (see installSeccomp) to the harness, which records
+	// and refuses it; without it the kernel refuses them unrecorded. The
+	// harness must pass the watch control socket as the extra file WatchFD
+	// names.
+	SocketWatch bool `json:"socket_watch,omitempty"`
 	// View, when set, replaces the host filesystem with a constructed view
 	// (see View and docs/sandbox.md).
 	View *View `json:"view,omitempty"`
@@ -172,7 +178,7 @@ const maxPolicyBytes = 16 << 20
 // the extra file after the egress control socket (Network) and the watch
 // control socket (WatchFD), or the first extra file when there is neither.
 func (p Policy) PolicyFD() int {
-	if exec, connect := p.watches(); exec || connect {
+	if p.watches().any() {
 		return p.WatchFD() + 1
 	}
 	return ControlFD

@@ -25,6 +25,12 @@ import (
 //     can never reach a socket by path. A SOCK_DGRAM pair can (connect and
 //     sendto re-address it), and the filter cannot see the address behind
 //     the pointer, so it fails with EACCES.
+//   - With the socket watch (watched), a socket(2) or socketpair(2) outside
+//     these allowlists is let through by this filter instead: the watch
+//     filter installed after it hands the call to the harness, which
+//     records and refuses it (EACCES). The kernel runs every filter and
+//     takes the strictest answer, and an ERRNO here would win over the
+//     watch's notification, so the call would go unrecorded.
 //   - keyctl, add_key and request_key fail with ENOSYS (as on a kernel
 //     without keyrings): the user keyring is the uid's, shared with the
 //     host's processes of that uid, whatever the namespaces.
@@ -37,8 +43,8 @@ import (
 //     command (Landlock already refuses writes to /proc/PID/mem).
 //   - system calls of another ABI (i386, x32) fail with ENOSYS, so the
 //     filter cannot be bypassed through a second syscall table.
-func installSeccomp() error {
-	prog, err := seccompProgram()
+func installSeccomp(watched bool) error {
+	prog, err := seccompProgram(watched)
 	if err != nil {
 		return err
 	}
@@ -53,13 +59,12 @@ func installSeccomp() error {
 }
 
 // seccompProgram is installSeccomp's filter.
-func seccompProgram() ([]unix.SockFilter, error) {
+func seccompProgram(watched bool) ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
 		return nil, err
 	}
 	const x32Bit = 0x40000000
-	const sockTypeMask = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
 	// Jump targets, resolved by assemble.
 	const (
 		allow = -(iota + 1)
@@ -67,10 +72,12 @@ func seccompProgram() ([]unix.SockFilter, error) {
 		eperm
 		eacces
 		sock
-		inet
-		netlink
 		pair
 	)
+	refuse := eacces
+	if watched {
+		refuse = allow // the watch filter notifies it; see installSeccomp
+	}
 	p := []insn{
 		{code: ld, k: offArch},
 		{code: jeq, k: arch, jf: enosys},
@@ -87,33 +94,47 @@ func seccompProgram() ([]unix.SockFilter, error) {
 		{code: jeq, k: unix.SYS_SOCKET, jt: sock},
 		{code: jeq, k: unix.SYS_SOCKETPAIR, jt: pair},
 		{code: ret, k: unix.SECCOMP_RET_ALLOW},
+	}
+	p = append(p, socketRules(sock, pair, allow, refuse)...)
+	p = append(p,
+		insn{label: allow, code: ret, k: unix.SECCOMP_RET_ALLOW},
+		insn{label: enosys, code: ret, k: errnoRet(unix.ENOSYS)},
+		insn{label: eperm, code: ret, k: errnoRet(unix.EPERM)},
+		insn{label: eacces, code: ret, k: errnoRet(unix.EACCES)},
+	)
+	return assemble(p)
+}
 
+// socketRules is the socket family allowlist, shared by the filter that
+// enforces it and the watch filter that notifies what it refuses: sock and
+// pair label the checks of socket(2) and socketpair(2) (the caller jumps
+// there with the system call number loaded), which end at allow or refuse.
+// Both filters come from this one list, so what is allowed is exactly what
+// is never notified.
+func socketRules(sock, pair, allow, refuse int) []insn {
+	const sockTypeMask = 0xf // the type without SOCK_NONBLOCK and SOCK_CLOEXEC
+	const inet, netlink = -100, -101
+	return []insn{
 		{label: sock, code: ld, k: offArg0},
 		{code: jeq, k: unix.AF_INET, jt: inet},
 		{code: jeq, k: unix.AF_INET6, jt: inet},
-		{code: jeq, k: unix.AF_NETLINK, jt: netlink, jf: eacces},
+		{code: jeq, k: unix.AF_NETLINK, jt: netlink, jf: refuse},
 
 		{label: inet, code: ld, k: offArg0 + 8},
 		{code: alu | unix.BPF_AND, k: sockTypeMask},
 		{code: jeq, k: unix.SOCK_STREAM, jt: allow},
-		{code: jeq, k: unix.SOCK_DGRAM, jt: allow, jf: eacces},
+		{code: jeq, k: unix.SOCK_DGRAM, jt: allow, jf: refuse},
 
 		{label: netlink, code: ld, k: offArg0 + 16},
-		{code: jeq, k: unix.NETLINK_ROUTE, jt: allow, jf: eacces},
+		{code: jeq, k: unix.NETLINK_ROUTE, jt: allow, jf: refuse},
 
 		{label: pair, code: ld, k: offArg0},
-		{code: jeq, k: unix.AF_UNIX, jf: eacces},
+		{code: jeq, k: unix.AF_UNIX, jf: refuse},
 		{code: ld, k: offArg0 + 8},
 		{code: alu | unix.BPF_AND, k: sockTypeMask},
 		{code: jeq, k: unix.SOCK_STREAM, jt: allow},
-		{code: jeq, k: unix.SOCK_SEQPACKET, jt: allow, jf: eacces},
-
-		{label: allow, code: ret, k: unix.SECCOMP_RET_ALLOW},
-		{label: enosys, code: ret, k: errnoRet(unix.ENOSYS)},
-		{label: eperm, code: ret, k: errnoRet(unix.EPERM)},
-		{label: eacces, code: ret, k: errnoRet(unix.EACCES)},
+		{code: jeq, k: unix.SOCK_SEQPACKET, jt: allow, jf: refuse},
 	}
-	return assemble(p)
 }
 
 func errnoRet(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,20 +22,29 @@ const (
 // descriptor with pidfd_getfd, from the process the kernel names as the
 // sender (SO_PASSCRED).
 type watchMsg struct {
-	Watch   bool `json:"watch"`
-	FD      int  `json:"fd"`
-	Exec    bool `json:"exec,omitempty"`
-	Connect bool `json:"connect,omitempty"`
+	Watch bool `json:"watch"`
+	FD    int  `json:"fd"`
+	watchSet
 }
 
-// watches reports which watches p asks for: the exec watch (ExecWatch) and
-// the connection watch (any egress layout).
-func (p Policy) watches() (exec, connect bool) {
-	return p.ExecWatch, p.Network != nil
+// watchSet are the watches one launcher's filter serves.
+type watchSet struct {
+	Exec    bool `json:"exec,omitempty"`
+	Connect bool `json:"connect,omitempty"`
+	Socket  bool `json:"socket,omitempty"`
+}
+
+func (w watchSet) any() bool { return w.Exec || w.Connect || w.Socket }
+
+// watches reports which watches p asks for: the exec watch (ExecWatch),
+// the connection watch (any egress layout) and the socket watch
+// (SocketWatch).
+func (p Policy) watches() watchSet {
+	return watchSet{Exec: p.ExecWatch, Connect: p.Network != nil, Socket: p.SocketWatch}
 }
 
 // WatchFD is the launcher's descriptor of the watch control socket, which
-// it needs whenever a watch is on (ExecWatch, or a Network): the extra file
+// it needs whenever a watch is on (ExecWatch, SocketWatch, or a Network): the extra file
 // after the egress control socket, or the first when there is none.
 func (p Policy) WatchFD() int {
 	if p.Network != nil {
@@ -62,8 +72,8 @@ func openWatchControl(p Policy) (*net.UnixConn, error) {
 
 // watchCalls installs the one filter that hands the calls of every active
 // watch to the harness before the kernel acts on them, and names its
-// listener on uc. The kernel gives a process one listener, so the exec
-// watch and the connection watch share it; the harness dispatches by
+// listener on uc. The kernel gives a process one listener, so the exec,
+// connection and socket watches share it; the harness dispatches by
 // system call. Without the harness's acknowledgement the command does not
 // start.
 //
@@ -74,9 +84,11 @@ func openWatchControl(p Policy) (*net.UnixConn, error) {
 // address: the harness records each attempt that would leave the egress
 // listeners, even the ones the namespace or Landlock would refuse without
 // a packet, and answers it; the namespace and Landlock still decide
-// everything it lets through.
-func watchCalls(uc *net.UnixConn, exec, connect bool) error {
-	prog, err := watchProgram(exec, connect)
+// everything it lets through. The socket watch gets every socket(2) and
+// socketpair(2) outside the family allowlist (socketRules), which the
+// harness records and refuses; what the allowlist allows never reaches it.
+func watchCalls(uc *net.UnixConn, w watchSet) error {
+	prog, err := watchProgram(w)
 	if err != nil {
 		return err
 	}
@@ -88,33 +100,39 @@ func watchCalls(uc *net.UnixConn, exec, connect bool) error {
 		r, e = setFilter(prog, flags&^filterFlagWaitKillableRecv)
 	}
 	if e != 0 {
-		return failf("seccomp watch: cannot install %s (seccomp user notification): %v", watchName(exec, connect), e)
+		return failf("seccomp watch: cannot install %s (seccomp user notification): %v", w.name(), e)
 	}
 	fd := int(r)
 	defer unix.Close(fd)
-	msg, _ := json.Marshal(watchMsg{Watch: true, FD: fd, Exec: exec, Connect: connect})
+	msg, _ := json.Marshal(watchMsg{Watch: true, FD: fd, watchSet: w})
 	if _, err := uc.Write(msg); err != nil {
-		return failf("seccomp watch: cannot hand %s to the harness: %v", watchName(exec, connect), err)
+		return failf("seccomp watch: cannot hand %s to the harness: %v", w.name(), err)
 	}
-	return awaitAck(uc, watchName(exec, connect))
+	return awaitAck(uc, w.name())
 }
 
-// watchName names the watches for the launcher's messages.
-func watchName(exec, connect bool) string {
-	switch {
-	case exec && connect:
-		return "the exec and connection watch"
-	case exec:
-		return "the exec watch"
+// name names the watches for the launcher's messages.
+func (w watchSet) name() string {
+	var names []string
+	for _, n := range []struct {
+		on   bool
+		name string
+	}{{w.Exec, "exec"}, {w.Connect, "connection"}, {w.Socket, "socket"}} {
+		if n.on {
+			names = append(names, n.name)
+		}
 	}
-	return "the connection watch"
+	if len(names) == 1 {
+		return "the " + names[0] + " watch"
+	}
+	return "the " + strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " watches"
 }
 
 // watchProgram is the watch filter: SECCOMP_RET_USER_NOTIF for the native
 // ABI's calls that the active watches need, ALLOW for the rest (the other
 // filter refuses foreign ABIs).
-func watchProgram(exec, connect bool) ([]unix.SockFilter, error) {
-	if !exec && !connect {
+func watchProgram(w watchSet) ([]unix.SockFilter, error) {
+	if !w.any() {
 		return nil, failf("seccomp watch: no watch to install")
 	}
 	arch, err := auditArch()
@@ -122,21 +140,20 @@ func watchProgram(exec, connect bool) ([]unix.SockFilter, error) {
 		return nil, err
 	}
 	const offArg4Lo, offArg4Hi = offArg0 + 32, offArg0 + 36
-	const allow, notify = -1, -2 // jump targets, resolved below (BPF jumps only forward)
-	type insn struct {
-		code   uint16
-		k      uint32
-		jt, jf int // a target above, or 0: the next instruction
-	}
+	const allow, notify, sock, pair = -1, -2, -3, -4 // jump targets, resolved by assemble
 	prog := []insn{
 		{code: ld, k: offArch},
 		{code: jeq, k: arch, jf: allow},
 		{code: ld, k: offNr},
 	}
-	if exec {
+	if w.Exec {
 		prog = append(prog, insn{code: jeq, k: unix.SYS_EXECVE, jt: notify}, insn{code: jeq, k: unix.SYS_EXECVEAT, jt: notify})
 	}
-	if connect {
+	if w.Socket {
+		// What the allowlist refuses (installSeccomp let it through).
+		prog = append(prog, insn{code: jeq, k: unix.SYS_SOCKET, jt: sock}, insn{code: jeq, k: unix.SYS_SOCKETPAIR, jt: pair})
+	}
+	if w.Connect {
 		// sendmsg and sendmmsg keep their addresses behind pointers: the
 		// harness looks. sendto is notified only with an address.
 		prog = append(prog,
@@ -149,17 +166,10 @@ func watchProgram(exec, connect bool) ([]unix.SockFilter, error) {
 			insn{code: ld, k: offArg4Hi},
 			insn{code: jeq, k: 0, jt: allow, jf: notify})
 	}
-	at := map[int]int{allow: len(prog), notify: len(prog) + 1}
-	prog = append(prog, insn{code: ret, k: unix.SECCOMP_RET_ALLOW}, insn{code: ret, k: unix.SECCOMP_RET_USER_NOTIF})
-	out := make([]unix.SockFilter, len(prog))
-	for i, in := range prog {
-		rel := func(t int) uint8 {
-			if t == 0 {
-				return 0
-			}
-			return uint8(at[t] - i - 1)
-		}
-		out[i] = unix.SockFilter{Code: in.code, K: in.k, Jt: rel(in.jt), Jf: rel(in.jf)}
+	prog = append(prog, insn{code: ret, k: unix.SECCOMP_RET_ALLOW}) // none of the watched calls
+	if w.Socket {
+		prog = append(prog, socketRules(sock, pair, allow, notify)...)
 	}
-	return out, nil
+	prog = append(prog, insn{label: allow, code: ret, k: unix.SECCOMP_RET_ALLOW}, insn{label: notify, code: ret, k: unix.SECCOMP_RET_USER_NOTIF})
+	return assemble(prog)
 }

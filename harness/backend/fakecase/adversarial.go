@@ -43,6 +43,7 @@ func AdversarialScenarios() []Scenario {
 		{"fork-bomb", fmt.Sprintf("fork until the kernel refuses (at most %d processes), then clean up", forkBombCap), forkBomb},
 		{"flood-stdout", "write 1 GiB of non-event lines to stdout", floodStdout},
 		{"vsock", "listen on a vsock port and connect to the host's CID", vsockReach},
+		{"socket-families", "open a packet, raw inet, crypto (AF_ALG), audit and uevent netlink and a UNIX stream socket", socketFamilies},
 	}
 	for _, name := range sortedParamNames() {
 		p := adversarialParam[name]

@@ -93,6 +93,34 @@ func vsockReach(c *caseRun) error {
 	return nil
 }
 
+// socketFamilies opens one socket of each family (or protocol) outside the
+// sandbox's allowlist: raw packets on every interface, a raw ICMP socket,
+// the kernel's crypto API, the audit log, device uevents and a UNIX stream
+// socket, which could connect to a host daemon by path.
+func socketFamilies(c *caseRun) error {
+	if err := c.edit(); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		name               string
+		domain, typ, proto int
+	}{
+		{"packet", unix.AF_PACKET, unix.SOCK_RAW, 0x0300}, // htons(ETH_P_ALL)
+		{"inet-raw", unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP},
+		{"alg", unix.AF_ALG, unix.SOCK_SEQPACKET, 0},
+		{"netlink-audit", unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_AUDIT},
+		{"netlink-uevent", unix.AF_NETLINK, unix.SOCK_DGRAM, unix.NETLINK_KOBJECT_UEVENT},
+		{"unix-stream", unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC, 0},
+	} {
+		fd, err := unix.Socket(s.domain, s.typ, s.proto)
+		if err == nil {
+			unix.Close(fd)
+		}
+		c.attempt("socket-"+s.name, "", err, nil)
+	}
+	return nil
+}
+
 // unixDgramReach sends a datagram to the host socket at path: from a UNIX
 // datagram socket, and from a datagram socketpair end, by sendto(2) and by
 // connect(2) then write(2).

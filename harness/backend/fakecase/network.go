@@ -38,6 +38,8 @@ const probeTimeout = 5 * time.Second
 //	                   each; denied when any of them got no answer
 //	serve HOST:PORT    serve HTTP on HOST:PORT (port 0: any) inside the
 //	                   sandbox and GET it, as a test suite's own server does
+//	sockets N          call socket(AF_VSOCK) N times (the sandbox refuses
+//	                   each; its socket watch records them)
 //	execs N            run /bin/true N times without case.command events
 //	                   (as many-procs does); not an attempt
 func netProbes(spec string) func(*caseRun) error {
@@ -75,6 +77,8 @@ func netProbes(spec string) func(*caseRun) error {
 				err = serveLoopback(target)
 			case "dials":
 				err = dials(target)
+			case "sockets":
+				err = vsockSockets(target)
 			case "tfo":
 				err = fastOpen(target)
 			case "sendmsg":
@@ -202,6 +206,27 @@ func dials(spec string) error {
 	var first error
 	for i := 0; i < count; i++ {
 		if err := dial(addr); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// vsockSockets calls socket(AF_VSOCK) N times; it reports the first error,
+// or none when a socket was made.
+func vsockSockets(n string) error {
+	count, err := strconv.Atoi(n)
+	if err != nil || count < 1 {
+		return fmt.Errorf("want a count, got %q", n)
+	}
+	var first error
+	for i := 0; i < count; i++ {
+		fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			unix.Close(fd)
+			return nil
+		}
+		if first == nil {
 			first = err
 		}
 	}
