@@ -299,7 +299,7 @@ func parseConfigParameters(s string) ([]configVar, error) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
-// sqDequote reads one single-quoted word ('it'\''s' style, as git's
+// sqDequote reads one single-quoted word ('it'\”s' style, as git's
 // sq_quote writes it) and returns it and the rest of s.
 func sqDequote(s string) (string, string, error) {
 	if !strings.HasPrefix(s, "'") {
