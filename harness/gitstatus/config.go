@@ -299,8 +299,9 @@ func parseConfigParameters(s string) ([]configVar, error) {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
 
-// sqDequote reads one single-quoted word ('it'\”s' style, as git's
-// sq_quote writes it) and returns it and the rest of s.
+// sqDequote reads one single-quoted word, as git's sq_quote writes it (a
+// quote inside is closed, escaped and reopened), and returns it and the
+// rest of s.
 func sqDequote(s string) (string, string, error) {
 	if !strings.HasPrefix(s, "'") {
 		return "", s, fmt.Errorf("expected a quote at %.20q", s)
