@@ -443,12 +443,15 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 	// Staged: HEAD against the stage-0 entries git would write as a tree.
 	var stage0 []Entry
 	unmerged := map[string]uint8{}
+	overlaps := sparseOverlaps(c.idx.Entries)
 	for i := range c.idx.Entries {
 		e := &c.idx.Entries[i]
 		switch {
 		case e.Stage != 0:
 			unmerged[e.Name] |= 1 << (e.Stage - 1)
 		case e.IntentToAdd:
+		case overlaps[e.Name]:
+			get(e.Name).x = 'A'
 		default:
 			stage0 = append(stage0, *e)
 		}

@@ -796,6 +796,37 @@ var scenarios = []scenario{
 		e.run(t, d, "sparse-checkout", "set", "dir/sub")
 		e.run(t, d, "rm", "-q", "--cached", "dir/sub/d.txt")
 	}},
+	{name: "sparse index, HEAD moved past a change outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		writeAt(t, d, "other/added.txt", "added\n")
+		writeAt(t, d, "other/x.txt", "x, changed\n")
+		rmrf(t, d, "other/deep")
+		commitAll(t, e, d, "outside")
+		e.run(t, d, "reset", "-q", "--soft", "HEAD~1")
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+	}},
+	{name: "sparse index, an entry added inside a sparse directory by plumbing", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		blob := strings.TrimSpace(e.run(t, d, "rev-parse", "HEAD:a.txt"))
+		e.run(t, d, "update-index", "--add", "--cacheinfo", "100644,"+blob+",other/added.txt")
+		e.run(t, d, "update-index", "--add", "--cacheinfo", "100644,"+blob+",other/x.txt")
+	}},
+	{name: "sparse index, staged removal outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		e.run(t, d, "rm", "-q", "--cached", "--sparse", "other/x.txt")
+	}},
+	{name: "sparse index, staged file added outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		writeAt(t, d, "other/new.txt", "new\n")
+		e.run(t, d, "add", "--sparse", "other/new.txt")
+	}},
 	{name: "includeIf hasconfig:remote.*.url, matching", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], "work.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
 		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
