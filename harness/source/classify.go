@@ -115,9 +115,11 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	return repo, nil
 }
 
-// resolveSource resolves abs to the physical worktree root: the parent is
-// resolved component by component, then the last component is lstat'ed
-// itself, because the given path must be the real directory, not a link.
+// resolveSource resolves abs to the physical worktree root, component by
+// component with the fence checked before every lstat. A symlink given as
+// the source (as git accepts one) is resolved the same way: everything
+// after classification uses the real directory, so retargeting the link
+// later changes nothing.
 func resolveSource(in *inspector, abs string) (string, error) {
 	cand := "/"
 	if abs != "/" {
@@ -131,22 +133,25 @@ func resolveSource(in *inspector, abs string) (string, error) {
 	if err != nil {
 		return "", classifyFSError(abs, err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		// A link into a fenced root must be reported as such: that refusal
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// A link into a fenced root is reported as such: that refusal
 		// outranks every other. Resolving stops at the fence.
-		var fe *fencedError
-		if _, err := in.resolve(cand); errors.As(err, &fe) {
-			return "", fencedBlock(abs, fe)
+		real, err := in.resolve(cand)
+		if err != nil {
+			return "", classifyFSError(abs, err)
 		}
-		return "", block(ctoharness.BlockSourceSymlink, nil,
-			"source %s is a symlink; pass the real directory instead", abs)
+		if fi, err = in.lstat(real); err != nil {
+			return "", classifyFSError(abs, err)
+		}
+		cand = real
+	}
+	switch {
 	case !fi.IsDir():
 		return "", block(ctoharness.BlockSourceNotGit, nil,
 			"source %s is not a directory; pass the root directory of a git worktree", abs)
 	case filepath.Base(cand) == ".git":
 		return "", block(ctoharness.BlockSourceNotGit, nil,
-			"source %s is a .git directory; pass the worktree root that contains it (%s)", abs, filepath.Dir(abs))
+			"source %s is a .git directory; pass the worktree root that contains it (%s)", abs, filepath.Dir(cand))
 	}
 	return cand, nil
 }

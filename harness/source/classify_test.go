@@ -80,10 +80,27 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceNotFound,
 		},
 		{
-			name: "given path is a symlink",
+			name: "given path is a symlink outside the owned roots",
 			setup: func(t *testing.T, l layout) string {
-				symlink(t, filepath.Join(l.owned, "repo"), filepath.Join(l.owned, "link"))
+				symlink(t, filepath.Join(l.elsewhere, "repo"), filepath.Join(l.owned, "link"))
 				return filepath.Join(l.owned, "link")
+			},
+			code: ctoharness.BlockSourceNotOwned,
+		},
+		{
+			name: "given path is a symlink to a file",
+			setup: func(t *testing.T, l layout) string {
+				symlink(t, filepath.Join(l.owned, "repo", "README.md"), filepath.Join(l.owned, "link"))
+				return filepath.Join(l.owned, "link")
+			},
+			code: ctoharness.BlockSourceNotGit,
+		},
+		{
+			name: "given path is a symlink loop",
+			setup: func(t *testing.T, l layout) string {
+				symlink(t, "loopb", filepath.Join(l.owned, "loopa"))
+				symlink(t, "loopa", filepath.Join(l.owned, "loopb"))
+				return filepath.Join(l.owned, "loopa")
 			},
 			code: ctoharness.BlockSourceSymlink,
 		},
@@ -423,6 +440,7 @@ func TestClassifyAccepts(t *testing.T) {
 	l := newLayout(t)
 	repoDir := filepath.Join(l.owned, "repo")
 	symlink(t, l.owned, filepath.Join(l.base, "owned-link"))
+	symlink(t, "repo", filepath.Join(l.owned, "repo-link"))
 
 	tests := []struct {
 		name      string
@@ -437,6 +455,12 @@ func TestClassifyAccepts(t *testing.T) {
 			path:      filepath.Join(l.base, "owned-link", "repo"),
 			pol:       l.policy(),
 			wantGiven: filepath.Join(l.base, "owned-link", "repo"),
+		},
+		{
+			name:      "given as a symlink, as git accepts one",
+			path:      filepath.Join(l.owned, "repo-link"),
+			pol:       l.policy(),
+			wantGiven: filepath.Join(l.owned, "repo-link"),
 		},
 		{
 			name:      "owned root given as a symlink",
