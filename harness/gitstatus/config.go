@@ -195,7 +195,7 @@ func (l *configLoader) load() error {
 			}
 		}
 	}
-	if err := l.file(filepath.Join(l.gitDir, "config"), 0, true); err != nil {
+	if err := l.file(filepath.Join(CommonDir(l.gitDir), "config"), 0, true); err != nil {
 		return err
 	}
 	if wt, _ := l.c.Bool("extensions.worktreeconfig", false); wt {

@@ -2,12 +2,17 @@ package gitstatus
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"github.com/go-git/go-git/v5/plumbing/cache"
 )
@@ -20,8 +25,16 @@ import (
 // (extensions.worktreeConfig) included. The harness's own parser
 // (LoadConfig) reads the configuration, and CheckConfig has already
 // refused every extension that changes how objects or refs are read.
+//
+// A linked worktree's git directory (a nested repository made by git
+// worktree add) keeps its objects and shared refs in the common
+// directory its commondir file names.
 func Open(root, gitDir string) (*git.Repository, error) {
-	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault())
+	var fs billy.Filesystem = osfs.New(gitDir)
+	if common := CommonDir(gitDir); common != gitDir {
+		fs = dotgit.NewRepositoryFilesystem(fs, osfs.New(common))
+	}
+	st := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
 	r, err := git.Open(noConfig{st}, osfs.New(root))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)
@@ -34,3 +47,21 @@ func Open(root, gitDir string) (*git.Repository, error) {
 type noConfig struct{ storage.Storer }
 
 func (noConfig) Config() (*config.Config, error) { return config.NewConfig(), nil }
+
+// CommonDir is the directory gitDir shares objects, refs, configuration
+// and info/ with: the one its commondir file names (relative to gitDir),
+// or gitDir itself.
+func CommonDir(gitDir string) string {
+	data, err := os.ReadFile(gitDir + "/commondir")
+	if err != nil {
+		return gitDir
+	}
+	c := strings.TrimRight(string(data), "\r\n")
+	if c == "" {
+		return gitDir
+	}
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gitDir, c)
+	}
+	return c
+}

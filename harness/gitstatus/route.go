@@ -191,7 +191,7 @@ func (c *computer) loadSettings() error {
 		}
 	}
 	// Exclude files outside the worktree: info/exclude, then core.excludesFile.
-	if data, err := readOptional(c.in.GitDir + "/info/exclude"); err != nil {
+	if data, err := readOptional(CommonDir(c.in.GitDir) + "/info/exclude"); err != nil {
 		return err
 	} else if data != nil {
 		c.excl.global = append(c.excl.global, parseIgnoreFile(data, ""))
@@ -222,7 +222,7 @@ func (c *computer) loadSettings() error {
 		c.attrGlobal = append(c.attrGlobal, f)
 		return nil
 	}
-	if data, err := readOptional(c.in.GitDir + "/info/attributes"); err != nil {
+	if data, err := readOptional(CommonDir(c.in.GitDir) + "/info/attributes"); err != nil {
 		return err
 	} else if data != nil {
 		c.attrInfo = parseAttrFile(data, "", true)
@@ -933,17 +933,7 @@ func HeadBranch(gitDir string) string {
 // refs in its common directory, which a linked worktree's git directory
 // names in its commondir file.
 func isGitDir(gd string) bool {
-	common := gd
-	if data, err := os.ReadFile(gd + "/commondir"); err == nil {
-		c := strings.TrimRight(string(data), "\r\n")
-		if c == "" {
-			return false
-		}
-		if !filepath.IsAbs(c) {
-			c = filepath.Join(gd, c)
-		}
-		common = c
-	}
+	common := CommonDir(gd)
 	for _, sub := range []string{"objects", "refs"} {
 		if fi, err := os.Stat(common + "/" + sub); err != nil || !fi.IsDir() {
 			return false
@@ -1028,8 +1018,15 @@ func ResolveHead(gitDir string) (string, plumbing.Hash, error) {
 		return "", plumbing.NewHash(h), nil
 	}
 	branch := strings.TrimPrefix(ref, "refs/heads/")
+	common := CommonDir(gitDir)
 	for range 10 {
-		if loose, err := os.ReadFile(gitDir + "/" + ref); err == nil {
+		// Branches are shared; HEAD-like and refs/worktree/ refs are the
+		// worktree's own.
+		dir := common
+		if !strings.HasPrefix(ref, "refs/") || strings.HasPrefix(ref, "refs/worktree/") || strings.HasPrefix(ref, "refs/bisect/") {
+			dir = gitDir
+		}
+		if loose, err := os.ReadFile(dir + "/" + ref); err == nil {
 			v := strings.TrimSpace(string(loose))
 			if next, sym := strings.CutPrefix(v, "ref: "); sym {
 				ref = next
@@ -1040,7 +1037,7 @@ func ResolveHead(gitDir string) (string, plumbing.Hash, error) {
 			}
 			return branch, plumbing.NewHash(v), nil
 		}
-		packed, err := os.ReadFile(gitDir + "/packed-refs")
+		packed, err := os.ReadFile(common + "/packed-refs")
 		if err != nil {
 			return branch, plumbing.ZeroHash, nil // unborn
 		}
