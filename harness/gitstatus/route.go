@@ -191,7 +191,7 @@ func (c *computer) loadSettings() error {
 		}
 	}
 	// Exclude files outside the worktree: info/exclude, then core.excludesFile.
-	if data, err := readOptional(CommonDir(c.in.GitDir) + "/info/exclude"); err != nil {
+	if data, err := readExcludeFile(CommonDir(c.in.GitDir) + "/info/exclude"); err != nil {
 		return err
 	} else if data != nil {
 		c.excl.global = append(c.excl.global, parseIgnoreFile(data, ""))
@@ -203,7 +203,7 @@ func (c *computer) loadSettings() error {
 		ex = filepath.Join(x, "ignore")
 	}
 	if ex != "" {
-		if data, err := readOptional(ex); err != nil {
+		if data, err := readExcludeFile(ex); err != nil {
 			return err
 		} else if data != nil {
 			c.outsideRead(ex)
@@ -393,6 +393,21 @@ func expandHome(p string, env ConfigEnv) string {
 		return env.homeDir() + p[1:]
 	}
 	return p
+}
+
+// readExcludeFile reads an exclude file outside the worktree
+// (info/exclude, core.excludesFile): nil when git would skip it (missing
+// or unreadable). One git can open but not read, a directory, makes git
+// fail ("cannot use ... as an exclude file"), so the status is refused.
+func readExcludeFile(p string) ([]byte, error) {
+	data, err := readOptional(p)
+	if err == nil && data == nil {
+		if fi, serr := os.Stat(p); serr == nil && fi.IsDir() {
+			return nil, refuse(ctoharness.BlockSourceUnreadable,
+				"exclude file %s is a directory, so git cannot compute a status (\"cannot use %s as an exclude file\"); point core.excludesFile at a file", p, p)
+		}
+	}
+	return data, err
 }
 
 // readOptional reads a file outside the worktree that git reads if it is

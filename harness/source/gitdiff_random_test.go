@@ -1,6 +1,7 @@
 package source
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -12,11 +13,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
 )
 
 var (
 	statusSeed  = flag.Uint64("status.seed", 0, "first seed of the randomized status test (0: from CTO_STATUS_SEED, else the fixed set)")
-	statusSteps = flag.Int("status.steps", 50, "operations per repository in the randomized status test")
+	statusSteps = flag.Int("status.steps", 40, "operations per repository in the randomized status test")
 	statusRepos = flag.Int("status.repos", 0, "repositories in the randomized status test (0: from CTO_STATUS_REPOS, else 8)")
 )
 
@@ -109,7 +112,7 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		p := pick(paths)
 		full := filepath.Join(d, filepath.FromSlash(p))
 		var op string
-		switch rng.IntN(28) {
+		switch rng.IntN(30) {
 		case 0, 1:
 			op = "write " + p
 			_ = os.MkdirAll(filepath.Dir(full), 0o755)
@@ -241,6 +244,29 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			v := pick([]string{"", "'core.autocrlf'='true'", "'core.autocrlf=input'", "'core.filemode'='false'", "'core.excludesfile'='" + filepath.Join(d, "d1", "e") + "'"})
 			op = "GIT_CONFIG_PARAMETERS=" + v
 			e["GIT_CONFIG_PARAMETERS"] = v
+		case 28:
+			op = "replace " + p + " by a nested repository"
+			_ = os.RemoveAll(full)
+			_, _ = e.try(d, "init", "-q", p)
+			_ = os.WriteFile(filepath.Join(full, "inner"), []byte("i\n"), 0o644)
+		case 29:
+			op = "merge conflict on " + p
+			_, _ = e.try(d, "merge", "--abort")
+			_, _ = e.try(d, "add", "-A")
+			_, _ = e.try(d, "commit", "-q", "-m", "before merge")
+			_, _ = e.try(d, "checkout", "-q", "-B", "side")
+			_ = os.RemoveAll(full)
+			_ = os.MkdirAll(filepath.Dir(full), 0o755)
+			_ = os.WriteFile(full, []byte("theirs\n"), 0o644)
+			_, _ = e.try(d, "add", "-A")
+			_, _ = e.try(d, "commit", "-q", "-m", "side")
+			_, _ = e.try(d, "checkout", "-q", "main")
+			_ = os.RemoveAll(full)
+			_ = os.MkdirAll(filepath.Dir(full), 0o755)
+			_ = os.WriteFile(full, []byte("ours\n"), 0o644)
+			_, _ = e.try(d, "add", "-A")
+			_, _ = e.try(d, "commit", "-q", "-m", "ours")
+			_, _ = e.try(d, "merge", "-q", "side")
 		case 27:
 			op = "git stash"
 			_, _ = e.try(d, "stash", "-q")
@@ -251,7 +277,20 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 		}
 		log = append(log, op)
 		got, _, err := routeStatusLines(t, e, d)
-		if err != nil {
+		gitOut, gitErr := e.try(d, "--no-optional-locks", "status", "--porcelain=v2", "-z")
+		switch {
+		case gitErr != nil && err != nil:
+			// git cannot compute a status either: the route's refusal is
+			// agreement, and the state stays broken for the steps after.
+			var be *ctoharness.BlockerError
+			if !errors.As(err, &be) {
+				t.Fatalf("seed %d step %d (%s): git fails and the route fails without a blocker: %v", seed, step, op, err)
+			}
+			t.Logf("seed %d step %d (%s): git fails (%v) and the route refuses (%s); sequence ends", seed, step, op, strings.TrimSpace(gitOut+gitErr.Error()), be.Blocker.Code)
+			return
+		case gitErr != nil:
+			t.Fatalf("seed %d step %d: git cannot compute a status (%v) but the route did (%q): it must refuse\nsteps:\n  %s", seed, step, gitErr, got, strings.Join(log, "\n  "))
+		case err != nil:
 			t.Fatalf("seed %d step %d (%s): route: %v\nsteps:\n  %s", seed, step, op, err, strings.Join(log, "\n  "))
 		}
 		want := revealHidden(t, e, d, got, e.gitStatus(t, d, "-c", "status.showUntrackedFiles=all"))

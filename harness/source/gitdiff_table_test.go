@@ -827,6 +827,13 @@ var scenarios = []scenario{
 		writeAt(t, d, "other/new.txt", "new\n")
 		e.run(t, d, "add", "--sparse", "other/new.txt")
 	}},
+	{name: "core.excludesFile is a directory (git fails)", refuse: ctoharness.BlockSourceUnreadable, setup: func(t testing.TB, e gitEnv, d string) {
+		mustDo(t, os.MkdirAll(filepath.Join(e["HOME"], "excludes.d"), 0o755))
+		e.run(t, d, "config", "core.excludesFile", filepath.Join(e["HOME"], "excludes.d"))
+		if _, err := e.try(d, "status"); err == nil {
+			t.Skip("this git reads a directory as an empty exclude file")
+		}
+	}},
 	{name: "includeIf hasconfig:remote.*.url, matching", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], "work.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
 		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
