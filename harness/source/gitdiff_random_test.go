@@ -241,7 +241,9 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 			_, _ = e.try(d, "worktree", "add", "-q", "--detach", dir)
 		case 26:
 			// Configuration from the environment, as `git -c` passes it.
-			v := pick([]string{"", "'core.autocrlf'='true'", "'core.autocrlf=input'", "'core.filemode'='false'", "'core.excludesfile'='" + filepath.Join(d, "d1", "e") + "'"})
+			ex := filepath.Join(e["HOME"], "env.ignore")
+			_ = os.WriteFile(ex, []byte(pick(randomRules)+"\n"), 0o644)
+			v := pick([]string{"", "'core.autocrlf'='true'", "'core.autocrlf=input'", "'core.filemode'='false'", "'core.excludesfile'='" + ex + "'"})
 			op = "GIT_CONFIG_PARAMETERS=" + v
 			e["GIT_CONFIG_PARAMETERS"] = v
 		case 28:
