@@ -34,7 +34,9 @@ func Open(root, gitDir string) (*git.Repository, error) {
 	if common := CommonDir(gitDir); common != gitDir {
 		fs = dotgit.NewRepositoryFilesystem(fs, osfs.New(common))
 	}
-	st := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
+	// Alternates (clone --shared) are absolute paths: go-git resolves them
+	// against this filesystem, so it gets the whole one.
+	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(), filesystem.Options{AlternatesFS: osfs.New("/")})
 	r, err := git.Open(noConfig{st}, osfs.New(root))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)

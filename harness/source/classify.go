@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 )
 
 // Policy says which local repositories may serve as a source. The harness
@@ -112,7 +113,65 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if err := checkLayout(in, root, now()); err != nil {
 		return Repo{}, err
 	}
+	if err := checkAlternates(in, pol.Owned, repo.GitDir); err != nil {
+		return Repo{}, err
+	}
 	return repo, nil
+}
+
+// checkAlternates accepts objects borrowed from another repository (git
+// clone --shared or --reference) when each alternate object directory is
+// an absolute path, outside every fenced root, under an owned root, and
+// borrows nothing itself: the harness reads objects there (the copy takes
+// them into the fixture's own store), so it must be allowed to.
+func checkAlternates(in *inspector, owned []string, gitDir string) error {
+	p := gitDir + "/objects/info/alternates"
+	data, err := in.readFile(p)
+	if isNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return classifyFSError(p, err)
+	}
+	alts, err := gitstatus.ParseAlternates(data)
+	if err != nil {
+		return block(ctoharness.BlockSourceAlternates, err,
+			"%s: %v; make a standalone clone (git clone --no-shared) and pass it", p, err)
+	}
+	if present, err := exists(in, gitDir+"/objects/info/http-alternates"); err != nil {
+		return err
+	} else if present {
+		return block(ctoharness.BlockSourceAlternates, nil,
+			"%s/objects/info/http-alternates exists; make a standalone clone (git clone --no-shared) and pass it", gitDir)
+	}
+	for _, a := range alts {
+		if r, fenced := in.fence.check(a); fenced {
+			return fencedBlock(a, &fencedError{path: a, root: r})
+		}
+		real, err := in.resolve(a)
+		if err != nil {
+			return classifyFSError(a, err)
+		}
+		fi, err := in.lstat(real)
+		if err != nil {
+			return classifyFSError(a, err)
+		}
+		if !fi.IsDir() {
+			return block(ctoharness.BlockSourceAlternates, nil,
+				"alternate object directory %s (named in %s) is not a directory; make a standalone clone (git clone --no-shared) and pass it", a, p)
+		}
+		if err := checkOwned(in, owned, a, real); err != nil {
+			return block(ctoharness.BlockSourceAlternates, err,
+				"alternate object directory %s (named in %s) is not under an owned root, and the harness reads objects only from what you own; add its repository's directory to the owned roots, or make a standalone clone (git clone --no-shared)", a, p)
+		}
+		if present, err := exists(in, real+"/info/alternates"); err != nil {
+			return err
+		} else if present {
+			return block(ctoharness.BlockSourceAlternates, nil,
+				"alternate object directory %s borrows objects itself (%s/info/alternates); make a standalone clone (git clone --no-shared) and pass it", a, real)
+		}
+	}
+	return nil
 }
 
 // resolveSource resolves abs to the physical worktree root, component by
@@ -236,12 +295,6 @@ func checkLayout(in *inspector, root string, now time.Time) error {
 	} else if present {
 		return block(ctoharness.BlockSourceLinkedWorktree, nil,
 			"%s/commondir exists, so this git directory shares its objects and refs with another repository; pass the main worktree or a standalone clone", gitDir)
-	}
-	if present, err := exists(in, gitDir+"/objects/info/alternates"); err != nil {
-		return err
-	} else if present {
-		return block(ctoharness.BlockSourceAlternates, nil,
-			"%s/objects/info/alternates exists, so objects are borrowed from another repository; make a standalone clone (git clone --no-shared, or git repack -a and remove alternates) and pass it", gitDir)
 	}
 	return checkBusy(in, gitDir, now)
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -608,5 +609,56 @@ func TestCoreBare(t *testing.T) {
 		if got := coreBare([]byte(tc.cfg)); got != tc.want {
 			t.Errorf("%s: coreBare(%q) = %v, want %v", tc.name, tc.cfg, got, tc.want)
 		}
+	}
+}
+
+// TestClassifyAlternates: objects borrowed from another repository (git
+// clone --shared) are accepted only from an owned, fenced-off-nothing,
+// plain object directory.
+func TestClassifyAlternates(t *testing.T) {
+	tests := []struct {
+		name string
+		alt  func(l layout) string  // the alternates file's content
+		code ctoharness.BlockerCode // "" accepts
+	}{
+		{name: "owned lender", alt: func(l layout) string {
+			return "# shared\n" + filepath.Join(l.owned, "lender", ".git", "objects") + "\n"
+		}},
+		{name: "lender outside the owned roots", alt: func(l layout) string { return filepath.Join(l.elsewhere, "repo", ".git", "objects") + "\n" }, code: ctoharness.BlockSourceAlternates},
+		{name: "lender in a target root", alt: func(l layout) string { return filepath.Join(l.target, "repo", ".git", "objects") + "\n" }, code: ctoharness.BlockSourceIsTarget},
+		{name: "relative path", alt: func(l layout) string { return "../../../lender/.git/objects\n" }, code: ctoharness.BlockSourceAlternates},
+		{name: "missing directory", alt: func(l layout) string { return filepath.Join(l.owned, "gone", "objects") + "\n" }, code: ctoharness.BlockSourceNotFound},
+		{name: "chained", alt: func(l layout) string {
+			chained := filepath.Join(l.owned, "lender", ".git", "objects")
+			writeFile(t, filepath.Join(chained, "info", "alternates"), filepath.Join(l.owned, "repo", ".git", "objects")+"\n")
+			return chained + "\n"
+		}, code: ctoharness.BlockSourceAlternates},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLayout(t)
+			initRepo(t, filepath.Join(l.owned, "lender"), map[string]string{"x": "x\n"})
+			borrower := filepath.Join(l.owned, "borrower")
+			initRepo(t, borrower, map[string]string{"y": "y\n"})
+			writeFile(t, filepath.Join(borrower, ".git", "objects", "info", "alternates"), tc.alt(l))
+			rec := &recorder{}
+			got, err := Classify(context.Background(), borrower, l.policy(), rec)
+			if got := rec.under(l.target); len(got) != 0 {
+				t.Errorf("touched the target root: %v", got)
+			}
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("Classify: %v", err)
+				}
+				if got.Root != borrower {
+					t.Fatalf("root %q, want %q", got.Root, borrower)
+				}
+				return
+			}
+			var be *ctoharness.BlockerError
+			if !errors.As(err, &be) || be.Blocker.Code != tc.code {
+				t.Fatalf("Classify: %v; want %s", err, tc.code)
+			}
+		})
 	}
 }

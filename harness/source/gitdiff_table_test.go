@@ -834,6 +834,23 @@ var scenarios = []scenario{
 			t.Skip("this git reads a directory as an empty exclude file")
 		}
 	}},
+	{name: "clone --shared", setup: func(t testing.TB, e gitEnv, d string) {
+		orig := d + ".orig"
+		mustDo(t, os.Rename(d, orig))
+		e.run(t, "", "clone", "-q", "--shared", orig, d)
+		writeAt(t, d, "a.txt", "alpha, edited\n")
+		writeAt(t, d, "new.txt", "n\n")
+	}},
+	{name: "clone --shared, new commits in both", setup: func(t testing.TB, e gitEnv, d string) {
+		orig := d + ".orig"
+		mustDo(t, os.Rename(d, orig))
+		e.run(t, "", "clone", "-q", "--shared", orig, d)
+		writeAt(t, orig, "a.txt", "same change\n")
+		commitAll(t, e, orig, "in the original")
+		writeAt(t, d, "a.txt", "same change\n")
+		commitAll(t, e, d, "in the clone")
+		writeAt(t, d, "dir/c.txt", "charlie, edited\n")
+	}},
 	{name: "includeIf hasconfig:remote.*.url, matching", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], "work.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
 		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
