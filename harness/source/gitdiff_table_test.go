@@ -679,6 +679,26 @@ var scenarios = []scenario{
 		e.run(t, d, "config", "core.repositoryformatversion", "1")
 		e.run(t, d, "config", "extensions.somethingNew", "true")
 	}},
+	{name: "includeIf hasconfig:remote.*.url naming a file that sets a remote (git fails)", refuse: ctoharness.BlockSourceUnreadable, setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "work.gitconfig", "[remote \"other\"]\n\turl = https://example.invalid/other.git\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://nowhere.invalid/**\"]\n\tpath = work.gitconfig\n")
+		if _, err := e.try(d, "status"); err == nil {
+			t.Fatal("git reads a remote URL in a file included through hasconfig:remote.*.url; the row expects it to fail")
+		}
+	}},
+	{name: "include.path from GIT_CONFIG_PARAMETERS", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		writeAt(t, e["HOME"], "extra.gitconfig", "[core]\n\tattributesFile = "+attrs+"\n")
+		e["GIT_CONFIG_PARAMETERS"] = "'include.path'='" + filepath.Join(e["HOME"], "extra.gitconfig") + "'"
+	}},
+	{name: "GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM files", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		writeAt(t, e["HOME"], "g.gitconfig", "[core]\n\tattributesFile = "+attrs+"\n")
+		writeAt(t, e["HOME"], "s.gitconfig", "[core]\n\tfileMode = false\n")
+		e["GIT_CONFIG_GLOBAL"] = filepath.Join(e["HOME"], "g.gitconfig")
+		e["GIT_CONFIG_SYSTEM"] = filepath.Join(e["HOME"], "s.gitconfig")
+		e["GIT_CONFIG_NOSYSTEM"] = "no"
+	}},
 	{name: "includeIf hasconfig on something other than remote URLs", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:user.email:*@example.invalid\"]\n\tpath = work.gitconfig\n")
 	}},
