@@ -269,8 +269,7 @@ func checkLayout(in *inspector, root string, now time.Time) error {
 		return block(ctoharness.BlockSourceSymlink, nil,
 			"%s is a symlink, so the git directory lives elsewhere; pass a repository whose .git is a real directory", gitDir)
 	case fi.Mode().IsRegular():
-		return block(ctoharness.BlockSourceLinkedWorktree, nil,
-			"%s is a file (the gitfile of a linked worktree or submodule), so the repository is shared; pass the main worktree or a standalone clone", gitDir)
+		return gitfileBlock(in, gitDir)
 	case !fi.IsDir():
 		return block(ctoharness.BlockSourceNotGit, nil,
 			"%s is neither a directory nor a gitfile; pass the root of a git worktree", gitDir)
@@ -297,6 +296,33 @@ func checkLayout(in *inspector, root string, now time.Time) error {
 			"%s/commondir exists, so this git directory shares its objects and refs with another repository; pass the main worktree or a standalone clone", gitDir)
 	}
 	return checkBusy(in, gitDir, now)
+}
+
+// gitfileBlock refuses a .git file with the fix for what it points at: a
+// linked worktree's or a submodule's git directory (shared with another
+// repository), or one kept elsewhere by --separate-git-dir, whose files
+// the source proofs would not cover. Only the gitfile itself is read.
+func gitfileBlock(in *inspector, gitDir string) error {
+	data, err := in.readFile(gitDir)
+	if err != nil {
+		return classifyFSError(gitDir, err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	target, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "gitdir: ")
+	if !ok {
+		return block(ctoharness.BlockSourceNotGit, nil,
+			"%s is a file that does not name a git directory (no \"gitdir: \" line); pass the root of a git worktree", gitDir)
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(gitDir), target)
+	}
+	if strings.Contains(target+"/", "/worktrees/") || strings.Contains(target+"/", "/modules/") {
+		return block(ctoharness.BlockSourceLinkedWorktree, nil,
+			"%s is a gitfile naming %s, the git directory of a linked worktree or submodule, so the repository is shared; pass the main worktree or a standalone clone", gitDir, target)
+	}
+	return block(ctoharness.BlockSourceLinkedWorktree, nil,
+		"%s is a gitfile naming %s: the git directory is kept outside the worktree (git init or clone --separate-git-dir), where the source proofs do not reach; move it back (rm %s && mv %s %s) or pass a standalone clone",
+		gitDir, target, gitDir, target, gitDir)
 }
 
 // looksBare reports whether dir has the layout of a bare repository.

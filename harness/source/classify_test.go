@@ -279,6 +279,24 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceBare,
 		},
 		{
+			name: ".git is a file (--separate-git-dir)",
+			setup: func(t *testing.T, l layout) string {
+				p := filepath.Join(l.owned, "sep")
+				writeFile(t, filepath.Join(p, ".git"), "gitdir: "+filepath.Join(l.owned, "repo", ".git")+"\n")
+				return p
+			},
+			code: ctoharness.BlockSourceLinkedWorktree,
+		},
+		{
+			name: ".git is a file that names nothing",
+			setup: func(t *testing.T, l layout) string {
+				p := filepath.Join(l.owned, "odd")
+				writeFile(t, filepath.Join(p, ".git"), "not a gitfile\n")
+				return p
+			},
+			code: ctoharness.BlockSourceNotGit,
+		},
+		{
 			name: ".git is a file (linked worktree)",
 			setup: func(t *testing.T, l layout) string {
 				p := filepath.Join(l.owned, "wt")
@@ -660,5 +678,25 @@ func TestClassifyAlternates(t *testing.T) {
 				t.Fatalf("Classify: %v; want %s", err, tc.code)
 			}
 		})
+	}
+}
+
+// TestClassifySeparateGitDirSaysHow: a worktree whose git directory was
+// put elsewhere by --separate-git-dir is told how to bring it back, not
+// that it is a linked worktree.
+func TestClassifySeparateGitDirSaysHow(t *testing.T) {
+	l := newLayout(t)
+	p := filepath.Join(l.owned, "sep")
+	gd := filepath.Join(l.owned, "store.git")
+	writeFile(t, filepath.Join(p, ".git"), "gitdir: "+gd+"\n")
+	_, err := Classify(context.Background(), p, l.policy(), nil)
+	var be *ctoharness.BlockerError
+	if !errors.As(err, &be) || be.Blocker.Code != ctoharness.BlockSourceLinkedWorktree {
+		t.Fatalf("Classify: %v; want %s", err, ctoharness.BlockSourceLinkedWorktree)
+	}
+	for _, want := range []string{"--separate-git-dir", "mv " + gd + " " + filepath.Join(p, ".git")} {
+		if !strings.Contains(be.Blocker.Message, want) {
+			t.Errorf("message %q lacks %q", be.Blocker.Message, want)
+		}
 	}
 }
