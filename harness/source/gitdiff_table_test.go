@@ -942,8 +942,8 @@ var knownGaps = map[string]bool{}
 // clean verdict must equal git's, or the route must refuse the state with
 // its specific blocker.
 func TestStatusAgreesWithGit(t *testing.T) {
-	if len(scenarios) < 70 {
-		t.Fatalf("the table has %d scenarios; it must keep at least 70", len(scenarios))
+	if len(scenarios) < 140 {
+		t.Fatalf("the table has %d scenarios; it must keep at least 140", len(scenarios))
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
