@@ -161,7 +161,7 @@ func checkAlternates(in *inspector, owned []string, gitDir string) error {
 				"alternate object directory %s (named in %s) is not a directory; make a standalone clone (git clone --no-shared) and pass it", a, p)
 		}
 		if err := checkOwned(in, owned, a, real); err != nil {
-			return block(ctoharness.BlockSourceAlternates, err,
+			return block(ctoharness.BlockSourceAlternates, nil,
 				"alternate object directory %s (named in %s) is not under an owned root, and the harness reads objects only from what you own; add its repository's directory to the owned roots, or make a standalone clone (git clone --no-shared)", a, p)
 		}
 		if present, err := exists(in, real+"/info/alternates"); err != nil {
