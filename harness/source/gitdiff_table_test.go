@@ -634,6 +634,14 @@ var scenarios = []scenario{
 		e.run(t, d, "update-index", "--assume-unchanged", "a.txt")
 		writeAt(t, d, "a.txt", "alpha, hidden from git\n")
 	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "update-index", "--no-assume-unchanged", "a.txt") }},
+	{name: "core.trustctime=false hides a same-size edit only ctime tells", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "config", "core.trustctime", "false")
+		old := time.Now().Add(-time.Hour)
+		mustDo(t, os.Chtimes(filepath.Join(d, "a.txt"), old, old))
+		e.run(t, d, "add", "a.txt")
+		nextSecond()
+		sameSize(t, d, "a.txt", "ALPHA\n")
+	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "config", "core.trustctime", "true") }},
 	{name: "submodule.ignore=dirty hides a modified submodule", setup: func(t testing.TB, e gitEnv, d string) {
 		withSubmodule(t, e, d)
 		e.run(t, d, "config", "-f", ".gitmodules", "submodule.sub.ignore", "dirty")
