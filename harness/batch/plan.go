@@ -7,10 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/go-git/go-git/v5"
+	"path/filepath"
 
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -114,9 +114,11 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 	return p, nil
 }
 
-// SourceHead is the commit HEAD names in the repository at dir.
+// SourceHead is the commit HEAD names in the repository at dir. The
+// repository is opened without go-git's config parser, which rejects
+// files git reads.
 func SourceHead(dir string) (string, error) {
-	r, err := git.PlainOpen(dir)
+	r, err := gitstatus.Open(dir, filepath.Join(dir, ".git"))
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,8 @@ package gitstatus
 import (
 	"bytes"
 	"strings"
+
+	"github.com/cto-harness/cto-harness/harness/gitquote"
 )
 
 // Attribute values beyond plain strings: set ("attr"), unset ("-attr").
@@ -43,11 +45,20 @@ func parseAttrFile(data []byte, base string, macros bool) *attrFile {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		fields := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' || r == '\r' || r == '\n' })
-		if len(fields) == 0 {
-			continue
+		blank := func(r rune) bool { return r == ' ' || r == '\t' || r == '\r' || r == '\n' }
+		var pat string
+		var rest []string
+		if name, tail, err := gitquote.Unquote(line); err == nil {
+			// A C-quoted pattern ("my file.txt" -text); what follows the
+			// closing quote are the assignments, even without a blank.
+			pat, rest = name, strings.FieldsFunc(tail, blank)
+		} else {
+			fields := strings.FieldsFunc(line, blank)
+			if len(fields) == 0 {
+				continue
+			}
+			pat, rest = fields[0], fields[1:]
 		}
-		pat, rest := fields[0], fields[1:]
 		var assigns []attrAssign
 		for _, a := range rest {
 			switch {

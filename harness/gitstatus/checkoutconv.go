@@ -52,10 +52,18 @@ func GlobalAttributeFiles(cfg *Config, env ConfigEnv, root string) []string {
 	if af != "" {
 		out = append(out, af)
 	}
-	if env("GIT_ATTR_NOSYSTEM") == "" && env("GIT_CONFIG_NOSYSTEM") == "" {
+	if on, err := systemAttributes(env); on || err != nil {
 		out = append(out, "/etc/gitattributes")
 	}
 	return out
+}
+
+// systemAttributes reports whether git reads /etc/gitattributes: unless
+// GIT_ATTR_NOSYSTEM is true (GIT_CONFIG_NOSYSTEM does not apply to
+// attributes).
+func systemAttributes(env ConfigEnv) (bool, error) {
+	off, err := envBool(env, "GIT_ATTR_NOSYSTEM", false)
+	return !off, err
 }
 
 // CheckoutSettingsOf reads core.autocrlf and core.eol from cfg.

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -49,15 +51,50 @@ func (c *Config) Bool(key string, def bool) (bool, error) {
 		if !v.set {
 			return true, nil
 		}
-		switch strings.ToLower(v.value) {
-		case "true", "yes", "on", "1":
-			return true, nil
-		case "false", "no", "off", "0", "":
-			return false, nil
+		b, ok := parseBool(v.value)
+		if !ok {
+			return false, fmt.Errorf("config %s = %q in %s is not a boolean", key, v.value, v.file)
 		}
-		return false, fmt.Errorf("config %s = %q in %s is not a boolean", key, v.value, v.file)
+		return b, nil
 	}
 	return def, nil
+}
+
+// parseBool is git's git_parse_maybe_bool: true/yes/on, false/no/off or
+// empty, or an integer (with an optional k, m or g unit), true when not
+// zero.
+func parseBool(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "yes", "on":
+		return true, true
+	case "false", "no", "off", "":
+		return false, true
+	}
+	n := strings.TrimRight(strings.ToLower(s), "kmg")
+	if len(s)-len(n) > 1 {
+		return false, false
+	}
+	v, err := strconv.ParseInt(n, 0, 64)
+	if err != nil {
+		return false, false
+	}
+	return v != 0, true
+}
+
+// envBool is git's git_env_bool: an unset variable is def, a set one must
+// be a boolean, or git refuses to run. An empty value reads as false in
+// git and as unset here; every caller's def is false.
+func envBool(env ConfigEnv, name string, def bool) (bool, error) {
+	v := env(name)
+	if v == "" {
+		return def, nil
+	}
+	b, ok := parseBool(v)
+	if !ok {
+		return false, refuse(ctoharness.BlockSourceUnreadable,
+			"%s=%q is not a boolean, so git refuses to run; unset it or set it to true or false", name, v)
+	}
+	return b, nil
 }
 
 // Keys lists the distinct keys with the given prefix, in first-seen order.
@@ -92,45 +129,225 @@ func (env ConfigEnv) xdgDir() string {
 
 // LoadConfig reads the configuration git would use for the repository at
 // gitDir: system, global, then gitDir/config (and gitDir/config.worktree
-// when extensions.worktreeConfig is set). head is HEAD's branch name, for
-// includeIf "onbranch:".
+// when extensions.worktreeConfig is set), then the command-line settings
+// git takes from the environment (GIT_CONFIG_COUNT with GIT_CONFIG_KEY_n
+// and GIT_CONFIG_VALUE_n, then GIT_CONFIG_PARAMETERS). head is HEAD's
+// branch name, for includeIf "onbranch:".
+//
+// includeIf "hasconfig:remote.*.url:" is evaluated as git does: the remote
+// URLs of the whole configuration are collected first (the files such a
+// condition includes may not set any), then the conditions are matched
+// against them.
 func LoadConfig(gitDir, head string, env ConfigEnv) (*Config, error) {
-	c := &Config{}
-	l := &configLoader{c: c, env: env, gitDir: gitDir, head: head}
-	if env("GIT_CONFIG_NOSYSTEM") == "" {
-		sys := env("GIT_CONFIG_SYSTEM")
+	l := &configLoader{c: &Config{}, env: env, gitDir: gitDir, head: head}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	if !l.hasconfig {
+		return l.c, nil
+	}
+	var urls []string
+	for _, v := range l.c.vars {
+		if isRemoteURL(v.key) && v.set {
+			urls = append(urls, v.value)
+		}
+	}
+	l = &configLoader{c: &Config{}, env: env, gitDir: gitDir, head: head, urls: urls, urlsKnown: true}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l.c, nil
+}
+
+// isRemoteURL reports whether key is remote.<name>.url.
+func isRemoteURL(key string) bool {
+	return strings.HasPrefix(key, "remote.") && strings.HasSuffix(key, ".url") && len(key) > len("remote..url")
+}
+
+// load reads every configuration source in git's order.
+func (l *configLoader) load() error {
+	nosys, err := envBool(l.env, "GIT_CONFIG_NOSYSTEM", false)
+	if err != nil {
+		return err
+	}
+	if !nosys {
+		sys := l.env("GIT_CONFIG_SYSTEM")
 		if sys == "" {
 			sys = "/etc/gitconfig"
 		}
 		if err := l.file(sys, 0, true); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if g := env("GIT_CONFIG_GLOBAL"); g != "" {
+	if g := l.env("GIT_CONFIG_GLOBAL"); g != "" {
 		if err := l.file(g, 0, true); err != nil {
-			return nil, err
+			return err
 		}
 	} else {
-		if x := env.xdgDir(); x != "" {
+		if x := l.env.xdgDir(); x != "" {
 			if err := l.file(filepath.Join(x, "config"), 0, true); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if h := env.homeDir(); h != "" {
+		if h := l.env.homeDir(); h != "" {
 			if err := l.file(filepath.Join(h, ".gitconfig"), 0, true); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if err := l.file(filepath.Join(gitDir, "config"), 0, true); err != nil {
-		return nil, err
+	if err := l.file(filepath.Join(CommonDir(l.gitDir), "config"), 0, true); err != nil {
+		return err
 	}
-	if wt, _ := c.Bool("extensions.worktreeconfig", false); wt {
-		if err := l.file(filepath.Join(gitDir, "config.worktree"), 0, true); err != nil {
+	if wt, _ := l.c.Bool("extensions.worktreeconfig", false); wt {
+		if err := l.file(filepath.Join(l.gitDir, "config.worktree"), 0, true); err != nil {
+			return err
+		}
+	}
+	vars, err := envConfig(l.env)
+	if err != nil {
+		return err
+	}
+	return l.add(vars, 0)
+}
+
+// envConfig is the configuration git takes from its environment, in its
+// order: GIT_CONFIG_COUNT pairs, then GIT_CONFIG_PARAMETERS (what `git -c`
+// passes to the commands it runs). What git would refuse is refused.
+func envConfig(env ConfigEnv) ([]configVar, error) {
+	var out []configVar
+	bad := func(format string, args ...any) error {
+		return refuse(ctoharness.BlockSourceUnreadable, "git would refuse its configuration from the environment: "+format, args...)
+	}
+	if c := env("GIT_CONFIG_COUNT"); c != "" {
+		n, err := strconv.ParseUint(c, 10, 31)
+		if err != nil {
+			return nil, bad("GIT_CONFIG_COUNT=%q is not a count; unset it or fix it", c)
+		}
+		for i := range int(n) {
+			kn, vn := fmt.Sprintf("GIT_CONFIG_KEY_%d", i), fmt.Sprintf("GIT_CONFIG_VALUE_%d", i)
+			k := env(kn)
+			if k == "" {
+				return nil, bad("%s is missing (GIT_CONFIG_COUNT=%s)", kn, c)
+			}
+			key, ok := canonicalKey(k)
+			if !ok {
+				return nil, bad("%s=%q is not a valid key", kn, k)
+			}
+			// An empty value is a value (git cannot tell it from a missing
+			// one through getenv either way it is read here).
+			out = append(out, configVar{key: key, value: env(vn), set: true, file: "$" + kn})
+		}
+	}
+	if p := env("GIT_CONFIG_PARAMETERS"); p != "" {
+		vars, err := parseConfigParameters(p)
+		if err != nil {
+			return nil, bad("GIT_CONFIG_PARAMETERS: %v", err)
+		}
+		out = append(out, vars...)
+	}
+	return out, nil
+}
+
+// parseConfigParameters reads GIT_CONFIG_PARAMETERS: shell-quoted
+// 'key=value' (old style), 'key'='value' or 'key'= items separated by
+// spaces, as git's parse_config_env_list does.
+func parseConfigParameters(s string) ([]configVar, error) {
+	var out []configVar
+	const file = "$GIT_CONFIG_PARAMETERS"
+	for {
+		s = strings.TrimLeft(s, " \t\n")
+		if s == "" {
+			return out, nil
+		}
+		k, rest, err := sqDequote(s)
+		if err != nil {
 			return nil, err
 		}
+		v := configVar{file: file}
+		switch {
+		case rest == "" || isSpace(rest[0]):
+			name, val, eq := strings.Cut(k, "=")
+			k, v.value, v.set = name, val, eq
+		case rest[0] == '=':
+			rest = rest[1:]
+			switch {
+			case strings.HasPrefix(rest, "'"):
+				v.value, rest, err = sqDequote(rest)
+				if err != nil {
+					return nil, err
+				}
+				if rest != "" && !isSpace(rest[0]) {
+					return nil, fmt.Errorf("bogus format after %q", k)
+				}
+				v.set = true
+			case rest == "" || isSpace(rest[0]):
+			default:
+				return nil, fmt.Errorf("bogus format after %q", k)
+			}
+		default:
+			return nil, fmt.Errorf("bogus format after %q", k)
+		}
+		key, ok := canonicalKey(k)
+		if !ok {
+			return nil, fmt.Errorf("%q is not a valid key", k)
+		}
+		v.key = key
+		out = append(out, v)
+		s = rest
 	}
-	return c, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' }
+
+// sqDequote reads one single-quoted word, as git's sq_quote writes it (a
+// quote inside is closed, escaped and reopened), and returns it and the
+// rest of s.
+func sqDequote(s string) (string, string, error) {
+	if !strings.HasPrefix(s, "'") {
+		return "", s, fmt.Errorf("expected a quote at %.20q", s)
+	}
+	var b strings.Builder
+	i := 1
+	for {
+		j := strings.IndexByte(s[i:], '\'')
+		if j < 0 {
+			return "", s, fmt.Errorf("unterminated quote at %.20q", s)
+		}
+		b.WriteString(s[i : i+j])
+		i += j + 1
+		// '\'' and '\!' continue the word.
+		if i+2 < len(s) && s[i] == '\\' && (s[i+1] == '\'' || s[i+1] == '!') && s[i+2] == '\'' {
+			b.WriteByte(s[i+1])
+			i += 3
+			continue
+		}
+		return b.String(), s[i:], nil
+	}
+}
+
+// canonicalKey is git's git_config_parse_key: section and name lower-cased,
+// a subsection kept as written; false for a key git rejects.
+func canonicalKey(k string) (string, bool) {
+	first, last := strings.IndexByte(k, '.'), strings.LastIndexByte(k, '.')
+	if first <= 0 || last == len(k)-1 {
+		return "", false
+	}
+	section, name := k[:first], k[last+1:]
+	for i := 0; i < len(section); i++ {
+		if !isKeyChar(section[i]) {
+			return "", false
+		}
+	}
+	for i := 0; i < len(name); i++ {
+		if !isKeyChar(name[i]) || i == 0 && !(name[i] >= 'a' && name[i] <= 'z' || name[i] >= 'A' && name[i] <= 'Z') {
+			return "", false
+		}
+	}
+	out := strings.ToLower(section)
+	if last > first {
+		out += k[first:last]
+	}
+	return out + "." + strings.ToLower(name), true
 }
 
 type configLoader struct {
@@ -138,6 +355,14 @@ type configLoader struct {
 	env    ConfigEnv
 	gitDir string
 	head   string
+	// hasconfig: an includeIf "hasconfig:remote.*.url:" was seen.
+	hasconfig bool
+	// urls are the remote URLs of the whole configuration, once known.
+	urls      []string
+	urlsKnown bool
+	// underURLCond: the file being read is included through a
+	// hasconfig:remote.*.url condition, so it may not set remote URLs.
+	underURLCond bool
 }
 
 // file parses one configuration file and the files it includes. A missing
@@ -158,16 +383,29 @@ func (l *configLoader) file(p string, depth int, optional bool) error {
 	if err != nil {
 		return err
 	}
+	return l.add(vars, depth)
+}
+
+// add takes the variables of one source and follows its includes.
+func (l *configLoader) add(vars []configVar, depth int) error {
 	for _, v := range vars {
+		if l.underURLCond && isRemoteURL(v.key) {
+			return refuse(ctoharness.BlockSourceUnreadable,
+				"%s sets %s but is included through includeIf \"hasconfig:remote.*.url:\", which git refuses; move the remote out of it", v.file, v.key)
+		}
 		l.c.vars = append(l.c.vars, v)
-		inc, ok, err := l.includePath(v)
+		inc, urlCond, ok, err := l.includePath(v)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			continue
 		}
-		if err := l.file(inc, depth+1, true); err != nil {
+		prev := l.underURLCond
+		l.underURLCond = prev || urlCond
+		err = l.file(inc, depth+1, true)
+		l.underURLCond = prev
+		if err != nil {
 			return err
 		}
 	}
@@ -175,32 +413,43 @@ func (l *configLoader) file(p string, depth int, optional bool) error {
 }
 
 // includePath is the file an include.path or a matching includeIf.*.path
-// names, resolved as git resolves it.
-func (l *configLoader) includePath(v configVar) (string, bool, error) {
+// names, resolved as git resolves it; urlCond tells that the condition was
+// hasconfig:remote.*.url.
+func (l *configLoader) includePath(v configVar) (path string, urlCond, ok bool, err error) {
 	var cond string
 	switch {
 	case v.key == "include.path":
 	case strings.HasPrefix(v.key, "includeif.") && strings.HasSuffix(v.key, ".path"):
 		cond = v.key[len("includeif.") : len(v.key)-len(".path")]
+		urlCond = strings.HasPrefix(cond, "hasconfig:remote.*.url:")
 		match, known := l.condition(cond, filepath.Dir(v.file))
 		if !known {
-			return "", false, refuse(ctoharness.BlockSourceGitFeature,
+			return "", false, false, refuse(ctoharness.BlockSourceGitFeature,
 				"%s sets includeIf %q, a condition the harness does not evaluate; git might read more configuration than the harness would", v.file, cond)
 		}
+		if urlCond && !l.urlsKnown {
+			// First pass: collect the remote URLs without it. The file it
+			// names is still read, to refuse remote URLs in it as git does.
+			match = true
+		}
 		if !match {
-			return "", false, nil
+			return "", false, false, nil
 		}
 	default:
-		return "", false, nil
+		return "", false, false, nil
 	}
 	if !v.set || v.value == "" {
-		return "", false, nil
+		return "", false, false, nil
 	}
 	p := l.expand(v.value)
 	if !filepath.IsAbs(p) {
+		if strings.HasPrefix(v.file, "$") {
+			return "", false, false, refuse(ctoharness.BlockSourceUnreadable,
+				"%s includes %q, a relative path, which git refuses outside a file; use an absolute path", v.file, v.value)
+		}
 		p = filepath.Join(filepath.Dir(v.file), p)
 	}
-	return p, true, nil
+	return p, urlCond, true, nil
 }
 
 func (l *configLoader) expand(p string) string {
@@ -250,6 +499,10 @@ func (l *configLoader) condition(cond, dir string) (match, known bool) {
 		return gitdir(cond[len("gitdir:"):], false), true
 	case strings.HasPrefix(cond, "gitdir/i:"):
 		return gitdir(cond[len("gitdir/i:"):], true), true
+	case strings.HasPrefix(cond, "hasconfig:remote.*.url:"):
+		l.hasconfig = true
+		pat := cond[len("hasconfig:remote.*.url:"):]
+		return slices.ContainsFunc(l.urls, func(u string) bool { return wildmatch(pat, u, true) }), true
 	case strings.HasPrefix(cond, "onbranch:"):
 		pat := cond[len("onbranch:"):]
 		if strings.HasSuffix(pat, "/") {

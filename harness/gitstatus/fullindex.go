@@ -138,3 +138,31 @@ func mergeSplit(gitDir string, f *indexFile) ([]Entry, error) {
 	}
 	return dedup, nil
 }
+
+// sparseOverlaps lists the stage-0 entries that lie inside a sparse
+// directory entry ("dir/") of the same index, which plumbing
+// (update-index --cacheinfo) can add to a sparse index without expanding
+// it. git compares the directory entry with HEAD as a whole and reports
+// each such entry as added, whatever HEAD's tree holds at its path; the
+// route does the same.
+func sparseOverlaps(entries []Entry) map[string]bool {
+	var out map[string]bool
+	dir := ""
+	for i := range entries {
+		e := &entries[i]
+		switch {
+		case e.Mode&modeTypeMask == modeDir && e.Stage == 0 && strings.HasSuffix(e.Name, "/"):
+			dir = e.Name
+		case dir != "" && strings.HasPrefix(e.Name, dir):
+			if e.Stage == 0 && !e.IntentToAdd {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[e.Name] = true
+			}
+		default:
+			dir = ""
+		}
+	}
+	return out
+}

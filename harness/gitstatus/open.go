@@ -2,54 +2,68 @@ package gitstatus
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
-	format "github.com/go-git/go-git/v5/plumbing/format/config"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"github.com/go-git/go-git/v5/plumbing/cache"
 )
 
 // Open opens the repository at gitDir (worktree root) for reading objects
-// and references. go-git v5 refuses any repository with an extensions
-// section, sparse checkouts (extensions.worktreeConfig) included, so when
-// there is one the storer hides it from go-git: CheckConfig has already
+// and references. go-git does not get to read the configuration: its
+// parser rejects files git reads fine (a key on the section line,
+// "[core] bare = false", or a legacy "[branch.main]" header), and v5
+// refuses any repository with an extensions section, sparse checkouts
+// (extensions.worktreeConfig) included. The harness's own parser
+// (LoadConfig) reads the configuration, and CheckConfig has already
 // refused every extension that changes how objects or refs are read.
-func Open(root, gitDir string, cfg *Config) (*git.Repository, error) {
-	if len(cfg.Keys("extensions.")) == 0 {
-		r, err := git.PlainOpenWithOptions(root, &git.PlainOpenOptions{DetectDotGit: false})
-		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", root, err)
-		}
-		return r, nil
+//
+// A linked worktree's git directory (a nested repository made by git
+// worktree add) keeps its objects and shared refs in the common
+// directory its commondir file names.
+func Open(root, gitDir string) (*git.Repository, error) {
+	var fs billy.Filesystem = osfs.New(gitDir)
+	if common := CommonDir(gitDir); common != gitDir {
+		fs = dotgit.NewRepositoryFilesystem(fs, osfs.New(common))
 	}
-	st := filesystem.NewStorage(osfs.New(gitDir), cache.NewObjectLRUDefault())
-	r, err := git.Open(noExtensions{st}, osfs.New(root))
+	// Alternates (clone --shared) are absolute paths: go-git resolves them
+	// against this filesystem, so it gets the whole one.
+	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(), filesystem.Options{AlternatesFS: osfs.New("/")})
+	r, err := git.Open(noConfig{st}, osfs.New(root))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)
 	}
 	return r, nil
 }
 
-// noExtensions is a storer whose configuration has no extensions section.
-type noExtensions struct{ storage.Storer }
+// noConfig is a storer that shows go-git a default configuration instead
+// of the repository's: objects and references are all it is read for.
+type noConfig struct{ storage.Storer }
 
-func (s noExtensions) Config() (*config.Config, error) {
-	c, err := s.Storer.Config()
-	if err != nil || c.Raw == nil || !c.Raw.HasSection("extensions") {
-		return c, err
+func (noConfig) Config() (*config.Config, error) { return config.NewConfig(), nil }
+
+// CommonDir is the directory gitDir shares objects, refs, configuration
+// and info/ with: the one its commondir file names (relative to gitDir),
+// or gitDir itself.
+func CommonDir(gitDir string) string {
+	data, err := os.ReadFile(gitDir + "/commondir")
+	if err != nil {
+		return gitDir
 	}
-	cp := *c
-	raw := format.New()
-	for _, sec := range c.Raw.Sections {
-		if sec.Name != "extensions" {
-			raw.Sections = append(raw.Sections, sec)
-		}
+	c := strings.TrimRight(string(data), "\r\n")
+	if c == "" {
+		return gitDir
 	}
-	raw.Comment, raw.Includes = c.Raw.Comment, c.Raw.Includes
-	cp.Raw = raw
-	return &cp, nil
+	if !filepath.IsAbs(c) {
+		c = filepath.Join(gitDir, c)
+	}
+	return c
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -57,8 +58,9 @@ const codeTypeChanged git.StatusCode = 'T'
 // their own status.
 //
 // It is stricter than git only where git hides a real change:
-// assume-unchanged entries and skip-worktree entries present in the
-// worktree are compared like any other, untracked files are listed
+// assume-unchanged entries are compared like any other (a skip-worktree
+// entry is left alone, as git leaves it: the user asked for it, and the
+// copy is made from HEAD), untracked files are listed
 // whatever status.showUntrackedFiles says, submodules are compared
 // whatever submodule.<name>.ignore says, and stat data is compared to the
 // nanosecond.
@@ -89,10 +91,17 @@ func CheckConfig(cfg *Config, gitDir, root string) error {
 			"core.worktree is set (%q), so git's worktree is not the directory given; unset it, or pass a standalone clone", v)
 	}
 	if v, ok := cfg.Get("core.fsmonitor"); ok {
-		if on, err := cfg.Bool("core.fsmonitor", false); err != nil || on {
+		on, err := cfg.Bool("core.fsmonitor", false)
+		switch {
+		case err != nil:
 			return refuse(ctoharness.BlockSourceFsmonitorConfigured,
-				"core.fsmonitor is set (%q): git would run an fsmonitor hook or daemon for this repository, and the harness never runs what a source configures; unset core.fsmonitor", v)
+				"core.fsmonitor is set to a hook (%q): git would run it for this repository's status, and the harness never runs what a source configures; unset core.fsmonitor", v)
+		case on && runtime.GOOS != "linux":
+			return refuse(ctoharness.BlockSourceFsmonitorConfigured,
+				"core.fsmonitor is true: git would start its fsmonitor daemon for this repository, and the harness never runs what a source configures; unset core.fsmonitor")
 		}
+		// true on Linux: git has no fsmonitor daemon there and scans the
+		// worktree, as the route does; nothing would run.
 	}
 	if on, err := cfg.Bool("core.usebuiltinfsmonitor", false); err != nil || on {
 		return refuse(ctoharness.BlockSourceFsmonitorConfigured,
@@ -182,7 +191,7 @@ func (c *computer) loadSettings() error {
 		}
 	}
 	// Exclude files outside the worktree: info/exclude, then core.excludesFile.
-	if data, err := readOptional(c.in.GitDir + "/info/exclude"); err != nil {
+	if data, err := readExcludeFile(CommonDir(c.in.GitDir) + "/info/exclude"); err != nil {
 		return err
 	} else if data != nil {
 		c.excl.global = append(c.excl.global, parseIgnoreFile(data, ""))
@@ -194,7 +203,7 @@ func (c *computer) loadSettings() error {
 		ex = filepath.Join(x, "ignore")
 	}
 	if ex != "" {
-		if data, err := readOptional(ex); err != nil {
+		if data, err := readExcludeFile(ex); err != nil {
 			return err
 		} else if data != nil {
 			c.outsideRead(ex)
@@ -213,7 +222,7 @@ func (c *computer) loadSettings() error {
 		c.attrGlobal = append(c.attrGlobal, f)
 		return nil
 	}
-	if data, err := readOptional(c.in.GitDir + "/info/attributes"); err != nil {
+	if data, err := readOptional(CommonDir(c.in.GitDir) + "/info/attributes"); err != nil {
 		return err
 	} else if data != nil {
 		c.attrInfo = parseAttrFile(data, "", true)
@@ -229,7 +238,9 @@ func (c *computer) loadSettings() error {
 			return err
 		}
 	}
-	if c.in.Env("GIT_ATTR_NOSYSTEM") == "" && c.in.Env("GIT_CONFIG_NOSYSTEM") == "" {
+	if on, err := systemAttributes(c.in.Env); err != nil {
+		return err
+	} else if on {
 		if err := addGlobal("/etc/gitattributes"); err != nil {
 			return err
 		}
@@ -384,6 +395,21 @@ func expandHome(p string, env ConfigEnv) string {
 	return p
 }
 
+// readExcludeFile reads an exclude file outside the worktree
+// (info/exclude, core.excludesFile): nil when git would skip it (missing
+// or unreadable). One git can open but not read, a directory, makes git
+// fail ("cannot use ... as an exclude file"), so the status is refused.
+func readExcludeFile(p string) ([]byte, error) {
+	data, err := readOptional(p)
+	if err == nil && data == nil {
+		if fi, serr := os.Stat(p); serr == nil && fi.IsDir() {
+			return nil, refuse(ctoharness.BlockSourceUnreadable,
+				"exclude file %s is a directory, so git cannot compute a status (\"cannot use %s as an exclude file\"); point core.excludesFile at a file", p, p)
+		}
+	}
+	return data, err
+}
+
 // readOptional reads a file outside the worktree that git reads if it is
 // there: nil when it is missing.
 func readOptional(p string) ([]byte, error) {
@@ -432,12 +458,15 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 	// Staged: HEAD against the stage-0 entries git would write as a tree.
 	var stage0 []Entry
 	unmerged := map[string]uint8{}
+	overlaps := sparseOverlaps(c.idx.Entries)
 	for i := range c.idx.Entries {
 		e := &c.idx.Entries[i]
 		switch {
 		case e.Stage != 0:
 			unmerged[e.Name] |= 1 << (e.Stage - 1)
 		case e.IntentToAdd:
+		case overlaps[e.Name]:
+			get(e.Name).x = 'A'
 		default:
 			stage0 = append(stage0, *e)
 		}
@@ -467,7 +496,9 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 	for i := range c.idx.Entries {
 		e := &c.idx.Entries[i]
 		if e.Stage != 0 {
-			if k, _ := c.find(e.Name); k >= 0 {
+			// A directory where a conflicted file was is walked for
+			// untracked files, as git walks it.
+			if k, f := c.find(e.Name); k >= 0 && (f.Type != ctoharness.EntryDir || e.Mode&modeTypeMask == modeGitlink) {
 				c.tracked[k] = true
 			}
 			continue
@@ -529,11 +560,13 @@ func (c *computer) worktree(e *Entry) (byte, error) {
 	if k >= 0 && (f.Type != ctoharness.EntryDir || e.Mode&modeTypeMask == modeGitlink) {
 		c.tracked[k] = true
 	}
-	if e.SkipWorktree && (f == nil || (f.Type == ctoharness.EntryDir && !c.sparseClears)) {
-		// Absent, as outside a sparse checkout. In a sparse checkout git
-		// clears the bit of any path present in the worktree and compares
-		// it; elsewhere a present file is compared all the same (stricter
-		// than git, which would hide its change).
+	if e.SkipWorktree && (f == nil || !c.sparseClears) {
+		// git does not look at a skip-worktree path: absent, as outside a
+		// sparse checkout, or present with local changes the user asked
+		// git to leave alone (update-index --skip-worktree). In a sparse
+		// checkout git clears the bit of any path present in the worktree
+		// and compares it. The copy is made from HEAD, so a hidden local
+		// change never reaches the fixture.
 		return '.', nil
 	}
 	if e.Mode&modeTypeMask == modeGitlink {
@@ -763,7 +796,12 @@ func (c *computer) untracked(emit func(path string, ignored bool)) error {
 					return err
 				} else if nested {
 					ds.skip = true
-					emit(p+"/", ds.excluded)
+					// git drops an untracked "dir/" whose name the index
+					// has (index_name_is_other): a file replaced by a
+					// repository is listed as deleted only.
+					if !c.inIndex(p) {
+						emit(p+"/", ds.excluded)
+					}
 					continue
 				}
 			}
@@ -787,6 +825,25 @@ func (c *computer) untracked(emit func(path string, ignored bool)) error {
 	return nil
 }
 
+// indexEntry is the stage-0 index entry named p, or nil.
+func (c *computer) indexEntry(p string) *Entry {
+	idx := c.idx.Entries
+	k := sort.Search(len(idx), func(i int) bool { return idx[i].Name >= p })
+	for ; k < len(idx) && idx[k].Name == p; k++ {
+		if idx[k].Stage == 0 {
+			return &idx[k]
+		}
+	}
+	return nil
+}
+
+// inIndex reports whether the index has an entry named p at any stage.
+func (c *computer) inIndex(p string) bool {
+	idx := c.idx.Entries
+	k := sort.Search(len(idx), func(i int) bool { return idx[i].Name >= p })
+	return k < len(idx) && idx[k].Name == p
+}
+
 // hasIndexPrefix reports whether some index entry lies under dir (which
 // ends in "/").
 func hasIndexPrefix(idx []Entry, dir string) bool {
@@ -795,10 +852,22 @@ func hasIndexPrefix(idx []Entry, dir string) bool {
 }
 
 // readInTree reads an in-tree ignore file if it is a regular file (git no
-// longer follows a symlinked one).
+// longer follows a symlinked one). One that cannot be opened is read from
+// the index when its entry is skip-worktree, as in a sparse checkout.
 func (c *computer) readInTree(rel string) ([]byte, error) {
 	_, f := c.find(rel)
-	if f == nil || f.Type != ctoharness.EntryFile {
+	if f == nil || f.Type == ctoharness.EntrySymlink {
+		if e := c.indexEntry(rel); e != nil && e.SkipWorktree && !e.IntentToAdd &&
+			(e.Mode == filemode.Regular || e.Mode == filemode.Executable) {
+			data, err := c.readBlob(e.Hash)
+			if err != nil {
+				return nil, fmt.Errorf("read ignore file %s from the index: %w", rel, err)
+			}
+			return data, nil
+		}
+		return nil, nil
+	}
+	if f.Type != ctoharness.EntryFile {
 		return nil, nil
 	}
 	data, err := os.ReadFile(c.in.Root + "/" + rel)
@@ -875,9 +944,13 @@ func HeadBranch(gitDir string) string {
 	return ref
 }
 
+// isGitDir is git's is_git_directory: a valid HEAD in gd, and objects and
+// refs in its common directory, which a linked worktree's git directory
+// names in its commondir file.
 func isGitDir(gd string) bool {
+	common := CommonDir(gd)
 	for _, sub := range []string{"objects", "refs"} {
-		if fi, err := os.Stat(gd + "/" + sub); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(common + "/" + sub); err != nil || !fi.IsDir() {
 			return false
 		}
 	}
@@ -913,7 +986,7 @@ func (c *computer) openSub(rel string) (*subRepo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("submodule %s: %w", rel, err)
 	}
-	r, err := Open(c.in.Root+"/"+rel, gd, cfg)
+	r, err := Open(c.in.Root+"/"+rel, gd)
 	if err != nil {
 		return nil, fmt.Errorf("submodule %s: %w", rel, err)
 	}
@@ -960,8 +1033,15 @@ func ResolveHead(gitDir string) (string, plumbing.Hash, error) {
 		return "", plumbing.NewHash(h), nil
 	}
 	branch := strings.TrimPrefix(ref, "refs/heads/")
+	common := CommonDir(gitDir)
 	for range 10 {
-		if loose, err := os.ReadFile(gitDir + "/" + ref); err == nil {
+		// Branches are shared; HEAD-like and refs/worktree/ refs are the
+		// worktree's own.
+		dir := common
+		if !strings.HasPrefix(ref, "refs/") || strings.HasPrefix(ref, "refs/worktree/") || strings.HasPrefix(ref, "refs/bisect/") {
+			dir = gitDir
+		}
+		if loose, err := os.ReadFile(dir + "/" + ref); err == nil {
 			v := strings.TrimSpace(string(loose))
 			if next, sym := strings.CutPrefix(v, "ref: "); sym {
 				ref = next
@@ -972,7 +1052,7 @@ func ResolveHead(gitDir string) (string, plumbing.Hash, error) {
 			}
 			return branch, plumbing.NewHash(v), nil
 		}
-		packed, err := os.ReadFile(gitDir + "/packed-refs")
+		packed, err := os.ReadFile(common + "/packed-refs")
 		if err != nil {
 			return branch, plumbing.ZeroHash, nil // unborn
 		}

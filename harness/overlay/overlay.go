@@ -21,12 +21,12 @@ import (
 	"path/filepath"
 	"strconv"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/sys/unix"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 )
 
 // ErrUnavailable means this machine or this source cannot have an overlay
@@ -132,7 +132,7 @@ type tracked struct{ files, dirs map[string]bool }
 // source's objects (nothing the source configures runs).
 func trackedPaths(src string) (tracked, error) {
 	t := tracked{files: map[string]bool{}, dirs: map[string]bool{"": true}}
-	r, err := git.PlainOpenWithOptions(src, &git.PlainOpenOptions{DetectDotGit: false})
+	r, err := gitstatus.Open(src, filepath.Join(src, ".git"))
 	if err != nil {
 		return t, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
 )
 
 // Policy says which local repositories may serve as a source. The harness
@@ -112,12 +113,72 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if err := checkLayout(in, root, now()); err != nil {
 		return Repo{}, err
 	}
+	if err := checkAlternates(in, pol.Owned, repo.GitDir); err != nil {
+		return Repo{}, err
+	}
 	return repo, nil
 }
 
-// resolveSource resolves abs to the physical worktree root: the parent is
-// resolved component by component, then the last component is lstat'ed
-// itself, because the given path must be the real directory, not a link.
+// checkAlternates accepts objects borrowed from another repository (git
+// clone --shared or --reference) when each alternate object directory is
+// an absolute path, outside every fenced root, under an owned root, and
+// borrows nothing itself: the harness reads objects there (the copy takes
+// them into the fixture's own store), so it must be allowed to.
+func checkAlternates(in *inspector, owned []string, gitDir string) error {
+	p := gitDir + "/objects/info/alternates"
+	data, err := in.readFile(p)
+	if isNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return classifyFSError(p, err)
+	}
+	alts, err := gitstatus.ParseAlternates(data)
+	if err != nil {
+		return block(ctoharness.BlockSourceAlternates, err,
+			"%s: %v; make a standalone clone (git clone --no-shared) and pass it", p, err)
+	}
+	if present, err := exists(in, gitDir+"/objects/info/http-alternates"); err != nil {
+		return err
+	} else if present {
+		return block(ctoharness.BlockSourceAlternates, nil,
+			"%s/objects/info/http-alternates exists; make a standalone clone (git clone --no-shared) and pass it", gitDir)
+	}
+	for _, a := range alts {
+		if r, fenced := in.fence.check(a); fenced {
+			return fencedBlock(a, &fencedError{path: a, root: r})
+		}
+		real, err := in.resolve(a)
+		if err != nil {
+			return classifyFSError(a, err)
+		}
+		fi, err := in.lstat(real)
+		if err != nil {
+			return classifyFSError(a, err)
+		}
+		if !fi.IsDir() {
+			return block(ctoharness.BlockSourceAlternates, nil,
+				"alternate object directory %s (named in %s) is not a directory; make a standalone clone (git clone --no-shared) and pass it", a, p)
+		}
+		if err := checkOwned(in, owned, a, real); err != nil {
+			return block(ctoharness.BlockSourceAlternates, nil,
+				"alternate object directory %s (named in %s) is not under an owned root, and the harness reads objects only from what you own; add its repository's directory to the owned roots, or make a standalone clone (git clone --no-shared)", a, p)
+		}
+		if present, err := exists(in, real+"/info/alternates"); err != nil {
+			return err
+		} else if present {
+			return block(ctoharness.BlockSourceAlternates, nil,
+				"alternate object directory %s borrows objects itself (%s/info/alternates); make a standalone clone (git clone --no-shared) and pass it", a, real)
+		}
+	}
+	return nil
+}
+
+// resolveSource resolves abs to the physical worktree root, component by
+// component with the fence checked before every lstat. A symlink given as
+// the source (as git accepts one) is resolved the same way: everything
+// after classification uses the real directory, so retargeting the link
+// later changes nothing.
 func resolveSource(in *inspector, abs string) (string, error) {
 	cand := "/"
 	if abs != "/" {
@@ -131,22 +192,25 @@ func resolveSource(in *inspector, abs string) (string, error) {
 	if err != nil {
 		return "", classifyFSError(abs, err)
 	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		// A link into a fenced root must be reported as such: that refusal
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// A link into a fenced root is reported as such: that refusal
 		// outranks every other. Resolving stops at the fence.
-		var fe *fencedError
-		if _, err := in.resolve(cand); errors.As(err, &fe) {
-			return "", fencedBlock(abs, fe)
+		real, err := in.resolve(cand)
+		if err != nil {
+			return "", classifyFSError(abs, err)
 		}
-		return "", block(ctoharness.BlockSourceSymlink, nil,
-			"source %s is a symlink; pass the real directory instead", abs)
+		if fi, err = in.lstat(real); err != nil {
+			return "", classifyFSError(abs, err)
+		}
+		cand = real
+	}
+	switch {
 	case !fi.IsDir():
 		return "", block(ctoharness.BlockSourceNotGit, nil,
 			"source %s is not a directory; pass the root directory of a git worktree", abs)
 	case filepath.Base(cand) == ".git":
 		return "", block(ctoharness.BlockSourceNotGit, nil,
-			"source %s is a .git directory; pass the worktree root that contains it (%s)", abs, filepath.Dir(abs))
+			"source %s is a .git directory; pass the worktree root that contains it (%s)", abs, filepath.Dir(cand))
 	}
 	return cand, nil
 }
@@ -205,8 +269,7 @@ func checkLayout(in *inspector, root string, now time.Time) error {
 		return block(ctoharness.BlockSourceSymlink, nil,
 			"%s is a symlink, so the git directory lives elsewhere; pass a repository whose .git is a real directory", gitDir)
 	case fi.Mode().IsRegular():
-		return block(ctoharness.BlockSourceLinkedWorktree, nil,
-			"%s is a file (the gitfile of a linked worktree or submodule), so the repository is shared; pass the main worktree or a standalone clone", gitDir)
+		return gitfileBlock(in, gitDir)
 	case !fi.IsDir():
 		return block(ctoharness.BlockSourceNotGit, nil,
 			"%s is neither a directory nor a gitfile; pass the root of a git worktree", gitDir)
@@ -232,13 +295,34 @@ func checkLayout(in *inspector, root string, now time.Time) error {
 		return block(ctoharness.BlockSourceLinkedWorktree, nil,
 			"%s/commondir exists, so this git directory shares its objects and refs with another repository; pass the main worktree or a standalone clone", gitDir)
 	}
-	if present, err := exists(in, gitDir+"/objects/info/alternates"); err != nil {
-		return err
-	} else if present {
-		return block(ctoharness.BlockSourceAlternates, nil,
-			"%s/objects/info/alternates exists, so objects are borrowed from another repository; make a standalone clone (git clone --no-shared, or git repack -a and remove alternates) and pass it", gitDir)
-	}
 	return checkBusy(in, gitDir, now)
+}
+
+// gitfileBlock refuses a .git file with the fix for what it points at: a
+// linked worktree's or a submodule's git directory (shared with another
+// repository), or one kept elsewhere by --separate-git-dir, whose files
+// the source proofs would not cover. Only the gitfile itself is read.
+func gitfileBlock(in *inspector, gitDir string) error {
+	data, err := in.readFile(gitDir)
+	if err != nil {
+		return classifyFSError(gitDir, err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	target, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "gitdir: ")
+	if !ok {
+		return block(ctoharness.BlockSourceNotGit, nil,
+			"%s is a file that does not name a git directory (no \"gitdir: \" line); pass the root of a git worktree", gitDir)
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(gitDir), target)
+	}
+	if strings.Contains(target+"/", "/worktrees/") || strings.Contains(target+"/", "/modules/") {
+		return block(ctoharness.BlockSourceLinkedWorktree, nil,
+			"%s is a gitfile naming %s, the git directory of a linked worktree or submodule, so the repository is shared; pass the main worktree or a standalone clone", gitDir, target)
+	}
+	return block(ctoharness.BlockSourceLinkedWorktree, nil,
+		"%s is a gitfile naming %s: the git directory is kept outside the worktree (git init or clone --separate-git-dir), where the source proofs do not reach; move it back (rm %s && mv %s %s) or pass a standalone clone",
+		gitDir, target, gitDir, target, gitDir)
 }
 
 // looksBare reports whether dir has the layout of a bare repository.

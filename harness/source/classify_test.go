@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,10 +81,27 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceNotFound,
 		},
 		{
-			name: "given path is a symlink",
+			name: "given path is a symlink outside the owned roots",
 			setup: func(t *testing.T, l layout) string {
-				symlink(t, filepath.Join(l.owned, "repo"), filepath.Join(l.owned, "link"))
+				symlink(t, filepath.Join(l.elsewhere, "repo"), filepath.Join(l.owned, "link"))
 				return filepath.Join(l.owned, "link")
+			},
+			code: ctoharness.BlockSourceNotOwned,
+		},
+		{
+			name: "given path is a symlink to a file",
+			setup: func(t *testing.T, l layout) string {
+				symlink(t, filepath.Join(l.owned, "repo", "README.md"), filepath.Join(l.owned, "link"))
+				return filepath.Join(l.owned, "link")
+			},
+			code: ctoharness.BlockSourceNotGit,
+		},
+		{
+			name: "given path is a symlink loop",
+			setup: func(t *testing.T, l layout) string {
+				symlink(t, "loopb", filepath.Join(l.owned, "loopa"))
+				symlink(t, "loopa", filepath.Join(l.owned, "loopb"))
+				return filepath.Join(l.owned, "loopa")
 			},
 			code: ctoharness.BlockSourceSymlink,
 		},
@@ -261,6 +279,24 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceBare,
 		},
 		{
+			name: ".git is a file (--separate-git-dir)",
+			setup: func(t *testing.T, l layout) string {
+				p := filepath.Join(l.owned, "sep")
+				writeFile(t, filepath.Join(p, ".git"), "gitdir: "+filepath.Join(l.owned, "repo", ".git")+"\n")
+				return p
+			},
+			code: ctoharness.BlockSourceLinkedWorktree,
+		},
+		{
+			name: ".git is a file that names nothing",
+			setup: func(t *testing.T, l layout) string {
+				p := filepath.Join(l.owned, "odd")
+				writeFile(t, filepath.Join(p, ".git"), "not a gitfile\n")
+				return p
+			},
+			code: ctoharness.BlockSourceNotGit,
+		},
+		{
 			name: ".git is a file (linked worktree)",
 			setup: func(t *testing.T, l layout) string {
 				p := filepath.Join(l.owned, "wt")
@@ -423,6 +459,7 @@ func TestClassifyAccepts(t *testing.T) {
 	l := newLayout(t)
 	repoDir := filepath.Join(l.owned, "repo")
 	symlink(t, l.owned, filepath.Join(l.base, "owned-link"))
+	symlink(t, "repo", filepath.Join(l.owned, "repo-link"))
 
 	tests := []struct {
 		name      string
@@ -437,6 +474,12 @@ func TestClassifyAccepts(t *testing.T) {
 			path:      filepath.Join(l.base, "owned-link", "repo"),
 			pol:       l.policy(),
 			wantGiven: filepath.Join(l.base, "owned-link", "repo"),
+		},
+		{
+			name:      "given as a symlink, as git accepts one",
+			path:      filepath.Join(l.owned, "repo-link"),
+			pol:       l.policy(),
+			wantGiven: filepath.Join(l.owned, "repo-link"),
 		},
 		{
 			name:      "owned root given as a symlink",
@@ -583,6 +626,77 @@ func TestCoreBare(t *testing.T) {
 	for _, tc := range tests {
 		if got := coreBare([]byte(tc.cfg)); got != tc.want {
 			t.Errorf("%s: coreBare(%q) = %v, want %v", tc.name, tc.cfg, got, tc.want)
+		}
+	}
+}
+
+// TestClassifyAlternates: objects borrowed from another repository (git
+// clone --shared) are accepted only from an owned, fenced-off-nothing,
+// plain object directory.
+func TestClassifyAlternates(t *testing.T) {
+	tests := []struct {
+		name string
+		alt  func(l layout) string  // the alternates file's content
+		code ctoharness.BlockerCode // "" accepts
+	}{
+		{name: "owned lender", alt: func(l layout) string {
+			return "# shared\n" + filepath.Join(l.owned, "lender", ".git", "objects") + "\n"
+		}},
+		{name: "lender outside the owned roots", alt: func(l layout) string { return filepath.Join(l.elsewhere, "repo", ".git", "objects") + "\n" }, code: ctoharness.BlockSourceAlternates},
+		{name: "lender in a target root", alt: func(l layout) string { return filepath.Join(l.target, "repo", ".git", "objects") + "\n" }, code: ctoharness.BlockSourceIsTarget},
+		{name: "relative path", alt: func(l layout) string { return "../../../lender/.git/objects\n" }, code: ctoharness.BlockSourceAlternates},
+		{name: "missing directory", alt: func(l layout) string { return filepath.Join(l.owned, "gone", "objects") + "\n" }, code: ctoharness.BlockSourceNotFound},
+		{name: "chained", alt: func(l layout) string {
+			chained := filepath.Join(l.owned, "lender", ".git", "objects")
+			writeFile(t, filepath.Join(chained, "info", "alternates"), filepath.Join(l.owned, "repo", ".git", "objects")+"\n")
+			return chained + "\n"
+		}, code: ctoharness.BlockSourceAlternates},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLayout(t)
+			initRepo(t, filepath.Join(l.owned, "lender"), map[string]string{"x": "x\n"})
+			borrower := filepath.Join(l.owned, "borrower")
+			initRepo(t, borrower, map[string]string{"y": "y\n"})
+			writeFile(t, filepath.Join(borrower, ".git", "objects", "info", "alternates"), tc.alt(l))
+			rec := &recorder{}
+			got, err := Classify(context.Background(), borrower, l.policy(), rec)
+			if got := rec.under(l.target); len(got) != 0 {
+				t.Errorf("touched the target root: %v", got)
+			}
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("Classify: %v", err)
+				}
+				if got.Root != borrower {
+					t.Fatalf("root %q, want %q", got.Root, borrower)
+				}
+				return
+			}
+			var be *ctoharness.BlockerError
+			if !errors.As(err, &be) || be.Blocker.Code != tc.code {
+				t.Fatalf("Classify: %v; want %s", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestClassifySeparateGitDirSaysHow: a worktree whose git directory was
+// put elsewhere by --separate-git-dir is told how to bring it back, not
+// that it is a linked worktree.
+func TestClassifySeparateGitDirSaysHow(t *testing.T) {
+	l := newLayout(t)
+	p := filepath.Join(l.owned, "sep")
+	gd := filepath.Join(l.owned, "store.git")
+	writeFile(t, filepath.Join(p, ".git"), "gitdir: "+gd+"\n")
+	_, err := Classify(context.Background(), p, l.policy(), nil)
+	var be *ctoharness.BlockerError
+	if !errors.As(err, &be) || be.Blocker.Code != ctoharness.BlockSourceLinkedWorktree {
+		t.Fatalf("Classify: %v; want %s", err, ctoharness.BlockSourceLinkedWorktree)
+	}
+	for _, want := range []string{"--separate-git-dir", "mv " + gd + " " + filepath.Join(p, ".git")} {
+		if !strings.Contains(be.Blocker.Message, want) {
+			t.Errorf("message %q lacks %q", be.Blocker.Message, want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -633,10 +634,14 @@ var scenarios = []scenario{
 		e.run(t, d, "update-index", "--assume-unchanged", "a.txt")
 		writeAt(t, d, "a.txt", "alpha, hidden from git\n")
 	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "update-index", "--no-assume-unchanged", "a.txt") }},
-	{name: "skip-worktree hides an edit", setup: func(t testing.TB, e gitEnv, d string) {
-		e.run(t, d, "update-index", "--skip-worktree", "b.txt")
-		writeAt(t, d, "b.txt", "bravo, hidden from git\n")
-	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "update-index", "--no-skip-worktree", "b.txt") }},
+	{name: "core.trustctime=false hides a same-size edit only ctime tells", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "config", "core.trustctime", "false")
+		old := time.Now().Add(-time.Hour)
+		mustDo(t, os.Chtimes(filepath.Join(d, "a.txt"), old, old))
+		e.run(t, d, "add", "a.txt")
+		nextSecond()
+		sameSize(t, d, "a.txt", "ALPHA\n")
+	}, reveal: func(t testing.TB, e gitEnv, d string) { e.run(t, d, "config", "core.trustctime", "true") }},
 	{name: "submodule.ignore=dirty hides a modified submodule", setup: func(t testing.TB, e gitEnv, d string) {
 		withSubmodule(t, e, d)
 		e.run(t, d, "config", "-f", ".gitmodules", "submodule.sub.ignore", "dirty")
@@ -673,9 +678,6 @@ var scenarios = []scenario{
 	{name: "fsmonitor hook configured", refuse: ctoharness.BlockSourceFsmonitorConfigured, setup: func(t testing.TB, e gitEnv, d string) {
 		e.run(t, d, "config", "core.fsmonitor", ".git/hooks/query-watchman")
 	}},
-	{name: "fsmonitor daemon configured", refuse: ctoharness.BlockSourceFsmonitorConfigured, setup: func(t testing.TB, e gitEnv, d string) {
-		e.run(t, d, "config", "core.fsmonitor", "true")
-	}},
 	{name: "SHA-256 repository", init: []string{"--object-format=sha256"}, refuse: ctoharness.BlockSourceObjectFormat, setup: noop},
 	{name: "reftable repository", refuse: ctoharness.BlockSourceRefStorage, setup: func(t testing.TB, e gitEnv, d string) {
 		e.run(t, d, "config", "core.repositoryformatversion", "1")
@@ -685,8 +687,28 @@ var scenarios = []scenario{
 		e.run(t, d, "config", "core.repositoryformatversion", "1")
 		e.run(t, d, "config", "extensions.somethingNew", "true")
 	}},
-	{name: "includeIf hasconfig in the global config", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
-		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
+	{name: "includeIf hasconfig:remote.*.url naming a file that sets a remote (git fails)", refuse: ctoharness.BlockSourceUnreadable, setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "work.gitconfig", "[remote \"other\"]\n\turl = https://example.invalid/other.git\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://nowhere.invalid/**\"]\n\tpath = work.gitconfig\n")
+		if _, err := e.try(d, "status"); err == nil {
+			t.Fatal("git reads a remote URL in a file included through hasconfig:remote.*.url; the row expects it to fail")
+		}
+	}},
+	{name: "include.path from GIT_CONFIG_PARAMETERS", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		writeAt(t, e["HOME"], "extra.gitconfig", "[core]\n\tattributesFile = "+attrs+"\n")
+		e["GIT_CONFIG_PARAMETERS"] = "'include.path'='" + filepath.Join(e["HOME"], "extra.gitconfig") + "'"
+	}},
+	{name: "GIT_CONFIG_GLOBAL and GIT_CONFIG_SYSTEM files", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		writeAt(t, e["HOME"], "g.gitconfig", "[core]\n\tattributesFile = "+attrs+"\n")
+		writeAt(t, e["HOME"], "s.gitconfig", "[core]\n\tfileMode = false\n")
+		e["GIT_CONFIG_GLOBAL"] = filepath.Join(e["HOME"], "g.gitconfig")
+		e["GIT_CONFIG_SYSTEM"] = filepath.Join(e["HOME"], "s.gitconfig")
+		e["GIT_CONFIG_NOSYSTEM"] = "no"
+	}},
+	{name: "includeIf hasconfig on something other than remote URLs", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:user.email:*@example.invalid\"]\n\tpath = work.gitconfig\n")
 	}},
 	{name: "includeIf onbranch", setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, e["HOME"], "ignores", "*.br\n")
@@ -705,6 +727,218 @@ var scenarios = []scenario{
 	{name: "working-tree-encoding attribute", refuse: ctoharness.BlockSourceGitFeature, setup: func(t testing.TB, e gitEnv, d string) {
 		writeAt(t, d, ".gitattributes", "*.u16 working-tree-encoding=UTF-16LE\n")
 	}},
+
+	// Issue 21, point 10: configuration from the environment. Each sets
+	// core.attributesFile to a file that gives a CRLF blob the text
+	// attribute, which git then reports modified: a route that does not
+	// read the setting says clean.
+	{name: "config from GIT_CONFIG_COUNT", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		e["GIT_CONFIG_COUNT"] = "2"
+		e["GIT_CONFIG_KEY_0"] = "core.attributesFile"
+		e["GIT_CONFIG_VALUE_0"] = attrs
+		e["GIT_CONFIG_KEY_1"] = "Core.FileMode"
+		e["GIT_CONFIG_VALUE_1"] = "true"
+	}},
+	{name: "config from GIT_CONFIG_PARAMETERS", setup: func(t testing.TB, e gitEnv, d string) {
+		attrs := crlfTextAttributes(t, e, d)
+		e["GIT_CONFIG_PARAMETERS"] = "'core.attributesfile'='" + attrs + "' 'core.quotepath=false' 'core.fileMode'"
+	}},
+	{name: "GIT_CONFIG_NOSYSTEM=0 reads the system config", setup: func(t testing.TB, e gitEnv, d string) {
+		sys := filepath.Join(e["HOME"], "system.gitconfig")
+		writeAt(t, e["HOME"], "system.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
+		e["GIT_CONFIG_NOSYSTEM"] = "0"
+		e["GIT_CONFIG_SYSTEM"] = sys
+	}},
+	{name: "GIT_CONFIG_NOSYSTEM=false reads the system config", setup: func(t testing.TB, e gitEnv, d string) {
+		sys := filepath.Join(e["HOME"], "system.gitconfig")
+		writeAt(t, e["HOME"], "system.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
+		e["GIT_CONFIG_NOSYSTEM"] = "false"
+		e["GIT_CONFIG_SYSTEM"] = sys
+	}},
+	{name: "GIT_CONFIG_NOSYSTEM=yes skips the system config", setup: func(t testing.TB, e gitEnv, d string) {
+		sys := filepath.Join(e["HOME"], "system.gitconfig")
+		writeAt(t, e["HOME"], "system.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
+		e["GIT_CONFIG_NOSYSTEM"] = "yes"
+		e["GIT_CONFIG_SYSTEM"] = sys
+	}},
+	{name: "quoted .gitattributes pattern", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, d, "my file.txt", "one\r\ntwo\r\n")
+		writeAt(t, d, "tab\there.txt", "one\r\n")
+		writeAt(t, d, "plain.txt", "one\r\n")
+		commitAll(t, e, d, "crlf")
+		writeAt(t, d, ".gitattributes", "* -text\n\"my file.txt\" text\n\"tab\\there.txt\"\ttext\n\"plain.txt\"text\n")
+		commitAll(t, e, d, "attributes")
+		touch(t, d, "my file.txt", "tab\there.txt", "plain.txt")
+	}},
+	{name: "linked worktree inside the repository", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "worktree", "add", "-q", "wt")
+		writeAt(t, d, "wt/extra.txt", "x\n")
+	}},
+	{name: "sparse checkout reads a skipped .gitignore from the index", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, d, "other/.gitignore", "*.tmp\n")
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "set", "dir")
+		writeAt(t, d, "other/x.tmp", "t\n")
+		writeAt(t, d, "other/deep/y.tmp", "t\n")
+	}},
+	{name: "non-cone sparse checkout reads a skipped root .gitignore from the index", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "sparse-checkout", "set", "--no-cone", "/dir/")
+		writeAt(t, d, "x.log", "l\n")
+		writeAt(t, d, "build/out.o", "o\n")
+	}},
+	{name: "file replaced by a nested repository", setup: func(t testing.TB, e gitEnv, d string) {
+		rmrf(t, d, "a.txt")
+		e.run(t, d, "init", "-q", "a.txt")
+		writeAt(t, d, "a.txt/inner.txt", "i\n")
+	}},
+	{name: "directory replaced by a nested repository", setup: func(t testing.TB, e gitEnv, d string) {
+		rmrf(t, d, "dir/sub")
+		e.run(t, d, "init", "-q", "dir/sub")
+		writeAt(t, d, "dir/sub/inner.txt", "i\n")
+	}},
+	{name: "untracked file under a conflicted path", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "checkout", "-q", "-b", "other")
+		writeAt(t, d, "a.txt", "other side\n")
+		commitAll(t, e, d, "other")
+		e.run(t, d, "checkout", "-q", "main")
+		writeAt(t, d, "a.txt", "main side\n")
+		commitAll(t, e, d, "main")
+		_, _ = e.try(d, "merge", "-q", "other")
+		rmrf(t, d, "a.txt")
+		writeAt(t, d, "a.txt/u.txt", "u\n")
+		writeAt(t, d, "a.txt/deep/v.log", "v\n")
+	}},
+	{name: "sparse index with a staged change", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		writeAt(t, d, "dir/sub/d.txt", "delta, staged\n")
+		writeAt(t, d, "dir/sub/new.txt", "new\n")
+		e.run(t, d, "add", "dir/sub")
+		writeAt(t, d, "dir/sub/d.txt", "delta, staged, then edited\n")
+	}},
+	{name: "sparse index with a staged deletion", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		e.run(t, d, "rm", "-q", "--cached", "dir/sub/d.txt")
+	}},
+	{name: "sparse index, HEAD moved past a change outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		writeAt(t, d, "other/added.txt", "added\n")
+		writeAt(t, d, "other/x.txt", "x, changed\n")
+		rmrf(t, d, "other/deep")
+		commitAll(t, e, d, "outside")
+		e.run(t, d, "reset", "-q", "--soft", "HEAD~1")
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+	}},
+	{name: "sparse index, an entry added inside a sparse directory by plumbing", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		blob := strings.TrimSpace(e.run(t, d, "rev-parse", "HEAD:a.txt"))
+		e.run(t, d, "update-index", "--add", "--cacheinfo", "100644,"+blob+",other/added.txt")
+		e.run(t, d, "update-index", "--add", "--cacheinfo", "100644,"+blob+",other/x.txt")
+	}},
+	{name: "sparse index, staged removal outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		e.run(t, d, "rm", "-q", "--cached", "--sparse", "other/x.txt")
+	}},
+	{name: "sparse index, staged file added outside the cone", setup: func(t testing.TB, e gitEnv, d string) {
+		outsideCone(t, e, d)
+		e.run(t, d, "sparse-checkout", "init", "--cone", "--sparse-index")
+		e.run(t, d, "sparse-checkout", "set", "dir/sub")
+		writeAt(t, d, "other/new.txt", "new\n")
+		e.run(t, d, "add", "--sparse", "other/new.txt")
+	}},
+	{name: "core.excludesFile is a directory (git fails)", refuse: ctoharness.BlockSourceUnreadable, setup: func(t testing.TB, e gitEnv, d string) {
+		mustDo(t, os.MkdirAll(filepath.Join(e["HOME"], "excludes.d"), 0o755))
+		e.run(t, d, "config", "core.excludesFile", filepath.Join(e["HOME"], "excludes.d"))
+		if _, err := e.try(d, "status"); err == nil {
+			t.Skip("this git reads a directory as an empty exclude file")
+		}
+	}},
+	{name: "clone --shared", setup: func(t testing.TB, e gitEnv, d string) {
+		orig := d + ".orig"
+		mustDo(t, os.Rename(d, orig))
+		e.run(t, "", "clone", "-q", "--shared", orig, d)
+		writeAt(t, d, "a.txt", "alpha, edited\n")
+		writeAt(t, d, "new.txt", "n\n")
+	}},
+	{name: "clone --shared, new commits in both", setup: func(t testing.TB, e gitEnv, d string) {
+		orig := d + ".orig"
+		mustDo(t, os.Rename(d, orig))
+		e.run(t, "", "clone", "-q", "--shared", orig, d)
+		writeAt(t, orig, "a.txt", "same change\n")
+		commitAll(t, e, orig, "in the original")
+		writeAt(t, d, "a.txt", "same change\n")
+		commitAll(t, e, d, "in the clone")
+		writeAt(t, d, "dir/c.txt", "charlie, edited\n")
+	}},
+	{name: "includeIf hasconfig:remote.*.url, matching", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "work.gitconfig", "[core]\n\tattributesFile = "+crlfTextAttributes(t, e, d)+"\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
+		e.run(t, d, "remote", "add", "origin", "https://example.invalid/team/repo.git")
+	}},
+	{name: "includeIf hasconfig:remote.*.url, not matching", setup: func(t testing.TB, e gitEnv, d string) {
+		writeAt(t, e["HOME"], "ignores", "*.txt\n")
+		writeAt(t, e["HOME"], "work.gitconfig", "[core]\n\texcludesFile = ~/ignores\n")
+		writeAt(t, e["HOME"], ".gitconfig", "[includeIf \"hasconfig:remote.*.url:https://example.invalid/**\"]\n\tpath = work.gitconfig\n")
+		e.run(t, d, "remote", "add", "origin", "https://elsewhere.invalid/team/repo.git")
+		writeAt(t, d, "new.txt", "n\n")
+	}},
+	{name: "core.fsmonitor=true on Linux", setup: func(t testing.TB, e gitEnv, d string) {
+		if runtime.GOOS != "linux" {
+			t.Skip("git runs its fsmonitor daemon for core.fsmonitor=true outside Linux")
+		}
+		e.run(t, d, "config", "core.fsmonitor", "true")
+		writeAt(t, d, "a.txt", "alpha, edited\n")
+		writeAt(t, d, "new.txt", "n\n")
+	}},
+	{name: "key on the [core] line", setup: func(t testing.TB, e gitEnv, d string) {
+		cfg := filepath.Join(d, ".git/config")
+		data, err := os.ReadFile(cfg)
+		mustDo(t, err)
+		mustDo(t, os.WriteFile(cfg, []byte(strings.Replace(string(data), "[core]\n", "[core] fileMode = true\n", 1)), 0o644))
+		chmod(t, d, "a.txt", 0o755)
+	}},
+	{name: "legacy [branch.main] header", setup: func(t testing.TB, e gitEnv, d string) {
+		cfg := filepath.Join(d, ".git/config")
+		data, err := os.ReadFile(cfg)
+		mustDo(t, err)
+		mustDo(t, os.WriteFile(cfg, append(data, "[branch.main]\n\tremote = origin\n\tmerge = refs/heads/main\n"...), 0o644))
+		writeAt(t, d, "b.txt", "bravo, edited\n")
+	}},
+	{name: "modified skip-worktree file outside a sparse checkout", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "update-index", "--skip-worktree", "b.txt")
+		writeAt(t, d, "b.txt", "bravo, local settings\n")
+		writeAt(t, d, "a.txt", "alpha, edited\n")
+	}},
+	{name: "core.trustctime=false, ctime changed", setup: func(t testing.TB, e gitEnv, d string) {
+		e.run(t, d, "config", "core.trustctime", "false")
+		nextSecond()
+		chmod(t, d, "a.txt", 0o600)
+		chmod(t, d, "a.txt", 0o644)
+		mustDo(t, os.Link(filepath.Join(d, "b.txt"), filepath.Join(d, "b.hardlink")))
+		rmrf(t, d, "b.hardlink")
+	}},
+}
+
+// crlfTextAttributes commits crlf.txt with CRLF line endings, touches it,
+// and writes (outside the repository) an attributes file giving it the
+// text attribute: git then reports it modified, because its blob is not
+// normalised. It returns the attributes file's path.
+func crlfTextAttributes(t testing.TB, e gitEnv, d string) string {
+	t.Helper()
+	writeAt(t, d, "crlf.txt", "one\r\ntwo\r\n")
+	commitAll(t, e, d, "crlf")
+	touch(t, d, "crlf.txt")
+	writeAt(t, e["HOME"], "text.attributes", "crlf.txt text\n")
+	return filepath.Join(e["HOME"], "text.attributes")
 }
 
 // knownGaps are states the route does not agree on yet; each must still
@@ -716,8 +950,8 @@ var knownGaps = map[string]bool{}
 // clean verdict must equal git's, or the route must refuse the state with
 // its specific blocker.
 func TestStatusAgreesWithGit(t *testing.T) {
-	if len(scenarios) < 70 {
-		t.Fatalf("the table has %d scenarios; it must keep at least 70", len(scenarios))
+	if len(scenarios) < 140 {
+		t.Fatalf("the table has %d scenarios; it must keep at least 140", len(scenarios))
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

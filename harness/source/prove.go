@@ -209,7 +209,7 @@ func readGit(repo Repo, getenv func(string) string) (gitState, error) {
 	if err := gitstatus.CheckConfig(gs.cfg, repo.GitDir, repo.Root); err != nil {
 		return gs, err
 	}
-	r, err := gitstatus.Open(repo.Root, repo.GitDir, gs.cfg)
+	r, err := gitstatus.Open(repo.Root, repo.GitDir)
 	if err != nil {
 		return gs, err
 	}
