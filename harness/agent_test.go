@@ -1,9 +1,13 @@
 package harness_test
 
 import (
+	"bytes"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -118,6 +122,36 @@ func noKeyInEvidence(t *testing.T, runDir string) bool {
 	return marked
 }
 
+// keyAnywhere lists the files under dir that hold the agent key, read as
+// they are and, for git's loose objects, inflated: a key in a git object
+// is compressed, and a plain search would not find it.
+func keyAnywhere(t *testing.T, dir string) []string {
+	t.Helper()
+	var held []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if zr, zerr := zlib.NewReader(bytes.NewReader(data)); zerr == nil {
+			if inflated, rerr := io.ReadAll(zr); rerr == nil {
+				data = append(data, inflated...)
+			}
+		}
+		if bytes.Contains(data, []byte(agentKey)) {
+			held = append(held, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
 // The agent lane end to end with a stand-in that replays real qwen-code
 // streams: translation, outcomes, redaction, all without Node.
 func TestAgentLaneWithStandIn(t *testing.T) {
@@ -159,6 +193,12 @@ func TestAgentLaneWithStandIn(t *testing.T) {
 			mustValidate(t, set, rep, len(tc.want) == 0)
 			if !noKeyInEvidence(t, rep.RunArtifactDir) {
 				t.Error("the key the stand-in printed on stderr was not redacted anywhere")
+			}
+			// Nothing under the runs directory holds it, git objects included:
+			// a store that holds the key (the agent wrote it into the
+			// result) is removed.
+			if held := keyAnywhere(t, o.RunsDir); len(held) > 0 {
+				t.Errorf("the key is left in %v", held)
 			}
 			a := rep.Agent
 			if a == nil || a.Name != "qwen-code" || a.Version != "0.24.4" || a.Model != "scripted-model" || a.Endpoint != standInEndpoint() ||

@@ -77,6 +77,10 @@ type agentRun struct {
 	lines    int
 	meter    *modelmeter.Meter // the agent's model traffic goes through it
 	model    modelWatch
+	// keyInResult: the agent wrote its key into a file of the result, so
+	// the store holds it; dropKeyedStore removes the store before the
+	// report is written.
+	keyInResult bool
 }
 
 // modelWatch is what the model meter said while Case ran: the provider's
@@ -468,8 +472,9 @@ func (r *run) agentAfterCollect() {
 			Message: "the changed files could not be checked for the API key: " + err.Error()})
 	}
 	if len(holding) > 0 {
+		r.agent.keyInResult = true
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
-			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file and %s, but the harness's store of the result holds it: delete %s after reading the report, and rotate the key",
+			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file and %s, and the harness's store of the result (%s), whose objects hold it, is removed before the report is written, so the change cannot be re-derived: rotate the key",
 				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), workFate(r.o.KeepWork, r.rep.RuntimeWorkspaceRoot), r.dir.Path(evidence.StoreDir))})
 	}
 	if esc := a.tr.Result().Escapes; len(esc) > 0 {
@@ -483,6 +488,22 @@ func (r *run) agentAfterCollect() {
 }
 
 // workFate says what becomes of the workspace, for messages.
+// dropKeyedStore removes the run's store when the agent wrote its key into
+// the result: git objects are compressed and cannot be redacted, and a
+// blocked run validates without its store (its patch.diff, redacted, stays).
+// A store that cannot be removed is said in the blocker.
+func (r *run) dropKeyedStore() {
+	if r.agent == nil || !r.agent.keyInResult {
+		return
+	}
+	store := r.dir.Path(evidence.StoreDir)
+	r.tr.Trace(ctoharness.TraceRemove, store)
+	if err := RemoveTree(store); err != nil {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+			Message: fmt.Sprintf("the store %s holds the agent's key and could not be removed (%v): delete it, and rotate the key", store, err)})
+	}
+}
+
 func workFate(keep bool, root string) string {
 	if keep {
 		return "the kept workspace " + root + " is scrubbed of it"

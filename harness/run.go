@@ -148,6 +148,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	}
 	r.stopped = stopCause(ctx)
 	r.steps(ctx)
+	r.dropKeyedStore()
 	rep, err := r.finish(proofCtx(ctx), clock.Jumps)
 	r.leaveWork()
 	return rep, err
