@@ -2,6 +2,7 @@ package proc
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,12 +65,29 @@ func TestRunTimeoutKillsTree(t *testing.T) {
 		pid = pid*10 + int(c-'0')
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
+	for alive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("grandchild %d survived the timeout", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// alive reports whether pid is a process that still runs: a killed
+// grandchild is reparented to pid 1, and until pid 1 reaps it (which a busy
+// machine's init may take its time over) it is a zombie, dead but present.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses, which may hold
+	// spaces: find the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
 }
 
 func TestCappedFile(t *testing.T) {
