@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/batch"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -124,7 +125,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			return fmt.Errorf("a batch runs stage-3 trials, which need stages 1 and 2 validated in %s: %w; run 'cto-harness demo' or 'cto-harness validate-stage 2' there", runs, err)
 		}
 		runner = batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: validators.StageRunVerifier(set), Signing: keys}}
+			VerifyRun: validators.StageRunVerifier(set), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self)}}
 		if conc == 0 {
 			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
 		}
