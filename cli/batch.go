@@ -34,7 +34,8 @@ type BatchCmd struct {
 func (BatchCmd) Help() string {
 	return `A batch spec (JSON, schemas/batch-spec.schema.json) lists sources, tasks, agents and repeats; each
 combination is a trial with an id derived from the source's HEAD, the task's digest, the agent and the
-repeat index, and each trial is an ordinary stage-3 run with its full evidence. Results are kept in
+repeat index; each attempt at a trial (a retry is another attempt, not another trial) has the trial's id and
+its index as its id, and is an ordinary stage-3 run with its full evidence. Results are kept in
 RUNS_DIR/batches/<batch id>/ and a batch resumes where it stopped. See docs/batch.md.`
 }
 

@@ -306,6 +306,9 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 			continue
 		}
 		a := rec.Attempts[0]
+		if a.ID != batch.AttemptID(rec.Trial.ID, 1) {
+			t.Errorf("trial %s: attempt id %q", rec.Trial.ID, a.ID)
+		}
 		if a.Outcome != batch.OutcomePass || !a.EvidenceValid || !a.Signed {
 			t.Errorf("trial %s: %s, evidence valid %v, signed %v: %v", rec.Trial.ID, a.Outcome, a.EvidenceValid, a.Signed, a.EvidenceErrors)
 		}
@@ -427,13 +430,13 @@ func TestObjectDigestChecked(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				name := natsexec.ObjectName(req.Trial.ID, req.Attempt, pub.ID)
+				name := natsexec.ObjectName(req.AttemptID, pub.ID)
 				if _, err := obj.PutBytes(ctx, name, data); err != nil {
 					t.Error(err)
 					return
 				}
 				other := sha256.Sum256(append(data, 0))
-				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
+				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: req.AttemptID,
 					Worker: pub.ID, RunID: a.RunID, Object: name, SHA256: hex.EncodeToString(other[:]), Size: int64(len(data))})
 				if _, err := js.Publish(ctx, natsexec.ResultsPrefix+req.Trial.BatchID, res); err != nil {
 					t.Error(err)
