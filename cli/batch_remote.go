@@ -52,7 +52,7 @@ directory (without the fixture copy) to the JetStream object store. While a tria
 in-progress acks; if it dies, the trial goes to another worker after the ack wait.
 
 Needs: a signing key (CTO_HARNESS_SIGNING_KEY_FILE or the config's signing.key_file) whose public key the
-coordinator lists with --worker-key; the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
+coordinator lists (its config's signing.worker_keys, or --worker-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
 the batch's sources at the same paths as on the coordinator, owned in this machine's config. Stages 1 and
 2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
 trial back and stops. See docs/batch.md.`
