@@ -385,7 +385,8 @@ func TestFullDiskWorkerRetriedElsewhere(t *testing.T) {
 }
 
 // A result whose archive is not the one the worker announced is refused:
-// the coordinator checks the digest of what it downloaded.
+// the coordinator checks the digest of what it downloaded. So is one that
+// answers another attempt than the one requested.
 func TestObjectDigestChecked(t *testing.T) {
 	w := newWorld(t, 1)
 	signer, pub, _ := w.key(t, "w")
@@ -399,6 +400,7 @@ func TestObjectDigestChecked(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	local := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "liar"), w.owned, signer).Local
 	local.Worker = pub.ID
+	sent := 0
 	go func() {
 		ctx := context.Background()
 		cons, err := js.Consumer(ctx, natsexec.TrialsStream, natsexec.WorkerConsumer)
@@ -436,7 +438,11 @@ func TestObjectDigestChecked(t *testing.T) {
 					return
 				}
 				other := sha256.Sum256(append(data, 0))
-				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: req.AttemptID,
+				answers := req.AttemptID
+				if sent++; sent == 1 {
+					answers = batch.AttemptID(req.Trial.ID, req.Attempt+1) // first: claims the next attempt
+				}
+				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: answers,
 					Worker: pub.ID, RunID: a.RunID, Object: name, SHA256: hex.EncodeToString(other[:]), Size: int64(len(data))})
 				if _, err := js.Publish(ctx, natsexec.ResultsPrefix+req.Trial.BatchID, res); err != nil {
 					t.Error(err)
@@ -451,7 +457,8 @@ func TestObjectDigestChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := w.records(t)[0]
-	if len(rec.Refused) != 2 || !strings.Contains(rec.Refused[0].Reason, "archive digest") {
+	if len(rec.Refused) != 2 || !strings.Contains(rec.Refused[0].Reason, "answers attempt \""+batch.AttemptID(rec.Trial.ID, 2)) ||
+		!strings.Contains(rec.Refused[1].Reason, "archive digest") {
 		t.Fatalf("refusals %+v", rec.Refused)
 	}
 }
