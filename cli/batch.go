@@ -217,7 +217,7 @@ func progressPrinter(w io.Writer) func(batch.Event) {
 		case "retry":
 			fmt.Fprintf(w, "%s %s: retrying after %s\n", head, term(name), term(e.Attempt.Outcome))
 		case "done":
-			fmt.Fprintf(w, "%s %s: %s in attempt %d (%s)\n", head, term(name), term(e.Attempt.Outcome), e.Attempt.N, term(e.Attempt.RunDir))
+			fmt.Fprintf(w, "%s %s: %s in attempt %d (%s, run %s)\n", head, term(name), term(e.Attempt.Outcome), e.Attempt.N, term(e.Attempt.ID), term(e.Attempt.RunDir))
 		}
 	}
 }
