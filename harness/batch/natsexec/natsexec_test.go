@@ -463,6 +463,40 @@ func TestObjectDigestChecked(t *testing.T) {
 	}
 }
 
+// A request whose attempt id is not its trial's attempt (a forged request,
+// or one from a coordinator of another version) is dropped, not run.
+func TestRequestWithForeignAttemptIDDropped(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	co := w.coordinator(t, 3*time.Second, pub)
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	tr := w.plan.Trials[0]
+	forged, _ := json.Marshal(natsexec.Request{RequestID: "forged", Trial: tr, Attempt: 1, AttemptID: batch.AttemptID(tr.ID, 2)})
+	if _, err := js.Publish(context.Background(), natsexec.TrialsPrefix+tr.BatchID, forged); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var taken []string
+	w.inProcess(t, "w", signer, "", func(r natsexec.Request) {
+		mu.Lock()
+		taken = append(taken, r.RequestID)
+		mu.Unlock()
+	})
+	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
+		t.Fatalf("done %d: %v", c.Done, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(taken) != 1 || taken[0] == "forged" {
+		t.Errorf("the worker took requests %v; want only the coordinator's", taken)
+	}
+}
+
 // A stopped coordinator leaves no request in the queue: nothing runs for a
 // batch nobody waits for, and nothing was recorded.
 func TestStoppedBatchWithdrawsRequests(t *testing.T) {

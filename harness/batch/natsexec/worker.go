@@ -73,8 +73,16 @@ func (w Worker) Run(ctx context.Context) error {
 
 func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string) {
 	var req Request
-	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.RequestID == "" || req.Trial.ID == "" || req.AttemptID != batch.AttemptID(req.Trial.ID, req.Attempt) {
-		fmt.Fprintf(w.Log, "worker %s: a trial message that does not decode was dropped: %v\n", keyID, err)
+	err := json.Unmarshal(msg.Data(), &req)
+	if err == nil && (req.RequestID == "" || req.Trial.ID == "") {
+		err = errors.New("it names no request or trial")
+	}
+	if err == nil && req.AttemptID != batch.AttemptID(req.Trial.ID, req.Attempt) {
+		// A coordinator of another version, or a forged request.
+		err = fmt.Errorf("its attempt id %q is not attempt %d of trial %s", req.AttemptID, req.Attempt, req.Trial.ID)
+	}
+	if err != nil {
+		fmt.Fprintf(w.Log, "worker %s: a trial message was dropped: %v\n", keyID, err)
 		_ = msg.Term()
 		return
 	}
