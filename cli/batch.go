@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/batch"
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -33,7 +34,8 @@ type BatchCmd struct {
 func (BatchCmd) Help() string {
 	return `A batch spec (JSON, schemas/batch-spec.schema.json) lists sources, tasks, agents and repeats; each
 combination is a trial with an id derived from the source's HEAD, the task's digest, the agent and the
-repeat index, and each trial is an ordinary stage-3 run with its full evidence. Results are kept in
+repeat index; each attempt at a trial (a retry is another attempt, not another trial) has the trial's id and
+its index as its id, and is an ordinary stage-3 run with its full evidence. Results are kept in
 RUNS_DIR/batches/<batch id>/ and a batch resumes where it stopped. See docs/batch.md.`
 }
 
@@ -42,7 +44,7 @@ type BatchRunCmd struct {
 	Spec        string        `arg:"" type:"existingfile" help:"The batch spec file." placeholder:"SPEC"`
 	Concurrency int           `name:"concurrency" help:"Trials at once (default: the spec's concurrency, else one per core and per 2 GiB of available memory)."`
 	NATS        string        `name:"nats" help:"Publish the trials to this NATS JetStream server and let 'cto-harness worker' processes run them (see docs/batch.md)." placeholder:"URL"`
-	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM); a result is counted only when signed by one of these; repeatable."`
+	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM), besides the config's signing.worker_keys; a result is counted only when signed by one of these; repeatable."`
 	AckWait     time.Duration `name:"ack-wait" default:"2m" help:"With --nats: how long a worker may go silent before its trial is given to another worker."`
 }
 
@@ -96,12 +98,12 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 	var runner batch.Runner
 	verify := localVerifier(set, keys)
 	if c.NATS != "" {
-		workers, err := attest.LoadPublicKeys(c.WorkerKeys)
+		workers, err := workerKeys(cfg, c.WorkerKeys)
 		if err != nil {
-			return usagef("worker key: %v", err)
+			return err
 		}
 		if len(workers) == 0 {
-			return usagef("--nats needs at least one --worker-key: a worker's result is counted only when its signature verifies")
+			return usagef("--nats needs at least one worker key (--worker-key FILE, or signing.worker_keys in the config): a worker's result is counted only when its signature verifies")
 		}
 		co, err := newCoordinator(env, set, st, plan, workers, c.NATS, c.AckWait)
 		if err != nil {
@@ -124,7 +126,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			return fmt.Errorf("a batch runs stage-3 trials, which need stages 1 and 2 validated in %s: %w; run 'cto-harness demo' or 'cto-harness validate-stage 2' there", runs, err)
 		}
 		runner = batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: validators.StageRunVerifier(set), Signing: keys}}
+			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self)}}
 		if conc == 0 {
 			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
 		}
@@ -215,7 +217,7 @@ func progressPrinter(w io.Writer) func(batch.Event) {
 		case "retry":
 			fmt.Fprintf(w, "%s %s: retrying after %s\n", head, term(name), term(e.Attempt.Outcome))
 		case "done":
-			fmt.Fprintf(w, "%s %s: %s in attempt %d (%s)\n", head, term(name), term(e.Attempt.Outcome), e.Attempt.N, term(e.Attempt.RunDir))
+			fmt.Fprintf(w, "%s %s: %s in attempt %d (%s, run %s)\n", head, term(name), term(e.Attempt.Outcome), e.Attempt.N, term(e.Attempt.ID), term(e.Attempt.RunDir))
 		}
 	}
 }
@@ -407,7 +409,7 @@ func batchDirArg(g *Globals, env *Env, set *schemas.Set, arg string) (string, er
 // BatchVerifyCmd is `cto-harness batch verify DIR`.
 type BatchVerifyCmd struct {
 	Dir              string   `arg:"" help:"A batch directory (RUNS_DIR/batches/<batch id>, here or copied elsewhere with its runs), or the batch's spec file." placeholder:"DIR"`
-	WorkerKeys       []string `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"A worker's public key (PEM), for the runs workers made; repeatable."`
+	WorkerKeys       []string `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"A worker's public key (PEM), for the runs workers made, besides the config's signing.worker_keys; repeatable."`
 	RequireSignature bool     `name:"require-signature" help:"Fail an unsigned summary or trial run, or one no given key verifies, even where the config disables signing."`
 	AllowUnsigned    bool     `name:"allow-unsigned" help:"Accept an unsigned summary, and trial runs no trusted key signed, as unverified."`
 	JSON             bool     `name:"json" help:"Print one JSON line: ok, batch_id, signed_by, trials_checked, errors."`
@@ -418,7 +420,7 @@ func (BatchVerifyCmd) Help() string {
 	return `Checks batch.json against its schema and batch.dsse.json against the trusted keys (--pubkey, the
 config's signing.trusted_keys); validates every finished trial's run in full (found through its report
 link, so a copied batch directory works when the runs were copied along), against the same keys and the
---worker-key keys; derives each trial's outcome again from its run; and recounts passes and outcomes per
+worker keys (--worker-key, the config's signing.worker_keys); derives each trial's outcome again from its run; and recounts passes and outcomes per
 agent and task. A signature by a trusted key is required on the summary and on every trial run unless
 --allow-unsigned (or the config's signing.disabled) is given. Exit status: 0 everything holds, 1
 something does not, 2 bad input.`
@@ -434,9 +436,9 @@ func (c *BatchVerifyCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	workers, err := attest.LoadPublicKeys(c.WorkerKeys)
+	workers, err := workerKeys(cfg, c.WorkerKeys)
 	if err != nil {
-		return usagef("worker key: %v", err)
+		return err
 	}
 	dir, err := batchDirArg(g, env, set, c.Dir)
 	if err != nil {
@@ -465,4 +467,14 @@ func (c *BatchVerifyCmd) Run(g *Globals, env *Env) error {
 		return exitError{ExitFailed}
 	}
 	return nil
+}
+
+// workerKeys loads the batch workers' public keys: the config's
+// signing.worker_keys and the --worker-key files.
+func workerKeys(cfg config.Config, flags []string) ([]attest.PublicKey, error) {
+	keys, err := attest.LoadPublicKeys(append(append([]string{}, cfg.Signing.WorkerKeys...), flags...))
+	if err != nil {
+		return nil, usagef("worker key (--worker-key or the config's signing.worker_keys): %v", err)
+	}
+	return keys, nil
 }

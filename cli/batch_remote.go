@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/batch"
 	"github.com/cto-harness/cto-harness/harness/batch/natsexec"
 	"github.com/cto-harness/cto-harness/harness/display"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -51,7 +52,7 @@ directory (without the fixture copy) to the JetStream object store. While a tria
 in-progress acks; if it dies, the trial goes to another worker after the ack wait.
 
 Needs: a signing key (CTO_HARNESS_SIGNING_KEY_FILE or the config's signing.key_file) whose public key the
-coordinator lists with --worker-key; the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
+coordinator lists (its config's signing.worker_keys, or --worker-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
 the batch's sources at the same paths as on the coordinator, owned in this machine's config. Stages 1 and
 2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
 trial back and stops. See docs/batch.md.`
@@ -80,7 +81,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
 	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr},
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: validators.StageRunVerifier(set), Signing: keys}}}
+			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self)}}}
 	if err := w.Run(env.Ctx); err != nil {
 		return usageError{err}
 	}

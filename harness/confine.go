@@ -33,7 +33,11 @@ func (r *run) probeSandbox() {
 		}
 		return
 	}
-	r.facts = sandbox.ProbeWith(r.o.SelfExe)
+	if r.o.SandboxProbe != nil {
+		r.facts = r.o.SandboxProbe()
+	} else {
+		r.facts = sandbox.ProbeWith(r.o.SelfExe)
+	}
 	if !r.facts.Available() {
 		rec.NotEnforcedReason = r.facts.Reason
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepGate,

@@ -22,6 +22,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -101,6 +102,11 @@ type Options struct {
 	// Signing holds the key that signs the run's attestation (nil: unsigned)
 	// and the keys the gate trusts for the previous stage's record.
 	Signing attest.Keys
+
+	// SandboxProbe, when set, answers what the sandbox can enforce instead
+	// of probing the kernel for this run: a batch probes once for all its
+	// trials (sandbox.Reuse).
+	SandboxProbe func() sandbox.Facts
 
 	// Sync replaces fsync(2) for the run's evidence (evidence.Syncer): the
 	// benchmark times it. A run with one never qualifies as stage evidence.

@@ -1323,5 +1323,5 @@ func batchSummary() batch.Summary {
 		Cells:  []batch.Cell{{Agent: "fake", Task: "note", Totals: tot, PassAtK: []batch.PassAtK{{K: 1, Value: 0.5}, {K: 2, Value: 1}}}},
 		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5}},
 		TrialList: []batch.TrialRow{{TrialID: "t-0123456789abcdef0123", Source: "/src/a", SourceHead: hashA[:40], Task: "note", Agent: "fake", Repeat: 1,
-			Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}}}
+			AttemptID: "t-0123456789abcdef0123-a1", Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}}}
 }

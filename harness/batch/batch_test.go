@@ -94,7 +94,7 @@ func newWorld(t *testing.T, sources int) *world {
 		}
 		w.sources = append(w.sources, src)
 	}
-	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe)}
 	return w
 }
 
@@ -161,6 +161,10 @@ func TestRetriesOnlyInfraAndModelFailures(t *testing.T) {
 		if tr.Agent.Name == "broken" {
 			want = batch.OutcomeAgentFailed // a result, not retried although attempts remain
 		}
+		// Each attempt has its own id; the trial keeps its own.
+		if rec.Trial.ID != tr.ID || rec.Attempts[0].ID != batch.AttemptID(tr.ID, 1) || rec.Attempts[1].ID != batch.AttemptID(tr.ID, 2) {
+			t.Errorf("%s: trial %s, attempt ids %q and %q", tr.Agent.Name, rec.Trial.ID, rec.Attempts[0].ID, rec.Attempts[1].ID)
+		}
 		if got := rec.Attempts[1].Outcome; got != want || !rec.Attempts[1].EvidenceValid {
 			t.Errorf("%s: second attempt %s (valid %v), want %s", tr.Agent.Name, got, rec.Attempts[1].EvidenceValid, want)
 		}
@@ -171,6 +175,11 @@ func TestRetriesOnlyInfraAndModelFailures(t *testing.T) {
 	}
 	if !sum.Complete || sum.Cells[0].Passes != 1 || sum.Cells[0].Attempts != 2 || sum.Cells[1].Outcomes.AgentFailed != 1 {
 		t.Errorf("summary %+v", sum.Cells)
+	}
+	for _, row := range sum.TrialList {
+		if row.AttemptID != batch.AttemptID(row.TrialID, 2) {
+			t.Errorf("trial %s: the summary names attempt %q, want the second", row.TrialID, row.AttemptID)
+		}
 	}
 	if _, err := batch.WriteSummary(context.Background(), st, sum, w.set, nil); err != nil {
 		t.Fatal(err)
@@ -281,6 +290,50 @@ func TestTrialIDs(t *testing.T) {
 	b.Model = "other"
 	if id := batch.TrialID(a.Source, a.SourceHead, a.TaskDigest, b, a.Repeat); id == a.ID {
 		t.Error("another model keeps the trial id")
+	}
+}
+
+// An attempt's id is the trial's and its index: deterministic, distinct per
+// attempt. A record whose attempts are misnumbered is refused; one written
+// before attempts had ids gets them on load.
+func TestAttemptIDs(t *testing.T) {
+	w := newWorld(t, 1)
+	p := w.plan(t, batch.Spec{Name: "attempts", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}}, Agents: []batch.Agent{{Name: "a"}}, Repeats: 2})
+	t1, t2 := p.Trials[0].ID, p.Trials[1].ID
+	ids := map[string]bool{}
+	for _, id := range []string{batch.AttemptID(t1, 1), batch.AttemptID(t1, 2), batch.AttemptID(t2, 1), batch.AttemptID(t2, 2)} {
+		if ids[id] || !strings.HasPrefix(id, "t-") {
+			t.Errorf("attempt id %q repeats or is malformed", id)
+		}
+		ids[id] = true
+	}
+	if batch.AttemptID(t1, 2) != batch.AttemptID(t1, 2) || !strings.HasPrefix(batch.AttemptID(t1, 2), t1) {
+		t.Errorf("attempt id %q is not derived from trial %s", batch.AttemptID(t1, 2), t1)
+	}
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(st.Dir, "trials", t1+".json")
+	write := func(attempts string) {
+		t.Helper()
+		tr, _ := json.Marshal(p.Trials[0])
+		if err := os.WriteFile(path, []byte(`{"trial":`+string(tr)+`,"attempts":`+attempts+`,"refused":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{"attempt":1,"outcome":"infra_failed"},{"attempt":2,"outcome":"pass"}]`)
+	rec, err := st.Load(p.Trials[0])
+	if err != nil || rec.Attempts[0].ID != batch.AttemptID(t1, 1) || rec.Attempts[1].ID != batch.AttemptID(t1, 2) {
+		t.Errorf("a record without attempt ids: %v, %+v", err, rec.Attempts)
+	}
+	write(`[{"attempt":1,"attempt_id":"` + batch.AttemptID(t2, 1) + `","outcome":"pass"}]`)
+	if _, err := st.Load(p.Trials[0]); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("another trial's attempt in the record: %v", err)
+	}
+	write(`[{"attempt":2,"outcome":"pass"}]`)
+	if _, err := st.Load(p.Trials[0]); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a misnumbered attempt: %v", err)
 	}
 }
 
@@ -405,6 +458,7 @@ func TestVerifyDir(t *testing.T) {
 	for i := range s.TrialList {
 		s.TrialList[i].Outcome = "pass"
 	}
+	s.TrialList[0].AttemptID = batch.AttemptID(s.TrialList[0].TrialID, 2) // an attempt that was never made
 	for i := range s.Cells {
 		s.Cells[i].Passes, s.Cells[i].Outcomes = 1, batch.OutcomeCounts{Pass: 1}
 	}
@@ -413,7 +467,8 @@ func TestVerifyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := batch.VerifyDir(context.Background(), dir, w.set, opts)
-	if v.OK || !anyContains(v.Errors, "changed after it was signed") || !anyContains(v.Errors, "batch.json says pass, its run says agent_failed") {
+	if v.OK || !anyContains(v.Errors, "changed after it was signed") || !anyContains(v.Errors, "batch.json says pass, its run says agent_failed") ||
+		!anyContains(v.Errors, "names attempt") {
 		t.Errorf("an edited summary: %+v", v)
 	}
 	// Unsigned, the edit is still caught by the runs themselves.

@@ -152,7 +152,7 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 			a = Attempt{Outcome: OutcomeInfraFailed, OutcomeSource: "the harness could not make the run", Note: err.Error(),
 				Blockers: []string{}, EvidenceErrors: []string{err.Error()}}
 		}
-		a.N = n
+		a.N, a.ID = n, AttemptID(rec.Trial.ID, n)
 		for _, r := range a.Refused {
 			r.Attempt = n
 			rec.Refused = append(rec.Refused, r)

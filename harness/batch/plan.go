@@ -43,13 +43,25 @@ type Plan struct {
 }
 
 // TrialID is derived from what makes a trial the trial it is: the source's
-// path and HEAD commit (two checkouts of one commit are two sources), the task's digest, the agent (name, kind, model, scenario) and
-// the repeat index. The same spec over the same commits plans the same ids,
-// which is what resume and the NATS path's exactly-once counting key on.
+// path and HEAD commit (two checkouts of one commit are two sources), the
+// task's digest, the agent (name, kind, model, scenario) and the repeat
+// index. Retries of a trial keep its id (each attempt has its own,
+// AttemptID). The same spec over the same commits plans the same ids, which
+// is what resume and the NATS path's exactly-once counting key on.
 func TrialID(source, sourceHead, taskDigest string, a Agent, repeat int) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "cto-harness trial v1\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%s\x00%d", source, sourceHead, taskDigest, a.Name, a.Kind, a.Model+"\x00"+a.Scripted, a.Scenario, repeat)
 	return "t-" + hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// AttemptID names one attempt of a trial: the trial's id and the attempt's
+// index (1, 2, ...). The trial is what is counted (pass@k is over trials);
+// the attempt is what ran, and its id is what a worker's result, the
+// archive it uploads and a trial record's attempt are keyed by. It is as
+// deterministic as the trial id: the second attempt of a trial has the same
+// id in every run of the spec.
+func AttemptID(trialID string, attempt int) string {
+	return fmt.Sprintf("%s-a%d", trialID, attempt)
 }
 
 // MakePlan resolves every source's HEAD and every task's spec and lists the

@@ -12,6 +12,7 @@ import (
 
 // Attempt is one run of a trial, kept whatever came of it.
 type Attempt struct {
+	ID             string    `json:"attempt_id"` // AttemptID(trial id, N)
 	N              int       `json:"attempt"`
 	RunID          string    `json:"run_id"`
 	RunDir         string    `json:"run_dir"`
@@ -107,6 +108,15 @@ func (s Store) Load(t Trial) (TrialRecord, error) {
 		return rec, fmt.Errorf("trial record %s names trial %s", s.trialPath(t.ID), rec.Trial.ID)
 	}
 	rec.Trial = t // the plan's trial, not the stored copy, is what runs
+	for i := range rec.Attempts {
+		a := &rec.Attempts[i]
+		want := AttemptID(t.ID, i+1)
+		if a.N != i+1 || (a.ID != "" && a.ID != want) {
+			return rec, fmt.Errorf("trial record %s is damaged: its attempt %d is numbered %d with id %q, not %d with id %s; move it away to run the trial again",
+				s.trialPath(t.ID), i+1, a.N, a.ID, i+1, want)
+		}
+		a.ID = want // records written before attempts had ids
+	}
 	if rec.Attempts == nil {
 		rec.Attempts = []Attempt{}
 	}

@@ -115,6 +115,9 @@ type TrialRow struct {
 	Task       string `json:"task"`
 	Agent      string `json:"agent"`
 	Repeat     int    `json:"repeat"`
+	// AttemptID is the last attempt's (the one the row's run is of); ""
+	// when the trial has none.
+	AttemptID string `json:"attempt_id"`
 	// Outcome is the last attempt's, or "pending" when the trial has none.
 	Outcome    string `json:"outcome"`
 	Final      bool   `json:"final"`
@@ -162,6 +165,7 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 		row := TrialRow{TrialID: t.ID, Source: t.Source, SourceHead: t.SourceHead, Task: t.Task, Agent: t.Agent.Name, Repeat: t.Repeat,
 			Outcome: Pending, Final: final, Attempts: len(rec.Attempts), Refused: len(rec.Refused)}
 		if l := rec.Last(); l != nil {
+			row.AttemptID = l.ID
 			row.Outcome, row.RunID, row.RunDir, row.Worker, row.KeyID = string(l.Outcome), l.RunID, l.RunDir, l.Worker, l.KeyID
 			if l.RunDir != "" {
 				if rel, err := filepath.Rel(st.Dir, filepath.Join(l.RunDir, evidence.ReportHTML)); err == nil {

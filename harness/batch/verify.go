@@ -80,6 +80,9 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 		if row.Outcome == string(OutcomePass) {
 			t.Passes++
 		}
+		if row.AttemptID != AttemptID(row.TrialID, row.Attempts) {
+			fail("trial %s: batch.json names attempt %q, its last attempt (of %d) is %s", row.TrialID, row.AttemptID, row.Attempts, AttemptID(row.TrialID, row.Attempts))
+		}
 		if row.ReportHTML == "" {
 			fail("trial %s is final but names no run", row.TrialID)
 			continue

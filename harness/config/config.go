@@ -142,6 +142,14 @@ type EnvVar struct {
 type Signing struct {
 	KeyFile     string   `json:"key_file,omitempty"`
 	TrustedKeys []string `json:"trusted_keys,omitempty"`
+	// WorkerKeys are the batch workers' public keys: a coordinator counts a
+	// worker's run only when one of them signed it. They are kept apart from
+	// TrustedKeys, which vouch for this machine's own runs and stage records:
+	// a worker key must not let a worker's run pass as one made here. They
+	// live here and not in a batch spec because trust is the machine
+	// operator's decision, and a spec's digest is its batch's id (rotating a
+	// worker key must not make a new batch).
+	WorkerKeys []string `json:"worker_keys,omitempty"`
 	// Disabled is the one way to run unsigned: evidence is signed by
 	// default (a machine key is created on first use), so turning that off
 	// is an explicit, explained choice that health reports.
@@ -215,7 +223,7 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 }
 
 func (c Config) signingPaths() []string {
-	out := append([]string{}, c.Signing.TrustedKeys...)
+	out := append(append([]string{}, c.Signing.TrustedKeys...), c.Signing.WorkerKeys...)
 	if c.Signing.KeyFile != "" {
 		out = append(out, c.Signing.KeyFile)
 	}

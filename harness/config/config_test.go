@@ -14,16 +14,17 @@ func TestSigningConfig(t *testing.T) {
 	}
 	v := set.Validator(schemas.Config)
 	c, err := config.Parse([]byte(`{"owned_sources":[],"target_repository_roots":[],
-		"signing":{"key_file":"/k/signing.key","trusted_keys":["/k/old.pub","/k/new.pub"]}}`), "cfg", v)
+		"signing":{"key_file":"/k/signing.key","trusted_keys":["/k/old.pub","/k/new.pub"],"worker_keys":["/k/w1.pub"]}}`), "cfg", v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Signing.KeyFile != "/k/signing.key" || len(c.Signing.TrustedKeys) != 2 {
+	if c.Signing.KeyFile != "/k/signing.key" || len(c.Signing.TrustedKeys) != 2 || len(c.Signing.WorkerKeys) != 1 {
 		t.Errorf("signing = %+v", c.Signing)
 	}
 	for name, doc := range map[string]string{
 		"relative key file":      `{"owned_sources":[],"target_repository_roots":[],"signing":{"key_file":"k/signing.key"}}`,
 		"relative trusted key":   `{"owned_sources":[],"target_repository_roots":[],"signing":{"trusted_keys":["signing.pub"]}}`,
+		"relative worker key":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"worker_keys":["w1.pub"]}}`,
 		"unknown field":          `{"owned_sources":[],"target_repository_roots":[],"signing":{"key":"/k"}}`,
 		"disabled, no reason":    `{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true}}`,
 		"disabled, empty reason": `{"owned_sources":[],"target_repository_roots":[],"signing":{"disabled":true,"disabled_reason":""}}`,

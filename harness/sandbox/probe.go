@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -45,6 +46,33 @@ func Probe() Facts {
 		return Facts{LandlockABI: LandlockABI(), Reason: "cannot locate the harness executable: " + err.Error()}
 	}
 	return ProbeWith(self)
+}
+
+// Reuse returns a probe for many runs in one process (a batch): it probes
+// with ProbeWith(self) until the sandbox is found available and from then on
+// gives that answer, so the runs do not each start the six namespaced
+// processes a probe costs. A failed probe is never reused: a transient
+// failure does not block the runs after it. What the kernel allowed once it
+// allows later; should it not, the launcher fails and the run blocks.
+func Reuse(self string) func() Facts {
+	return reuse(func() Facts { return ProbeWith(self) })
+}
+
+func reuse(probe func() Facts) func() Facts {
+	var mu sync.Mutex
+	var found *Facts
+	return func() Facts {
+		mu.Lock()
+		defer mu.Unlock()
+		if found != nil {
+			return *found
+		}
+		f := probe()
+		if f.Available() {
+			found = &f
+		}
+		return f
+	}
 }
 
 // ProbeWith is Probe with an explicit launcher executable.

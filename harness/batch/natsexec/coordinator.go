@@ -120,8 +120,8 @@ func (co *Coordinator) deliver(msg jetstream.Msg) {
 	if ch == nil {
 		// A second answer to one request (the trial was redelivered and two
 		// workers finished it), or one to a request of an earlier run.
-		fmt.Fprintf(co.o.Log, "coordinator: result of trial %s attempt %d from worker %s not counted: its request was answered already or is not this run's\n",
-			r.TrialID, r.Attempt, r.Worker)
+		fmt.Fprintf(co.o.Log, "coordinator: result of attempt %s from worker %s not counted: its request was answered already or is not this run's\n",
+			r.AttemptID, r.Worker)
 		return
 	}
 	ch <- r
@@ -132,7 +132,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 	var refused []batch.Refusal
 	for len(refused) < co.o.MaxRefusals {
 		co.mu.Lock()
-		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, Avoid: append([]string(nil), co.avoid[t.ID]...)}
+		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, AttemptID: batch.AttemptID(t.ID, attempt), Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
 		co.mu.Unlock()
@@ -159,7 +159,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 		}
 		a, why := co.fetch(ctx, req, res)
 		if why != "" {
-			fmt.Fprintf(co.o.Log, "coordinator: refused the result of trial %s attempt %d from worker %s: %s\n", t.ID, attempt, res.Worker, why)
+			fmt.Fprintf(co.o.Log, "coordinator: refused the result of attempt %s from worker %s: %s\n", req.AttemptID, res.Worker, why)
 			refused = append(refused, batch.Refusal{Worker: res.Worker, Reason: why, At: co.o.Clock().UTC()})
 			continue
 		}
@@ -194,10 +194,10 @@ func (co *Coordinator) avoidWorker(trial, worker string) {
 
 // fetch downloads and checks one result; a non-empty reason refuses it.
 func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batch.Attempt, string) {
-	if res.BatchID != req.Trial.BatchID || res.TrialID != req.Trial.ID || res.Attempt != req.Attempt {
-		return batch.Attempt{}, fmt.Sprintf("it answers trial %s attempt %d of batch %s, not the request's", res.TrialID, res.Attempt, res.BatchID)
+	if res.BatchID != req.Trial.BatchID || res.TrialID != req.Trial.ID || res.Attempt != req.Attempt || res.AttemptID != req.AttemptID {
+		return batch.Attempt{}, fmt.Sprintf("it answers attempt %q (trial %s attempt %d) of batch %s, not the request's %s", res.AttemptID, res.TrialID, res.Attempt, res.BatchID, req.AttemptID)
 	}
-	if res.Object != ObjectName(res.TrialID, res.Attempt, res.Worker) {
+	if res.Object != ObjectName(req.AttemptID, res.Worker) {
 		return batch.Attempt{}, fmt.Sprintf("object name %q is not the trial's", res.Object)
 	}
 	obj, err := co.c.obj.Get(ctx, res.Object)

@@ -31,17 +31,17 @@ func dial(ctx context.Context, url, name string) (*conn, error) {
 	}
 	c := &conn{nc: nc, js: js}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: TrialsStream, Subjects: []string{TrialsPrefix + ">"},
-		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage}); err != nil {
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas(ctx, js, TrialsStream)}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("JetStream stream %s at %s (is JetStream enabled on the server?): %w", TrialsStream, url, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: ResultsStream, Subjects: []string{ResultsPrefix + ">"},
-		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 7 * 24 * time.Hour}); err != nil {
+		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 7 * 24 * time.Hour, Replicas: replicas(ctx, js, ResultsStream)}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("JetStream stream %s: %w", ResultsStream, err)
 	}
 	if c.obj, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: RunsBucket, Storage: jetstream.FileStorage,
-		Description: "cto-harness trial run directories (tar), keyed by trial id"}); err != nil {
+		Description: "cto-harness trial run directories (tar), keyed by attempt id and worker", Replicas: replicas(ctx, js, "OBJ_"+RunsBucket)}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("JetStream object store %s: %w", RunsBucket, err)
 	}
@@ -65,3 +65,16 @@ func (c *conn) workerConsumer(ctx context.Context, ackWait time.Duration, create
 }
 
 func (c *conn) close() { c.nc.Close() }
+
+// replicas is the replica count an existing stream has, so that binding to
+// it keeps what an operator set (nats stream edit --replicas 3 on a
+// cluster) instead of scaling it back to the server's default of one. A
+// stream that does not exist yet (0) gets one replica: the harness builds no
+// cluster.
+func replicas(ctx context.Context, js jetstream.JetStream, stream string) int {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	return s.CachedInfo().Config.Replicas
+}

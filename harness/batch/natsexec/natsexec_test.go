@@ -106,7 +106,7 @@ func newWorkerOn(set *schemas.Set, runs, owned string, signer *attest.Signer) na
 		panic(err)
 	}
 	return natsexec.Worker{Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: set,
-		VerifyRun: validators.StageRunVerifier(set), Signing: keys}}}
+		VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe)}}}
 }
 
 type world struct {
@@ -306,6 +306,9 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 			continue
 		}
 		a := rec.Attempts[0]
+		if a.ID != batch.AttemptID(rec.Trial.ID, 1) {
+			t.Errorf("trial %s: attempt id %q", rec.Trial.ID, a.ID)
+		}
 		if a.Outcome != batch.OutcomePass || !a.EvidenceValid || !a.Signed {
 			t.Errorf("trial %s: %s, evidence valid %v, signed %v: %v", rec.Trial.ID, a.Outcome, a.EvidenceValid, a.Signed, a.EvidenceErrors)
 		}
@@ -382,7 +385,8 @@ func TestFullDiskWorkerRetriedElsewhere(t *testing.T) {
 }
 
 // A result whose archive is not the one the worker announced is refused:
-// the coordinator checks the digest of what it downloaded.
+// the coordinator checks the digest of what it downloaded. So is one that
+// answers another attempt than the one requested.
 func TestObjectDigestChecked(t *testing.T) {
 	w := newWorld(t, 1)
 	signer, pub, _ := w.key(t, "w")
@@ -396,6 +400,7 @@ func TestObjectDigestChecked(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	local := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "liar"), w.owned, signer).Local
 	local.Worker = pub.ID
+	sent := 0
 	go func() {
 		ctx := context.Background()
 		cons, err := js.Consumer(ctx, natsexec.TrialsStream, natsexec.WorkerConsumer)
@@ -427,13 +432,17 @@ func TestObjectDigestChecked(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				name := natsexec.ObjectName(req.Trial.ID, req.Attempt, pub.ID)
+				name := natsexec.ObjectName(req.AttemptID, pub.ID)
 				if _, err := obj.PutBytes(ctx, name, data); err != nil {
 					t.Error(err)
 					return
 				}
 				other := sha256.Sum256(append(data, 0))
-				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
+				answers := req.AttemptID
+				if sent++; sent == 1 {
+					answers = batch.AttemptID(req.Trial.ID, req.Attempt+1) // first: claims the next attempt
+				}
+				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: answers,
 					Worker: pub.ID, RunID: a.RunID, Object: name, SHA256: hex.EncodeToString(other[:]), Size: int64(len(data))})
 				if _, err := js.Publish(ctx, natsexec.ResultsPrefix+req.Trial.BatchID, res); err != nil {
 					t.Error(err)
@@ -448,8 +457,43 @@ func TestObjectDigestChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := w.records(t)[0]
-	if len(rec.Refused) != 2 || !strings.Contains(rec.Refused[0].Reason, "archive digest") {
+	if len(rec.Refused) != 2 || !strings.Contains(rec.Refused[0].Reason, "answers attempt \""+batch.AttemptID(rec.Trial.ID, 2)) ||
+		!strings.Contains(rec.Refused[1].Reason, "archive digest") {
 		t.Fatalf("refusals %+v", rec.Refused)
+	}
+}
+
+// A request whose attempt id is not its trial's attempt (a forged request,
+// or one from a coordinator of another version) is dropped, not run.
+func TestRequestWithForeignAttemptIDDropped(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	co := w.coordinator(t, 3*time.Second, pub)
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	tr := w.plan.Trials[0]
+	forged, _ := json.Marshal(natsexec.Request{RequestID: "forged", Trial: tr, Attempt: 1, AttemptID: batch.AttemptID(tr.ID, 2)})
+	if _, err := js.Publish(context.Background(), natsexec.TrialsPrefix+tr.BatchID, forged); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var taken []string
+	w.inProcess(t, "w", signer, "", func(r natsexec.Request) {
+		mu.Lock()
+		taken = append(taken, r.RequestID)
+		mu.Unlock()
+	})
+	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
+		t.Fatalf("done %d: %v", c.Done, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(taken) != 1 || taken[0] == "forged" {
+		t.Errorf("the worker took requests %v; want only the coordinator's", taken)
 	}
 }
 

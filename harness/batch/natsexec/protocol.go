@@ -38,6 +38,7 @@ type Request struct {
 	RequestID string      `json:"request_id"` // one per publish; a result answers one
 	Trial     batch.Trial `json:"trial"`
 	Attempt   int         `json:"attempt"`
+	AttemptID string      `json:"attempt_id"` // batch.AttemptID(trial id, attempt)
 	// Avoid lists workers (key ids) whose attempt at this trial failed for
 	// infrastructure reasons; they leave it to others while others exist.
 	Avoid []string `json:"avoid,omitempty"`
@@ -50,6 +51,7 @@ type Result struct {
 	BatchID   string `json:"batch_id"`
 	TrialID   string `json:"trial_id"`
 	Attempt   int    `json:"attempt"`
+	AttemptID string `json:"attempt_id"`
 	Worker    string `json:"worker"` // the worker's key id, as it claims
 	RunID     string `json:"run_id"`
 	Object    string `json:"object"` // object store key; "" when Error is set
@@ -58,11 +60,11 @@ type Result struct {
 	Error     string `json:"error,omitempty"` // the worker could not make the run
 }
 
-// ObjectName is a result archive's key: the trial id, the attempt and the
-// worker, so that two workers finishing one redelivered trial do not
-// overwrite each other.
-func ObjectName(trialID string, attempt int, worker string) string {
-	return fmt.Sprintf("%s.a%d.%s.tar", trialID, attempt, worker)
+// ObjectName is a result archive's key: the attempt id (the trial id and
+// the attempt's index) and the worker, so that two workers finishing one
+// redelivered attempt do not overwrite each other.
+func ObjectName(attemptID, worker string) string {
+	return fmt.Sprintf("%s.%s.tar", attemptID, worker)
 }
 
 func newID() string {

@@ -73,8 +73,16 @@ func (w Worker) Run(ctx context.Context) error {
 
 func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string) {
 	var req Request
-	if err := json.Unmarshal(msg.Data(), &req); err != nil || req.RequestID == "" || req.Trial.ID == "" {
-		fmt.Fprintf(w.Log, "worker %s: a trial message that does not decode was dropped: %v\n", keyID, err)
+	err := json.Unmarshal(msg.Data(), &req)
+	if err == nil && (req.RequestID == "" || req.Trial.ID == "") {
+		err = errors.New("it names no request or trial")
+	}
+	if err == nil && req.AttemptID != batch.AttemptID(req.Trial.ID, req.Attempt) {
+		// A coordinator of another version, or a forged request.
+		err = fmt.Errorf("its attempt id %q is not attempt %d of trial %s", req.AttemptID, req.Attempt, req.Trial.ID)
+	}
+	if err != nil {
+		fmt.Fprintf(w.Log, "worker %s: a trial message was dropped: %v\n", keyID, err)
 		_ = msg.Term()
 		return
 	}
@@ -144,7 +152,7 @@ func describeResult(r Result) string {
 
 // run makes the run and uploads it; a failure is reported in the result.
 func (w Worker) run(ctx context.Context, c *conn, req Request, keyID string) Result {
-	res := Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, Worker: keyID}
+	res := Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: req.AttemptID, Worker: keyID}
 	a, err := w.Local.RunTrial(ctx, req.Trial, req.Attempt)
 	if err != nil {
 		res.Error = err.Error()
@@ -171,7 +179,7 @@ func (w Worker) run(ctx context.Context, c *conn, req Request, keyID string) Res
 		res.Error = err.Error()
 		return res
 	}
-	res.Object = ObjectName(req.Trial.ID, req.Attempt, keyID)
+	res.Object = ObjectName(req.AttemptID, keyID)
 	if _, err := c.obj.Put(ctx, jetstream.ObjectMeta{Name: res.Object, Description: "run " + a.RunID}, tmp); err != nil {
 		res.Error = "upload the run: " + err.Error()
 		res.Object = ""
