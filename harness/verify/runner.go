@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -236,6 +237,11 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			// did not run, and a rerun would not find it either.
 			a.Classification = ctoharness.TestNotRun
 			rec.Classification, rec.Reason = ctoharness.TestNotRun, notFoundReason(rec.StderrInline)
+		case res.ExitCode != nil && *res.ExitCode != 0 && goOffline(rec.StdoutInline+rec.StderrInline):
+			// go could not resolve a module offline: the host's cache
+			// lacks it, no test ran, and a rerun would not find it.
+			a.Classification = ctoharness.TestNotRun
+			rec.Classification, rec.Reason = ctoharness.TestNotRun, goOfflineReason(rec.StderrInline)
 		case res.ExitCode != nil && *res.ExitCode == 0:
 			a.Classification = ctoharness.TestPass
 			rec.Classification, rec.Reason = ctoharness.TestPass, ""
@@ -434,6 +440,31 @@ func RunWithPolicy(ctx context.Context, in Input, pol Policy, budget *Budget) (R
 	out, err := Execute(ctx, in, budget, pol.Profile.FlakeReruns)
 	out.Profile, out.Findings, out.Scripts, out.DangerousAllowed, out.Target = rec.Profile, rec.Findings, rec.Scripts, rec.DangerousAllowed, rec.Target
 	return out, err
+}
+
+// goOfflineLine is what go prints for a module it may not download: the
+// warm caches set GOPROXY=off (package warmcache).
+const goOfflineLine = "module lookup disabled by GOPROXY=off"
+
+// goOffline reports whether a failed verification's output shows that go
+// could not resolve a module offline. Whatever the output says, the run
+// still blocks: this only changes which blocker says why.
+func goOffline(output string) bool { return strings.Contains(output, goOfflineLine) }
+
+// goOfflineReason names the modules go tried to download (its "go:
+// downloading M V" lines) and says how to fill the host's cache.
+func goOfflineReason(stderr string) string {
+	var mods []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "go: downloading "); ok && !slices.Contains(mods, m) && len(mods) < 5 {
+			mods = append(mods, m)
+		}
+	}
+	reason := "a Go module is not in the host's module cache and the warm caches run offline (" + goOfflineLine + ")"
+	if len(mods) > 0 {
+		reason += ": " + strings.Join(mods, ", ")
+	}
+	return reason + "; no test ran: run `go mod download` (or the tests once) in the source on the host, then run again"
 }
 
 // ExitNotFound is the shell's exit status for a command it cannot find

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -465,5 +466,43 @@ func TestPreflightListsScripts(t *testing.T) {
 	}
 	if len(e.tracer.execs) != 0 {
 		t.Fatal("preflight started a process")
+	}
+}
+
+// A Go module missing from the warm caches, which run offline: go test
+// fails before any test runs. That is the environment (the host's cache),
+// not the code, so it is TEST_NOT_RUN with what to do, and not rerun
+// (stretchr/testify, whose objx the host had never downloaded, read as
+// TESTS_FAILED and ran twice).
+func TestGoModuleMissingOffline(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH")
+	}
+	e := newEnv(t)
+	files := map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.21\n\nrequire example.com/absent v1.0.0\n",
+		"m_test.go": "package m\n\nimport (\n\t\"testing\"\n\n\t_ \"example.com/absent\"\n)\n\nfunc TestX(t *testing.T) {}\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(e.fixture, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.input(t, "go test -count=1 ./...", time.Minute)
+	scratch := t.TempDir()
+	in.Env = []string{"PATH=" + filepath.Dir(goBin) + ":/usr/bin:/bin", "HOME=" + scratch, "GOCACHE=" + filepath.Join(scratch, "build"),
+		"GOMODCACHE=" + filepath.Join(scratch, "mod"), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}
+	rec, err := Execute(context.Background(), in, budget(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+		t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+	}
+	for _, want := range []string{"example.com/absent", "go mod download"} {
+		if !strings.Contains(rec.Reason, want) {
+			t.Errorf("reason %q does not name %q", rec.Reason, want)
+		}
 	}
 }
