@@ -506,3 +506,47 @@ func TestGoModuleMissingOffline(t *testing.T) {
 		}
 	}
 }
+
+// A crate whose dependency is not in cargo's local registry, run offline:
+// cargo stops before building. crates.io is not reachable from the
+// verification (dtolnay/itoa's own `cargo test --offline` read as
+// TESTS_FAILED and ran twice), so the reason says so and how to fetch.
+func TestCargoDependencyMissingOffline(t *testing.T) {
+	cargo, err := exec.LookPath("cargo")
+	if err != nil {
+		t.Skip("no cargo on PATH (rustup not installed)")
+	}
+	e := newEnv(t)
+	files := map[string]string{
+		"Cargo.toml": "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nabsent-crate-for-test = \"1\"\n",
+		"src/lib.rs": "",
+	}
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.fixture, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.fixture, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.input(t, "cargo test --offline", time.Minute)
+	scratch := t.TempDir()
+	in.Env = []string{"PATH=" + filepath.Dir(cargo) + ":/usr/bin:/bin", "HOME=" + scratch, "CARGO_HOME=" + filepath.Join(scratch, "cargo")}
+	if v := os.Getenv("RUSTUP_HOME"); v != "" {
+		in.Env = append(in.Env, "RUSTUP_HOME="+v)
+	} else if home, err := os.UserHomeDir(); err == nil {
+		in.Env = append(in.Env, "RUSTUP_HOME="+filepath.Join(home, ".rustup"))
+	}
+	rec, err := Execute(context.Background(), in, budget(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+		t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+	}
+	for _, want := range []string{"absent-crate-for-test", "cargo fetch"} {
+		if !strings.Contains(rec.Reason, want) {
+			t.Errorf("reason %q does not name %q", rec.Reason, want)
+		}
+	}
+}
