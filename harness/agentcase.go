@@ -594,7 +594,7 @@ func mergeKeys(have, add []string) []string {
 
 // agentAddressSpace is the address-space limit of an agent run unless the
 // task sets one: Node reserves large stretches of virtual memory for
-// WebAssembly (gemini-cli's HTTP parser fails to start under the default 32
+// WebAssembly (gemini-cli's HTTP parser fails to start under a 32
 // GiB), while what it actually uses stays small.
 const agentAddressSpace = 1 << 40
 

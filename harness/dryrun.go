@@ -186,7 +186,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if g, ok, err := warmGo(o); err != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
 	} else if ok && !o.Unsandboxed {
-		venv = append(venv, g.Env()...)
+		venv = replaceEnv(venv, g.Env())
 	}
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -76,9 +77,27 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 	case err != nil:
 		return fail("the setup command %q could not run: %v", s.Command, err)
 	case rec.Classification != ctoharness.TestPass:
-		return fail("the setup command %q did not succeed (%s%s); see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason), evidence.SetupLog)
+		return fail("the setup command %q did not succeed (%s%s)%s; see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason), r.unreachableSuffix(egress.CommandSetup), evidence.SetupLog)
 	}
 	return true
+}
+
+// unreachableSuffix says which allowed endpoints cmd could not reach: the
+// policy let the connection through and this machine's network failed it
+// (no route, a name that does not resolve), which no config change fixes.
+func (r *run) unreachableSuffix(cmd egress.Command) string {
+	if r.net == nil {
+		return ""
+	}
+	eps := r.net.fwd.Unreachable(cmd)
+	if len(eps) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, e := range eps {
+		parts = append(parts, e.Endpoint+" could not be reached from this machine ("+e.Reason+")")
+	}
+	return "; " + strings.Join(parts, "; ") + ": the network outside the harness, not the sandbox, stopped the connection (see network.jsonl)"
 }
 
 func reasonSuffix(reason string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/egress"
@@ -58,10 +59,30 @@ func (r *run) toolEnv(cmd egress.Command, env []string) []string {
 	// Unsandboxed, the host's caches would be written directly: they are
 	// offered only through the sandbox's overlays.
 	if g, ok, _ := warmGo(r.o); ok && !r.o.Unsandboxed {
-		env = append(env, g.Env()...)
-		sort.Strings(env)
+		env = replaceEnv(env, g.Env())
 	}
 	return env
+}
+
+// replaceEnv is env with each of set's variables in place of the one env
+// already has. Appending would leave two GOCACHE entries, and exec keeps
+// whichever sorts last: the scratch's, when the host's cache path sorts
+// first, so every command compiled from a cold cache.
+func replaceEnv(env, set []string) []string {
+	drop := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		drop[k] = true
+	}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, set...)
+	sort.Strings(out)
+	return out
 }
 
 // warmView adds the warm caches to a view whose command's scratch is

@@ -205,6 +205,18 @@ func TestWarmGoCaches(t *testing.T) {
 	if treeDigest(t, g.modCache) != modBefore || treeDigest(t, g.buildCache) != buildBefore {
 		t.Error("the run changed the host's Go caches")
 	}
+	// Each variable once: a second GOCACHE (the scratch's) made exec keep
+	// whichever sorted last, and the warm build cache went unused.
+	seen := map[string]bool{}
+	for _, k := range rep.Case.EnvKeys {
+		if seen[k] {
+			t.Errorf("Case's environment sets %s twice: %v", k, rep.Case.EnvKeys)
+		}
+		seen[k] = true
+	}
+	if !seen["GOCACHE"] {
+		t.Errorf("Case's environment has no GOCACHE: %v", rep.Case.EnvKeys)
+	}
 	log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
 	if !strings.Contains(string(log), "ok  \texample.com/app") {
 		t.Errorf("test.log:\n%s", log)

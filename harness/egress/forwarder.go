@@ -89,7 +89,11 @@ type Forwarder struct {
 	sessions  []*session
 	setupErrs []string
 	writeErrs []string
-	wg        sync.WaitGroup
+	// unreachable are the allowed endpoints that could not be reached,
+	// per command, with the first reason: the machine's network, not the
+	// policy, so a failing command's blocker can say so.
+	unreachable map[string][]Unreachable
+	wg          sync.WaitGroup
 }
 
 // New makes a forwarder; nothing listens until Serve or Attach.
@@ -137,6 +141,33 @@ func (f *Forwarder) fail(format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
 	f.setupErrs = append(f.setupErrs, msg)
 	f.summary.Errors = append(f.summary.Errors, msg)
+}
+
+// Unreachable is an allowed endpoint that could not be reached, with the
+// first reason.
+type Unreachable struct{ Endpoint, Reason string }
+
+// noteUnreachable records endpoint as unreachable for cmd, once, with its
+// first reason. Called with f.mu held.
+func (f *Forwarder) noteUnreachable(cmd, endpoint, reason string) {
+	if f.unreachable == nil {
+		f.unreachable = map[string][]Unreachable{}
+	}
+	for _, e := range f.unreachable[cmd] {
+		if e.Endpoint == endpoint {
+			return
+		}
+	}
+	if len(f.unreachable[cmd]) < 5 {
+		f.unreachable[cmd] = append(f.unreachable[cmd], Unreachable{endpoint, strings.TrimPrefix(reason, "the endpoint could not be reached: ")})
+	}
+}
+
+// Unreachable lists the allowed endpoints cmd could not reach so far.
+func (f *Forwarder) Unreachable(cmd Command) []Unreachable {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Unreachable(nil), f.unreachable[string(cmd)]...)
 }
 
 // Failures are the sessions that could not be set up and the records that
@@ -562,6 +593,7 @@ func (f *Forwarder) finish(a *attempt, decision, reason string) {
 		}
 	case Failed:
 		sum.Failed++
+		f.noteUnreachable(a.rec.Command, fmt.Sprintf("%s:%d", a.rec.Host, a.rec.Port), reason)
 	}
 	sum.BytesUp += a.rec.BytesUp
 	sum.BytesDown += a.rec.BytesDown

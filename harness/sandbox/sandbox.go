@@ -114,7 +114,8 @@ func DefaultRlimits() Rlimits {
 		FileSizeBytes:     4 << 30,
 		OpenFiles:         4096,
 		Processes:         2048,
-		AddressSpaceBytes: 32 << 30,
+		AddressSpaceBytes: 1 << 40, // V8 reserves ~10 GiB per WebAssembly memory
+
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 // viewBox is a box plus a host tree the view partly shows: sys/ is bound
@@ -503,5 +504,31 @@ func TestViewOverlay(t *testing.T) {
 	p.View.Overlays = []sandbox.Overlay{{Path: at, Lower: b.source, Upper: upper, Work: work}}
 	if _, err := p.View.Plan(p.Writable); err == nil {
 		t.Error("an overlay of the protected source was planned")
+	}
+}
+
+// A Node test runner under the limits a run gets when its task sets none:
+// V8 reserves about 10 GiB of address space per WebAssembly memory, and
+// vitest's workers each instantiate a few (jshttp/content-type's own
+// `npm test` failed "Out of memory: Cannot allocate Wasm memory" under a
+// 32 GiB limit while it passes on the host).
+func TestViewNodeWasmUnderDefaultLimits(t *testing.T) {
+	requireSandbox(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH")
+	}
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	d := task.DefaultLimits()
+	p.Rlimits = sandbox.Rlimits{CPUSeconds: d.CPUSeconds, FileSizeBytes: d.FileSizeBytes, OpenFiles: d.OpenFiles, Processes: d.Processes, AddressSpaceBytes: d.AddressSpaceBytes}
+	if sandbox.DefaultRlimits().AddressSpaceBytes != d.AddressSpaceBytes {
+		t.Errorf("the sandbox's default address-space limit %d differs from a task's %d", sandbox.DefaultRlimits().AddressSpaceBytes, d.AddressSpaceBytes)
+	}
+	env := backend.Env(b.scratchRoot, "", filepath.Dir(node)+":/usr/bin:/bin", b.source)
+	script := `const a = []; for (let i = 0; i < 6; i++) a.push(new WebAssembly.Memory({initial: 1})); console.log("wasm memories:", a.length)`
+	out := launchWith(t, p, b.fixture, opts{env: env}, node, "-e", script)
+	if out.code != 0 || !strings.Contains(out.stdout, "wasm memories: 6") {
+		t.Fatalf("six WebAssembly memories under the default limits: exit %d\nstdout %s\nstderr %s", out.code, out.stdout, out.stderr)
 	}
 }

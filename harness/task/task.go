@@ -238,7 +238,10 @@ func limits(l *SpecLimits) ctoharness.Limits {
 }
 
 // DefaultLimits are the rlimits used when a spec sets none: generous enough
-// for a compiler or a test suite, small enough to stop a runaway.
+// for a compiler or a test suite, small enough to stop a runaway. The
+// address-space limit is 1 TiB because V8 reserves about 10 GiB of address
+// space per WebAssembly memory (vitest and many Node test runners start
+// several), and a reservation is not memory in use.
 func DefaultLimits() ctoharness.Limits {
-	return ctoharness.Limits{CPUSeconds: 3600, FileSizeBytes: 4 << 30, OpenFiles: 4096, Processes: 2048, AddressSpaceBytes: 32 << 30}
+	return ctoharness.Limits{CPUSeconds: 3600, FileSizeBytes: 4 << 30, OpenFiles: 4096, Processes: 2048, AddressSpaceBytes: 1 << 40}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -236,6 +237,11 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			// did not run, and a rerun would not find it either.
 			a.Classification = ctoharness.TestNotRun
 			rec.Classification, rec.Reason = ctoharness.TestNotRun, notFoundReason(rec.StderrInline)
+		case res.ExitCode != nil && *res.ExitCode != 0 && offlineReason(rec.StdoutInline, rec.StderrInline) != "":
+			// A dependency could not be resolved without the network: no
+			// test ran, and a rerun would not find it either.
+			a.Classification = ctoharness.TestNotRun
+			rec.Classification, rec.Reason = ctoharness.TestNotRun, offlineReason(rec.StdoutInline, rec.StderrInline)
 		case res.ExitCode != nil && *res.ExitCode == 0:
 			a.Classification = ctoharness.TestPass
 			rec.Classification, rec.Reason = ctoharness.TestPass, ""
@@ -434,6 +440,57 @@ func RunWithPolicy(ctx context.Context, in Input, pol Policy, budget *Budget) (R
 	out, err := Execute(ctx, in, budget, pol.Profile.FlakeReruns)
 	out.Profile, out.Findings, out.Scripts, out.DangerousAllowed, out.Target = rec.Profile, rec.Findings, rec.Scripts, rec.DangerousAllowed, rec.Target
 	return out, err
+}
+
+// goOfflineLine is what go prints for a module it may not download: the
+// warm caches set GOPROXY=off (package warmcache).
+const goOfflineLine = "module lookup disabled by GOPROXY=off"
+
+// cargoOfflineLine is cargo's reminder after a dependency it could not
+// resolve offline.
+const cargoOfflineLine = "you're using offline mode (--offline)"
+
+// offlineReason reports, for a failed verification's output, that a
+// dependency could not be resolved without the network, and says which
+// and how to provide it ("" when the output shows no such failure).
+// Whatever the output says, the run still blocks: this only changes which
+// blocker says why.
+func offlineReason(stdout, stderr string) string {
+	out := stdout + "\n" + stderr
+	switch {
+	case strings.Contains(out, goOfflineLine):
+		return "a Go module is not in the host's module cache and the warm caches run offline (" + goOfflineLine + ")" +
+			listed(out, "go: downloading ", "") + "; no test ran: run `go mod download` (or the tests once) in the source on the host, then run again"
+	case strings.Contains(out, cargoOfflineLine) || strings.Contains(out, "Could not resolve host: index.crates.io"):
+		return "cargo could not resolve a dependency without the network (crates.io is not reachable from the verification)" +
+			listed(out, "error: no matching package named `", "` found") +
+			"; no test ran: fetch the crates in the setup (\"setup\": {\"command\": \"cargo fetch\"}, with index.crates.io:443 and static.crates.io:443 in the config's network.setup_allow), then run again"
+	}
+	return ""
+}
+
+// listed is ": a, b" for the text between prefix and suffix on the lines of
+// out that have them (at most five), or "".
+func listed(out, prefix, suffix string) string {
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		n, ok := strings.CutPrefix(strings.TrimSpace(l), prefix)
+		if !ok {
+			continue
+		}
+		if suffix != "" {
+			if n, ok = strings.CutSuffix(n, suffix); !ok {
+				continue
+			}
+		}
+		if !slices.Contains(names, n) && len(names) < 5 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(names, ", ")
 }
 
 // ExitNotFound is the shell's exit status for a command it cannot find

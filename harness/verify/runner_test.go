@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -465,5 +466,87 @@ func TestPreflightListsScripts(t *testing.T) {
 	}
 	if len(e.tracer.execs) != 0 {
 		t.Fatal("preflight started a process")
+	}
+}
+
+// A Go module missing from the warm caches, which run offline: go test
+// fails before any test runs. That is the environment (the host's cache),
+// not the code, so it is TEST_NOT_RUN with what to do, and not rerun
+// (stretchr/testify, whose objx the host had never downloaded, read as
+// TESTS_FAILED and ran twice).
+func TestGoModuleMissingOffline(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH")
+	}
+	e := newEnv(t)
+	files := map[string]string{
+		"go.mod":    "module example.com/m\n\ngo 1.21\n\nrequire example.com/absent v1.0.0\n",
+		"m_test.go": "package m\n\nimport (\n\t\"testing\"\n\n\t_ \"example.com/absent\"\n)\n\nfunc TestX(t *testing.T) {}\n",
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(e.fixture, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.input(t, "go test -count=1 ./...", time.Minute)
+	scratch := t.TempDir()
+	in.Env = []string{"PATH=" + filepath.Dir(goBin) + ":/usr/bin:/bin", "HOME=" + scratch, "GOCACHE=" + filepath.Join(scratch, "build"),
+		"GOMODCACHE=" + filepath.Join(scratch, "mod"), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local"}
+	rec, err := Execute(context.Background(), in, budget(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+		t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+	}
+	for _, want := range []string{"example.com/absent", "go mod download"} {
+		if !strings.Contains(rec.Reason, want) {
+			t.Errorf("reason %q does not name %q", rec.Reason, want)
+		}
+	}
+}
+
+// A crate whose dependency is not in cargo's local registry, run offline:
+// cargo stops before building. crates.io is not reachable from the
+// verification (dtolnay/itoa's own `cargo test --offline` read as
+// TESTS_FAILED and ran twice), so the reason says so and how to fetch.
+func TestCargoDependencyMissingOffline(t *testing.T) {
+	cargo, err := exec.LookPath("cargo")
+	if err != nil {
+		t.Skip("no cargo on PATH (rustup not installed)")
+	}
+	e := newEnv(t)
+	files := map[string]string{
+		"Cargo.toml": "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nabsent-crate-for-test = \"1\"\n",
+		"src/lib.rs": "",
+	}
+	for name, data := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(e.fixture, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.fixture, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := e.input(t, "cargo test --offline", time.Minute)
+	scratch := t.TempDir()
+	in.Env = []string{"PATH=" + filepath.Dir(cargo) + ":/usr/bin:/bin", "HOME=" + scratch, "CARGO_HOME=" + filepath.Join(scratch, "cargo")}
+	if v := os.Getenv("RUSTUP_HOME"); v != "" {
+		in.Env = append(in.Env, "RUSTUP_HOME="+v)
+	} else if home, err := os.UserHomeDir(); err == nil {
+		in.Env = append(in.Env, "RUSTUP_HOME="+filepath.Join(home, ".rustup"))
+	}
+	rec, err := Execute(context.Background(), in, budget(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+		t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+	}
+	for _, want := range []string{"absent-crate-for-test", "cargo fetch"} {
+		if !strings.Contains(rec.Reason, want) {
+			t.Errorf("reason %q does not name %q", rec.Reason, want)
+		}
 	}
 }
