@@ -799,18 +799,21 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	case verify.RefusedProfile:
 		return // smoke: tests are not run, and such a run never qualifies
 	}
+	// An allowed endpoint this machine's network could not reach is named:
+	// tests that failed for it are not the change's fault.
+	unreached := r.unreachableSuffix(egress.CommandVerify)
 	switch rec.Classification {
 	case ctoharness.TestFailure:
-		block(ctoharness.BlockTestsFailed, "verification %q failed (%s); see %s", rec.Command, rec.Reason, evidence.TestLog)
+		block(ctoharness.BlockTestsFailed, "verification %q failed (%s)%s; see %s", rec.Command, rec.Reason, unreached, evidence.TestLog)
 	case ctoharness.TestTimeout:
-		block(ctoharness.BlockTestTimeout, "verification %q %s", rec.Command, rec.Reason)
+		block(ctoharness.BlockTestTimeout, "verification %q %s%s", rec.Command, rec.Reason, unreached)
 	case ctoharness.TestFlake:
 		block(ctoharness.BlockTestFlake, "verification %q failed, then passed on rerun: a flaky test; see %s", rec.Command, evidence.TestLog)
 	case ctoharness.TestGovUnav:
 		block(ctoharness.BlockGovernanceUnavailable, "a limit of the verification cannot be enforced: %s", rec.Reason)
 	case ctoharness.TestNotRun:
 		if err == nil { // a start error is blocked above
-			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s; see %s", rec.Command, rec.Reason, evidence.TestLog)
+			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s%s; see %s", rec.Command, rec.Reason, unreached, evidence.TestLog)
 		}
 	}
 }
