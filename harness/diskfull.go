@@ -9,7 +9,6 @@ import (
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
 // A full disk (or quota) must not leave the disk full: once a write of the
@@ -52,8 +51,7 @@ func (r *run) freeSpace() {
 	verifyDir, _ := r.roots(true)
 	// An overlay fixture is unmounted by now; its layer, which holds what
 	// Case wrote, is in the workspace.
-	layer := filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
-	for _, p := range []string{r.fixture, layer, r.scratch, filepath.Dir(verifyDir)} {
+	for _, p := range []string{r.fixture, r.fixtureLayer(), r.scratch, filepath.Dir(verifyDir)} {
 		if p == "" || !fileExists(p) {
 			continue
 		}

@@ -227,6 +227,12 @@ func (rec record) release() {
 	_ = rec.fixture.Unmount()
 }
 
+// fixtureLayer is the directory of an overlay fixture's writable layer, in
+// the run's workspace (outside every view).
+func (r *run) fixtureLayer() string {
+	return filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
+}
+
 // makeFixture shows the source's HEAD tree at dst for Case to work in. Where
 // it can, that is an overlay of the source worktree (package overlay) whose
 // every file is hashed against the tree (fixture.AdoptHashed): nothing is
@@ -241,7 +247,7 @@ func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixt
 		res, err := fixture.Copy(ctx, in)
 		return res, nil, err
 	}
-	layer := filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
+	layer := r.fixtureLayer()
 	r.tr.Trace(ctoharness.TraceMkdir, layer)
 	if err := os.MkdirAll(layer, 0o755); err != nil {
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
@@ -253,14 +259,11 @@ func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixt
 		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 			return res, m, err
 		}
-		if uerr := m.Unmount(); uerr != nil {
-			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, uerr, "give up the overlay fixture %s", dst)
-		}
 		for _, p := range []string{dst, upper, work} {
 			r.tr.Trace(ctoharness.TraceRemove, p)
-			if err := os.RemoveAll(p); err != nil {
-				return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "remove %s before copying the fixture instead", p)
-			}
+		}
+		if derr := m.Discard(); derr != nil {
+			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, derr, "give up the overlay fixture %s before copying it instead", dst)
 		}
 	} else if !errors.Is(err, overlay.ErrUnavailable) {
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s", dst)

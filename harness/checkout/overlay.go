@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/cto-harness/cto-harness/harness/fixture"
@@ -42,12 +41,9 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
 		SourceManifest: in.SourceManifest, Getenv: in.Getenv})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
-		if uerr := m.Unmount(); uerr != nil {
-			return res, nil, failed(uerr, "give up the overlay checkout")
+		if derr := m.Discard(); derr != nil {
+			return res, nil, failed(derr, "give up the overlay checkout")
 		}
-		os.RemoveAll(upper)
-		os.RemoveAll(work)
-		os.Remove(in.Dest)
 		return res, nil, fmt.Errorf("%w: %v", overlay.ErrUnavailable, err)
 	}
 	if err != nil {

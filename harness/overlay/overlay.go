@@ -46,7 +46,7 @@ type Input struct {
 }
 
 // Mount is a mounted overlay; Unmount detaches it.
-type Mount struct{ dir string }
+type Mount struct{ dir, upper, work string }
 
 // Dir is the mount point.
 func (m *Mount) Dir() string { return m.dir }
@@ -61,6 +61,22 @@ func (m *Mount) Unmount() error {
 	m.dir = ""
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("unmount the overlay %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Discard gives the overlay up so that a copy can take its place: it
+// detaches the mount and removes the mount point and both layers, leaving
+// nothing behind, as when Tree returns ErrUnavailable.
+func (m *Mount) Discard() error {
+	dest, upper, work := m.dir, m.upper, m.work
+	if err := m.Unmount(); err != nil {
+		return err
+	}
+	for _, p := range []string{dest, upper, work} {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("remove %s after giving up the overlay: %w", p, err)
+		}
 	}
 	return nil
 }
@@ -121,7 +137,7 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 		cleanup()
 		return nil, fmt.Errorf("%w: mount overlayfs at %s: %v", ErrUnavailable, in.Dest, err)
 	}
-	return &Mount{dir: in.Dest}, nil
+	return &Mount{dir: in.Dest, upper: in.Upper, work: in.Work}, nil
 }
 
 // tracked is the source HEAD tree's paths: files (and links) and the

@@ -203,3 +203,35 @@ func TestTreeRefusesSubmodules(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardLeavesNothing: giving an overlay up (the tree needs a copy)
+// detaches it and removes the mount point and both layers, so a copy can be
+// written at the same place.
+func TestDiscardLeavesNothing(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	write(t, filepath.Join(src, "a.txt"), "a\n")
+	git(t, src, "init", "-q", "-b", "main")
+	git(t, src, "add", "-A")
+	git(t, src, "commit", "-q", "-m", "one")
+	write(t, filepath.Join(src, "untracked.txt"), "hidden by a whiteout\n")
+	in := overlay.Input{Source: src, Dest: filepath.Join(base, "shown"), Upper: filepath.Join(base, "layer"), Work: filepath.Join(base, "layer-work"), Tracer: ctoharness.NopTracer{}}
+	m, err := overlay.Tree(context.Background(), in)
+	if errors.Is(err, overlay.ErrUnavailable) {
+		t.Skipf("overlayfs cannot be mounted here (needs CAP_SYS_ADMIN and overlayfs): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{in.Dest, in.Upper, in.Work} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s was left behind (%v)", p, err)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(src, "a.txt")); err != nil || string(data) != "a\n" {
+		t.Fatalf("the source's a.txt reads %q, %v", data, err)
+	}
+}
