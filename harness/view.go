@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,7 +41,12 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 	pol := r.policy(verification)
 	pol.View = v
 	work, _ := r.roots(verification)
-	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, work)
+	var trial sandbox.Trial
+	if r.o.ViewTrials != nil {
+		trial, err = r.o.ViewTrials.Try(ctx, r.o.SelfExe, pol, work, r.viewShape(pol))
+	} else {
+		trial, err = sandbox.Try(ctx, r.o.SelfExe, pol, work)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
@@ -68,6 +74,20 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 	}
 	r.viewFiles[verification] = files
 	return v, nil
+}
+
+// viewShape is what pol's view has in common with the same kind of view of
+// another run: its lists and writable directories, with this run's id
+// (which names its run and work directories) taken out.
+func (r *run) viewShape(pol sandbox.Policy) string {
+	b, err := json.Marshal(struct {
+		View     *sandbox.View
+		Writable []string
+	}{pol.View, pol.Writable})
+	if err != nil {
+		return "" // never equal to a real shape's JSON: tried every time
+	}
+	return strings.ReplaceAll(string(b), r.runID, "{run}")
 }
 
 // planView assembles the view's lists: the defaults, the config's lists for

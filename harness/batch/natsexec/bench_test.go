@@ -43,7 +43,7 @@ func BenchmarkBatch20(b *testing.B) {
 	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
 		b.Fatal(err)
 	}
-	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe)}}
+	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}
 	var pubs []attest.PublicKey
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
