@@ -41,6 +41,10 @@ type Report struct {
 	SourceRepositoryMutated bool              `json:"source_repository_mutated"`
 	SourceNonMutation       NonMutationRef    `json:"source_non_mutation"`
 	SourcePath              string            `json:"source_path"`
+	// SourceGitDir is the source's git directory when it is kept outside
+	// the worktree (a gitfile names it): proven, hidden and never written
+	// like the source itself.
+	SourceGitDir string `json:"source_git_dir,omitempty"`
 	Policy                  Policy            `json:"policy"`
 	RuntimeWorkspaceRoot    string            `json:"runtime_workspace_root"`
 	RunArtifactDir          string            `json:"run_artifact_dir"`

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/source"
 )
 
 // materializeWith materializes the sample source with extra committed
@@ -202,4 +203,33 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// separateGitDir moves src's git directory to gitDir and leaves the gitfile
+// naming it, the layout git init --separate-git-dir makes. It returns the
+// git directory's real path.
+func separateGitDir(src, gitDir string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(gitDir), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(src, ".git"), gitDir); err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(gitDir)
+	if err != nil {
+		return "", err
+	}
+	return real, os.WriteFile(filepath.Join(src, ".git"), []byte("gitdir: "+real+"\n"), 0o644)
+}
+
+// rowRepo is the source at src as the row's own proofs see it: its git
+// directory is src/.git, or the one a gitfile there names.
+func rowRepo(src string) source.Repo {
+	repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
+	if data, err := os.ReadFile(repo.GitDir); err == nil {
+		if gd, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: "); ok && filepath.IsAbs(gd) {
+			repo.GitDir = gd
+		}
+	}
+	return repo
 }
