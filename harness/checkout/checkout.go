@@ -40,8 +40,8 @@ type Input struct {
 	// SourceGitDir is the source's git directory (source.Repo.GitDir);
 	// empty means SourceRoot/.git.
 	SourceGitDir string
-	Dest       string // the checkout directory; must not exist
-	Store      string // the harness's store (git directory)
+	Dest         string // the checkout directory; must not exist
+	Store        string // the harness's store (git directory)
 	// Baseline and Result are commits in the store; BaselineTime and
 	// ResultTime are the times they were made with, so the checkout's own
 	// commits get the same hashes.
