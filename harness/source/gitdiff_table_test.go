@@ -102,6 +102,24 @@ func reCheckout(t testing.TB, e gitEnv, dir string, rels ...string) {
 	e.run(t, dir, append([]string{"checkout", "--"}, rels...)...)
 }
 
+// separate moves dir's git directory out of the worktree with git's own
+// `git init --separate-git-dir`, leaving a gitfile; with relative, the
+// gitfile names it by a relative path. It returns the git directory.
+func separate(t testing.TB, e gitEnv, dir string, relative bool) string {
+	t.Helper()
+	gd := filepath.Join(e["HOME"], "separate.git")
+	e.run(t, dir, "init", "-q", "--separate-git-dir", gd)
+	if relative {
+		rel, err := filepath.Rel(dir, gd)
+		mustDo(t, err)
+		writeAt(t, dir, ".git", "gitdir: "+rel+"\n")
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("git init --separate-git-dir left no gitfile: %v", err)
+	}
+	return gd
+}
+
 func commitAll(t testing.TB, e gitEnv, dir, msg string) {
 	t.Helper()
 	e.run(t, dir, "add", "-A")
@@ -770,6 +788,25 @@ var scenarios = []scenario{
 		writeAt(t, d, ".gitattributes", "* -text\n\"my file.txt\" text\n\"tab\\there.txt\"\ttext\n\"plain.txt\"text\n")
 		commitAll(t, e, d, "attributes")
 		touch(t, d, "my file.txt", "tab\there.txt", "plain.txt")
+	}},
+	{name: "separate git directory", setup: func(t testing.TB, e gitEnv, d string) {
+		separate(t, e, d, false)
+		writeAt(t, d, "a.txt", "changed\n")
+		writeAt(t, d, "new.txt", "n\n")
+		writeAt(t, d, "x.log", "ignored\n")
+		writeAt(t, d, "dir/staged.txt", "s\n")
+		e.run(t, d, "add", "dir/staged.txt")
+	}},
+	{name: "separate git directory, clean after touching", setup: func(t testing.TB, e gitEnv, d string) {
+		separate(t, e, d, false)
+		touch(t, d, "a.txt", "dir/c.txt")
+	}},
+	{name: "separate git directory named relatively, with info/exclude", setup: func(t testing.TB, e gitEnv, d string) {
+		gd := separate(t, e, d, true)
+		writeAt(t, gd, "info/exclude", "*.tmp\n")
+		writeAt(t, d, "scratch.tmp", "t\n")
+		writeAt(t, d, "kept.txt", "k\n")
+		rmrf(t, d, "b.txt")
 	}},
 	{name: "linked worktree inside the repository", setup: func(t testing.TB, e gitEnv, d string) {
 		e.run(t, d, "worktree", "add", "-q", "wt")
