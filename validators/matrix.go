@@ -443,11 +443,15 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	}
 	gitDirRepl := strings.NewReplacer()
 	if st.SourceSeparateGitDir {
-		gd, err := separateGitDir(srcDir, filepath.Join(work, "gitdirs", "sample.git"))
+		// Inside a directory the view shows (a configured read path), so
+		// that only the harness hiding it keeps it from the commands.
+		shared := filepath.Join(work, "shared")
+		gd, err := separateGitDir(srcDir, filepath.Join(shared, "gitdirs", "sample.git"))
 		if err != nil {
 			return harness.Options{}, "", err
 		}
-		gitDirRepl = strings.NewReplacer("{source_git_dir}", gd)
+		cfg.Sandbox = &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{shared}}}
+		gitDirRepl = strings.NewReplacer("{source_git_dir}", gd, "{source_git_dirs}", filepath.Dir(gd))
 	}
 	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
 	if err != nil {
