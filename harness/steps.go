@@ -416,7 +416,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)), r.netEnv(egress.CommandCase)...)
+	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(egress.CommandCase)...)
 	if r.agent != nil {
 		var err error
 		if argv, env, err = r.agent.command(r, env); err != nil {

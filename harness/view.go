@@ -98,7 +98,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	}
 	tc, _ := tools(r.o, cmd) // checked at the gate
 	hide = append(hide, tc.Hide...)
-	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)))
+	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)))
 	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := r.roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}

@@ -225,11 +225,5 @@ func separateGitDir(src, gitDir string) (string, error) {
 // rowRepo is the source at src as the row's own proofs see it: its git
 // directory is src/.git, or the one a gitfile there names.
 func rowRepo(src string) source.Repo {
-	repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
-	if data, err := os.ReadFile(repo.GitDir); err == nil {
-		if gd, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "gitdir: "); ok && filepath.IsAbs(gd) {
-			repo.GitDir = gd
-		}
-	}
-	return repo
+	return source.Repo{Given: src, Root: src, GitDir: gitstatus.GitDirOf(src)}
 }
