@@ -279,7 +279,7 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceBare,
 		},
 		{
-			name: ".git is a file (--separate-git-dir)",
+			name: ".git is a gitfile naming another worktree's .git",
 			setup: func(t *testing.T, l layout) string {
 				p := filepath.Join(l.owned, "sep")
 				writeFile(t, filepath.Join(p, ".git"), "gitdir: "+filepath.Join(l.owned, "repo", ".git")+"\n")
