@@ -468,6 +468,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.Verification.Command = gitDirRepl.Replace(att.net.replacer().Replace(st.Verification))
 	}
 	spec.FixtureGit = st.FixtureGit
+	if st.AllowedPaths != nil {
+		spec.AllowedPaths = st.AllowedPaths
+	}
 	if st.SetupCommand != "" {
 		spec.Setup = &task.Verification{Command: att.net.replacer().Replace(st.SetupCommand), TimeoutSeconds: 60}
 	}
