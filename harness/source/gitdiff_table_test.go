@@ -92,6 +92,20 @@ func withSubmodule(t testing.TB, e gitEnv, dir string) {
 	e.run(t, dir, "commit", "-q", "-m", "add submodule")
 }
 
+// withNestedSubmodule adds a committed submodule at sub that has a
+// submodule of its own at sub/inner, populated recursively as
+// `git submodule update --init --recursive` leaves it.
+func withNestedSubmodule(t testing.TB, e gitEnv, dir string) {
+	t.Helper()
+	inner := subRepo(t, e, dir, "innersrc")
+	outer := subRepo(t, e, dir, "subsrc")
+	e.run(t, outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "inner")
+	e.run(t, outer, "commit", "-q", "-m", "add inner")
+	e.run(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../subsrc", "sub")
+	e.run(t, dir, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+	e.run(t, dir, "commit", "-q", "-m", "add nested submodule")
+}
+
 // reCheckout removes files and checks them out again, so that the
 // worktree gets git's output conversions and the index fresh stat data.
 func reCheckout(t testing.TB, e gitEnv, dir string, rels ...string) {
@@ -368,6 +382,24 @@ var scenarios = []scenario{
 		withSubmodule(t, e, d)
 		writeAt(t, d, "sub/s.txt", "sub 2\n")
 		commitAll(t, e, filepath.Join(d, "sub"), "sub 2")
+	}},
+	{name: "nested submodule clean", setup: func(t testing.TB, e gitEnv, d string) { withNestedSubmodule(t, e, d) }},
+	{name: "nested submodule with a modified file", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/s.txt", "changed\n")
+	}},
+	{name: "nested submodule with an untracked file", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/new.txt", "n\n")
+	}},
+	{name: "nested submodule at another commit", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/s.txt", "next\n")
+		e.run(t, filepath.Join(d, "sub", "inner"), "commit", "-q", "-am", "next")
+	}},
+	{name: "nested submodule not checked out", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		e.run(t, filepath.Join(d, "sub"), "submodule", "deinit", "-q", "-f", "inner")
 	}},
 	{name: "submodule not checked out", setup: func(t testing.TB, e gitEnv, d string) {
 		withSubmodule(t, e, d)
