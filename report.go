@@ -29,36 +29,40 @@ const (
 
 // Report is report.json: the single summary a validator and CI read.
 type Report struct {
-	SchemaVersion           string            `json:"schema_version"`
-	RunID                   string            `json:"run_id"`
-	Stage                   int               `json:"stage"`
-	StageName               string            `json:"stage_name"`
-	Status                  Status            `json:"status"`
-	Outcome                 Outcome           `json:"outcome"`
-	Backend                 Backend           `json:"backend"`
-	CaseLane                Lane              `json:"case_lane"`
-	CaseProcessStarted      bool              `json:"case_process_started"`
-	SourceRepositoryMutated bool              `json:"source_repository_mutated"`
-	SourceNonMutation       NonMutationRef    `json:"source_non_mutation"`
-	SourcePath              string            `json:"source_path"`
-	Policy                  Policy            `json:"policy"`
-	RuntimeWorkspaceRoot    string            `json:"runtime_workspace_root"`
-	RunArtifactDir          string            `json:"run_artifact_dir"`
-	FixturePath             string            `json:"fixture_path"`
-	Commits                 Commits           `json:"commits"`
-	AllowedPaths            []string          `json:"allowed_paths"`
-	ChangedFiles            []ChangedFile     `json:"changed_files"` // all of them; the pages show MaxFilesShown
-	Blockers                []Blocker         `json:"blockers"`
-	Case                    CaseRecord        `json:"case"`
-	Tests                   TestsRecord       `json:"tests"`
-	Setup                   *SetupRecord      `json:"setup,omitempty"`
-	Sandbox                 SandboxRecord     `json:"sandbox"`
-	Network                 *NetworkSummary   `json:"network,omitempty"`
-	Profile                 string            `json:"profile"`
-	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
-	FaultInjection          string            `json:"fault_injection,omitempty"`
-	ArtifactDigests         map[string]string `json:"artifact_digests"`
-	Freshness               Freshness         `json:"freshness"`
+	SchemaVersion           string         `json:"schema_version"`
+	RunID                   string         `json:"run_id"`
+	Stage                   int            `json:"stage"`
+	StageName               string         `json:"stage_name"`
+	Status                  Status         `json:"status"`
+	Outcome                 Outcome        `json:"outcome"`
+	Backend                 Backend        `json:"backend"`
+	CaseLane                Lane           `json:"case_lane"`
+	CaseProcessStarted      bool           `json:"case_process_started"`
+	SourceRepositoryMutated bool           `json:"source_repository_mutated"`
+	SourceNonMutation       NonMutationRef `json:"source_non_mutation"`
+	SourcePath              string         `json:"source_path"`
+	// SourceGitDir is the source's git directory when it is kept outside
+	// the worktree (a gitfile names it): proven, hidden and never written
+	// like the source itself.
+	SourceGitDir         string            `json:"source_git_dir,omitempty"`
+	Policy               Policy            `json:"policy"`
+	RuntimeWorkspaceRoot string            `json:"runtime_workspace_root"`
+	RunArtifactDir       string            `json:"run_artifact_dir"`
+	FixturePath          string            `json:"fixture_path"`
+	Commits              Commits           `json:"commits"`
+	AllowedPaths         []string          `json:"allowed_paths"`
+	ChangedFiles         []ChangedFile     `json:"changed_files"` // all of them; the pages show MaxFilesShown
+	Blockers             []Blocker         `json:"blockers"`
+	Case                 CaseRecord        `json:"case"`
+	Tests                TestsRecord       `json:"tests"`
+	Setup                *SetupRecord      `json:"setup,omitempty"`
+	Sandbox              SandboxRecord     `json:"sandbox"`
+	Network              *NetworkSummary   `json:"network,omitempty"`
+	Profile              string            `json:"profile"`
+	Qualifies            bool              `json:"qualifies_as_stage_evidence"`
+	FaultInjection       string            `json:"fault_injection,omitempty"`
+	ArtifactDigests      map[string]string `json:"artifact_digests"`
+	Freshness            Freshness         `json:"freshness"`
 	// Signed says attestation.dsse.json follows the report (a signing key was
 	// configured); false means the evidence is unsigned and only tamper-evident.
 	Signed       bool   `json:"signed"`

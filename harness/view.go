@@ -118,7 +118,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	}
 	tc, _ := tools(r.o, cmd) // checked at the gate
 	hide = append(hide, tc.Hide...)
-	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)))
+	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)))
 	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := r.roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
@@ -170,14 +170,15 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	return v, ctoharness.ViewRecord{ReadPaths: nonNil(v.Read), HidePaths: nonNil(hide)}, nil
 }
 
-// protectedPaths are hidden and may hold no read path: the source, every
-// owned source root, Target and external root, the config file, the
-// evidence signing key and the runs directory (this run's fixture and
-// scratch come back as writable binds, the task file as a file bind).
+// protectedPaths are hidden and may hold no read path: the source (and its
+// git directory when that is kept elsewhere), every owned source root,
+// Target and external root, the config file, the evidence signing key and
+// the runs directory (this run's fixture and scratch come back as writable
+// binds, the task file as a file bind).
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.rep.SourceGitDir, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue
