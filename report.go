@@ -220,6 +220,14 @@ const MaxCommandRefusalEvents = 10_000
 // MaxRefusedListed bounds CommandsRecord.RefusedCommands.
 const MaxRefusedListed = 200
 
+// MaxRefusedCommandBytes bounds the text of one refused command, in the
+// report and in its command_refused event (and the event's argv, all
+// arguments together): Case chooses how long its commands are, and each
+// refusal is recorded. A longer command keeps its start and its end (a
+// wrapper's own command comes last) around a note of how many bytes were
+// left out and the SHA-256 of the whole.
+const MaxRefusedCommandBytes = 2048
+
 // CommandClaims classifies the commands Case's events claim it ran.
 type CommandClaims struct {
 	Commands int `json:"commands"`
