@@ -58,7 +58,7 @@ th{background:#f3f3f3}.pass{color:#176d2c}.fail{color:#a11}.pending{color:#777}
 {{end}}</table></div>
 <h2>Trials</h2>
 <div class="wrap"><table id="trials"><tr><th>trial</th><th>agent</th><th>task</th><th>repeat</th><th>source</th><th>outcome</th><th>attempts</th><th>refused results</th><th>worker</th><th>evidence</th></tr>
-{{range .TrialList}}<tr><td><code>{{.TrialID}}</code></td><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Repeat}}</td><td>{{.Source}}</td><td class="{{if eq .Outcome "pass"}}pass{{else if eq .Outcome "pending"}}pending{{else}}fail{{end}}">{{.Outcome}}</td><td>{{.Attempts}}</td><td>{{.Refused}}</td><td>{{.Worker}}</td><td>{{if .ReportHTML}}<a href="{{.ReportHTML}}">report</a>{{end}}</td></tr>
+{{range .TrialList}}<tr><td><code>{{.TrialID}}</code></td><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Repeat}}</td><td>{{.Source}}</td><td class="{{if eq .Outcome "pass"}}pass{{else if eq .Outcome "pending"}}pending{{else}}fail{{end}}">{{.Outcome}}</td><td>{{.Attempts}}{{if .AttemptID}} (last <code>{{.AttemptID}}</code>){{end}}</td><td>{{.Refused}}</td><td>{{.Worker}}</td><td>{{if .ReportHTML}}<a href="{{.ReportHTML}}">report</a>{{end}}</td></tr>
 {{end}}</table></div>
 </body></html>
 `))

@@ -74,6 +74,9 @@ func TestSummaryPageInBrowser(t *testing.T) {
 		if !strings.Contains(seen.Trials, row.TrialID) {
 			t.Errorf("trial %s is not listed", row.TrialID)
 		}
+		if row.AttemptID == "" || !strings.Contains(seen.Trials, "(last "+row.AttemptID+")") {
+			t.Errorf("trial %s: its attempt %q is not shown", row.TrialID, row.AttemptID)
+		}
 	}
 	if strings.Count(seen.Trials, "agent_failed") != 2 || strings.Count(seen.Trials, "pass") != 2 {
 		t.Errorf("outcomes shown:\n%s", seen.Trials)
