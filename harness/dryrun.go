@@ -188,12 +188,19 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	} else if ok && !o.Unsandboxed {
 		venv = replaceEnv(venv, g.Env())
 	}
+	senv := venv
+	if e, err := warmEco(o); err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if !o.Unsandboxed {
+		senv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Setup.HasHost))
+		venv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Verify.HasHost))
+	}
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
 	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
-			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(senv),
 			NetworkAllow: nonNil(netPol.Setup.Strings())})
 	}
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},

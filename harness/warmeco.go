@@ -1,0 +1,207 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/warmcache"
+)
+
+// ecoCaches are the npm, pip and cargo caches the config offers, as found
+// on this host (nil: not asked for).
+type ecoCaches struct {
+	npm   *warmcache.Npm
+	pip   *warmcache.Pip
+	cargo *warmcache.Cargo
+}
+
+// pinnedVars are the variables each detection reads first: once the gate
+// has found a cache, the rest of the run asks for that answer, so a cache
+// cannot move mid-run and npm or pip is asked only once.
+const (
+	pinNpm   = "npm_config_cache"
+	pinPip   = "PIP_CACHE_DIR"
+	pinCargo = "CARGO_HOME"
+)
+
+// warmEco finds the caches the config offers. A cache that was asked for
+// and cannot be found blocks with CONFIG_INVALID, naming the fix; so does
+// a toolchain or variable that sets what the caches set.
+func warmEco(o Options) (ecoCaches, error) {
+	var e ecoCaches
+	c := o.Config.Caches
+	if c == nil {
+		return e, nil
+	}
+	ctx := context.Background()
+	fail := func(which, fix string, err error) error {
+		return ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err,
+			"the config's caches.%s cannot be offered (%s)", which, fix)
+	}
+	if c.Npm {
+		n, err := warmcache.DetectNpm(ctx, o.Getenv)
+		if err != nil {
+			return e, fail("npm", "set npm_config_cache in the harness's environment to the npm cache, or turn caches.npm off", err)
+		}
+		e.npm = &n
+	}
+	if c.Pip || c.PipWheelhouse != "" {
+		p, err := warmcache.DetectPip(ctx, o.Getenv, c.PipWheelhouse)
+		if err != nil {
+			return e, fail("pip", "set PIP_CACHE_DIR in the harness's environment to pip's cache, fix caches.pip_wheelhouse, or turn caches.pip off", err)
+		}
+		e.pip = &p
+	}
+	if c.Cargo {
+		g, err := warmcache.DetectCargo(ctx, o.Getenv)
+		if err != nil {
+			return e, fail("cargo", "set CARGO_HOME in the harness's environment, or turn caches.cargo off", err)
+		}
+		e.cargo = &g
+	}
+	// The caches' variables are the harness's: a toolchain's CARGO_HOME
+	// would send cargo to the host's home, past the overlays.
+	set := map[string]bool{}
+	for _, kv := range e.env("/", func(string) bool { return false }) {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
+		s, _ := tools(o, cmd)
+		for _, kv := range s.Env {
+			if k, _, _ := strings.Cut(kv, "="); set[k] {
+				return e, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
+					fmt.Errorf("%w: the config's toolchains or env set %s for %s", warmcache.ErrUnavailable, k, cmd),
+					"the warm caches set %s themselves; remove it from the config's toolchains and env, or turn that cache off", k)
+			}
+		}
+	}
+	return e, nil
+}
+
+// pin is getenv answering the caches' variables with what the gate found.
+func (e ecoCaches) pin(getenv func(string) string) func(string) string {
+	pins := map[string]string{}
+	if e.npm != nil {
+		pins[pinNpm] = e.npm.Cache
+	}
+	if e.pip != nil {
+		pins[pinPip] = e.pip.Cache
+	}
+	if e.cargo != nil {
+		pins[pinCargo] = e.cargo.Home
+	}
+	if len(pins) == 0 {
+		return getenv
+	}
+	return func(k string) string {
+		if v, ok := pins[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}
+}
+
+// env is what the caches add to the environment of a command whose HOME is
+// home; allowed says whether its allowlist lets it reach a host. Without
+// the registry, each tool runs in its offline mode on the cache.
+func (e ecoCaches) env(home string, allowed func(host string) bool) []string {
+	var env []string
+	if e.npm != nil {
+		env = append(env, e.npm.Env(!allowed(warmcache.NpmRegistry))...)
+	}
+	if e.pip != nil {
+		env = append(env, e.pip.Env(!allowed(warmcache.PipIndex))...)
+	}
+	if e.cargo != nil {
+		env = append(env, e.cargo.Env(home, !allowed(warmcache.CargoIndex))...)
+	}
+	return env
+}
+
+// dirs are the host directories shown to a command whose HOME is home.
+func (e ecoCaches) dirs(home string) []warmcache.Dir {
+	var d []warmcache.Dir
+	if e.npm != nil {
+		d = append(d, e.npm.Dirs()...)
+	}
+	if e.pip != nil {
+		d = append(d, e.pip.Dirs()...)
+	}
+	if e.cargo != nil {
+		d = append(d, e.cargo.Dirs(home)...)
+	}
+	return d
+}
+
+// record says, for the gate's event, which caches are shown and which the
+// host does not have (left out: the tool starts from an empty cache).
+func (e ecoCaches) record() map[string]any {
+	out := map[string]any{}
+	for _, d := range e.dirs("/") {
+		st, err := os.Stat(d.Host)
+		out[d.Name] = map[string]any{"host": d.Host, "shown": err == nil && st.IsDir()}
+	}
+	return out
+}
+
+// envValue is key's value in env (KEY=VALUE pairs).
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// ecoEnv is env with cmd's warm npm, pip and cargo variables; the gate has
+// found the caches. Unsandboxed, the host's caches would be written
+// directly: they are offered only through the sandbox's overlays.
+func (r *run) ecoEnv(cmd egress.Command, env []string) []string {
+	e, err := warmEco(r.o)
+	if err != nil || r.o.Unsandboxed {
+		return env
+	}
+	allowed := func(string) bool { return false }
+	if r.net != nil {
+		allowed = r.net.policy.For(cmd).HasHost
+	}
+	if add := e.env(envValue(env, "HOME"), allowed); len(add) > 0 {
+		env = replaceEnv(env, add)
+	}
+	return env
+}
+
+// ecoView adds the warm npm, pip and cargo caches to a view whose command's
+// scratch is scratch, each with a layer of this run's own.
+func (r *run) ecoView(v *sandbox.View, scratch string) error {
+	e, err := warmEco(r.o)
+	if err != nil || r.o.Unsandboxed {
+		return nil
+	}
+	home := envValue(backend.Env(scratch, "", "", ""), "HOME")
+	ovs, _, err := warmcache.ShowDirs(e.dirs(home), filepath.Join(scratch, "warm"))
+	if err != nil {
+		return err
+	}
+	v.Overlays = append(v.Overlays, ovs...)
+	return nil
+}
+
+// ecoRecord is the caches' record for the gate's event ({} when none were
+// asked for or the gate refused them).
+func ecoRecord(o Options) map[string]any {
+	e, err := warmEco(o)
+	if err != nil {
+		return map[string]any{}
+	}
+	return e.record()
+}
