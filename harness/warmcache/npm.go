@@ -18,14 +18,17 @@ type Npm struct {
 
 // DetectNpm finds the host's npm cache: $npm_config_cache when set, else
 // what the host's npm answers to `npm config get cache` (run with the
-// harness's PATH and HOME only, in an empty directory), else ~/.npm.
+// harness's PATH and HOME only, in an empty directory, writing no log into
+// the cache), else ~/.npm.
 func DetectNpm(ctx context.Context, getenv func(string) string) (Npm, error) {
 	if v := getenv("npm_config_cache"); v != "" {
 		d, err := absDir("npm cache ($npm_config_cache)", v)
 		return Npm{Cache: d}, err
 	}
 	if npm := lookPath(getenv, "npm"); npm != "" {
-		out, err := ask(ctx, getenv, []string{"HOME", "XDG_CONFIG_HOME", "NVM_DIR"}, npm, "config", "get", "cache")
+		// Every npm command writes a debug log into the cache, and may ask
+		// the registry for a newer npm: neither, when only asking.
+		out, err := ask(ctx, getenv, []string{"HOME", "XDG_CONFIG_HOME", "NVM_DIR"}, npm, "config", "get", "cache", "--logs-max=0", "--update-notifier=false")
 		if err != nil {
 			return Npm{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
