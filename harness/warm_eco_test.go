@@ -1,9 +1,14 @@
 package harness_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,5 +392,84 @@ func TestWarmEcoCachesRefused(t *testing.T) {
 				t.Error("Case ran though the gate refused the caches")
 			}
 		})
+	}
+}
+
+// writeWheel writes a pure-Python wheel of package name (one module whose
+// source is src) into dir, as `pip wheel` would, RECORD hashes included.
+func writeWheel(t *testing.T, dir, name, version, src string) {
+	t.Helper()
+	info := name + "-" + version + ".dist-info"
+	files := []struct{ path, data string }{
+		{name + "/__init__.py", src},
+		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: cto-harness-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	var record strings.Builder
+	for _, x := range files {
+		w, err := zw.Create(x.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, x.data)
+		sum := sha256.Sum256([]byte(x.data))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", x.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(x.data))
+	}
+	record.WriteString(info + "/RECORD,,\n")
+	w, err := zw.Create(info + "/RECORD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, record.String())
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// With caches.pip and a wheelhouse, a setup that installs a dependency
+// into a virtual environment works with no network: pip skips the index
+// and installs from the wheelhouse; the host's pip cache and wheelhouse
+// stay as they were.
+func TestWarmPipWheelhouse(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3: the pip wheelhouse is not checked")
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import ensurepip, venv").Run(); err != nil {
+		t.Skip("the system python3 cannot make a virtual environment with pip (python3-venv): the pip wheelhouse is not checked")
+	}
+	host := t.TempDir()
+	wheels, pipCache := filepath.Join(host, "wheels"), filepath.Join(host, "pip-cache")
+	writeWheel(t, wheels, "greetlib", "1.0", "def greet(name):\n    return 'hello, ' + name\n")
+	writeFile(t, filepath.Join(pipCache, "marker"), "the host's pip cache\n")
+	before := treeDigest(t, host)
+	src := recipeRepo(t, map[string]string{
+		"requirements.txt":    "greetlib==1.0\n",
+		"tests/__init__.py":   "",
+		"tests/test_greet.py": "import unittest\n\nfrom greetlib import greet\n\n\nclass GreetTest(unittest.TestCase):\n    def test_greet(self):\n        self.assertEqual(greet('world'), 'hello, world')\n",
+		"docs/README.md":      "# app\n",
+	})
+	withPip := func(base func(string) string) func(string) string {
+		return func(k string) string {
+			if k == "PIP_CACHE_DIR" {
+				return pipCache
+			}
+			return base(k)
+		}
+	}
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"setup": {"command": "python3 -m venv \"$TMPDIR/venv\" && \"$TMPDIR/venv/bin/pip\" install -r requirements.txt", "timeout_seconds": 300},
+		"verification": {"command": "\"$TMPDIR/venv/bin/python\" -m unittest discover -v", "timeout_seconds": 300}}`,
+		config.Config{Caches: &config.Caches{Pip: true, PipWheelhouse: wheels}}, withPip, "Ran 1 test")
+	if treeDigest(t, host) != before {
+		t.Error("the run changed the host's pip cache or wheelhouse")
 	}
 }
