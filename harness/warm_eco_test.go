@@ -242,6 +242,9 @@ func TestWarmNpmCache(t *testing.T) {
 	if !strings.Contains(string(setupLog), "ENOTCACHED") {
 		t.Errorf("npm did not run in its offline mode; setup.log:\n%s", setupLog)
 	}
+	if len(rep.Blockers) > 0 && !strings.Contains(rep.Blockers[0].Message, "its cache does not have") {
+		t.Errorf("the blocker does not say the package is missing from the cache: %s", rep.Blockers[0].Message)
+	}
 }
 
 // BenchmarkWarmNpmCache compares a stage 3 run's setup and verification
