@@ -133,7 +133,7 @@ type Caches struct {
 	Pip bool `json:"pip,omitempty"`
 	// PipWheelhouse is a directory of wheels pip may install from
 	// (PIP_FIND_LINKS), shown the same way; the one pip source that works
-	// offline.
+	// offline. Setting it offers the pip cache too.
 	PipWheelhouse string `json:"pip_wheelhouse,omitempty"`
 	// Cargo shows the host's cargo registry and git checkouts inside each
 	// command's own CARGO_HOME through per-run overlays.
