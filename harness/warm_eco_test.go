@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -493,5 +494,52 @@ func TestWarmPipWheelhouse(t *testing.T) {
 		config.Config{Caches: &config.Caches{Pip: true, PipWheelhouse: wheels}}, withPip, "Ran 1 test")
 	if treeDigest(t, host) != before {
 		t.Error("the run changed the host's pip cache or wheelhouse")
+	}
+}
+
+// --dry-run shows what each command gets: npm offline for a setup that may
+// not reach the registry, online (preferring the cache) for one that may.
+func TestWarmNpmDryRun(t *testing.T) {
+	set := compile(t)
+	base, src := stage3(t, set)
+	o := base
+	o.Config = config.Config{OwnedSources: []string{src}, Caches: &config.Caches{Npm: true}}
+	get := o.Getenv
+	o.Getenv = func(k string) string {
+		if k == "npm_config_cache" {
+			return "/host/npm-cache"
+		}
+		return get(k)
+	}
+	spec := *o.Spec
+	spec.Setup = &task.Verification{Command: "npm ci", TimeoutSeconds: 60}
+	o.Spec = &spec
+	keys := func(o harness.Options) map[string][]string {
+		plan, err := harness.Plan(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(plan.Blockers) > 0 {
+			t.Fatalf("blockers %v", plan.Blockers)
+		}
+		out := map[string][]string{}
+		for _, c := range plan.Commands {
+			out[c.Role] = c.EnvKeys
+		}
+		return out
+	}
+	got := keys(o)
+	for _, role := range []string{"setup", "verification"} {
+		if !slices.Contains(got[role], "npm_config_cache") || !slices.Contains(got[role], "npm_config_offline") {
+			t.Errorf("%s without a network: env keys %v, want npm_config_cache and npm_config_offline", role, got[role])
+		}
+	}
+	o.AllowNetSetup = []string{"registry.npmjs.org:443"}
+	got = keys(o)
+	if slices.Contains(got["setup"], "npm_config_offline") || !slices.Contains(got["setup"], "npm_config_prefer_offline") {
+		t.Errorf("a setup allowed the registry: env keys %v, want npm_config_prefer_offline and no npm_config_offline", got["setup"])
+	}
+	if !slices.Contains(got["verification"], "npm_config_offline") {
+		t.Errorf("the verification may not reach the registry: env keys %v", got["verification"])
 	}
 }
