@@ -82,7 +82,7 @@ func (r *run) gate(ctx context.Context) bool {
 		codes = append(codes, string(b.Code))
 	}
 	r.emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.ok(), "blockers": codes, "previous_stage_record": prev,
-		"warm_caches": ecoRecord(r.o)})
+		"warm_caches": r.ecoRecord()})
 	return r.ok()
 }
 

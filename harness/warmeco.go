@@ -197,9 +197,13 @@ func (r *run) ecoView(v *sandbox.View, scratch string) error {
 }
 
 // ecoRecord is the caches' record for the gate's event ({} when none were
-// asked for or the gate refused them).
-func ecoRecord(o Options) map[string]any {
-	e, err := warmEco(o)
+// asked for or the gate refused the run: then nothing is asked of the
+// host's tools).
+func (r *run) ecoRecord() map[string]any {
+	if !r.ok() {
+		return map[string]any{}
+	}
+	e, err := warmEco(r.o)
 	if err != nil {
 		return map[string]any{}
 	}
