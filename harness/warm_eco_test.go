@@ -384,6 +384,8 @@ func TestWarmEcoCachesRefused(t *testing.T) {
 			nil, []string{"caches.npm", "not an absolute path"}},
 		{"wheelhouse-missing", config.Caches{PipWheelhouse: "/nonexistent/wheels"}, nil,
 			nil, []string{"caches.pip", "/nonexistent/wheels"}},
+		{"wheelhouse-in-source", config.Caches{PipWheelhouse: src}, nil,
+			nil, []string{"caches.pip", "inside " + src}},
 		{"cargo-home-from-toolchain", config.Caches{Cargo: true}, map[string]string{"CARGO_HOME": t.TempDir()},
 			[]config.Toolchain{{Name: "rust", Paths: []string{t.TempDir()}, Env: map[string]string{"CARGO_HOME": "/somewhere"}}},
 			[]string{"CARGO_HOME", "toolchains"}},

@@ -66,6 +66,21 @@ func warmEco(o Options) (ecoCaches, error) {
 		}
 		e.cargo = &g
 	}
+	// A cache inside a repository or root the harness protects would show
+	// it to Case; the view would refuse it later, with less to say.
+	c2 := o.Config
+	for _, d := range e.dirs("/") {
+		for _, group := range [][]string{{o.Source, o.RunsDir}, c2.OwnedSources, c2.TargetRoots, c2.ExternalRoots} {
+			for _, root := range group {
+				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && insideAnyPath(d.Host, []string{filepath.Clean(root)}) {
+					key, _, _ := strings.Cut(strings.Replace(d.Name, "pip-wheelhouse", "pip_wheelhouse", 1), "-")
+					return e, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
+						fmt.Errorf("%w: %s lies inside %s", warmcache.ErrUnavailable, d.Host, root),
+						"the config's caches.%s cannot be offered: a warm cache must not be inside the source, the runs directory or a configured root (move it, or turn that cache off)", key)
+				}
+			}
+		}
+	}
 	// The caches' variables are the harness's: a toolchain's CARGO_HOME
 	// would send cargo to the host's home, past the overlays.
 	set := map[string]bool{}
