@@ -32,9 +32,8 @@ import (
 // nodeRepo is a Node project built at test time on public npm packages
 // (mocha and its 70-odd dependencies, ms, semver), its lock file written by
 // a direct `npm install` from the registry. That install also warms the
-// host's npm cache, a directory the test owns, named in the .npmrc of a
-// HOME the test owns: the harness finds it the way it finds a user's, by
-// asking `npm config get cache`.
+// host's npm cache, ~/.npm in a HOME the test owns: the harness finds it
+// the way it finds a user's, by asking `npm config get cache`.
 type nodeRepo struct {
 	src, home, cache string
 	hostEnv          []string // the host's environment for a direct `npm ci && npm test`
@@ -49,8 +48,11 @@ func newNodeRepo(t testing.TB) nodeRepo {
 		t.Skip("npm is not installed: the warm npm cache is not checked")
 	}
 	root := t.TempDir()
-	n := nodeRepo{src: filepath.Join(root, "owned", "app"), home: filepath.Join(root, "host", "home"), cache: filepath.Join(root, "host", "npm-cache")}
-	writeFile(t, filepath.Join(n.home, ".npmrc"), "cache="+n.cache+"\nupdate-notifier=false\nfund=false\naudit=false\n")
+	// npm's default place, inside the harness user's HOME, which every
+	// sandboxed command has hidden: the overlay is shown inside the mask.
+	n := nodeRepo{src: filepath.Join(root, "owned", "app"), home: filepath.Join(root, "host", "home")}
+	n.cache = filepath.Join(n.home, ".npm")
+	writeFile(t, filepath.Join(n.home, ".npmrc"), "update-notifier=false\nfund=false\naudit=false\n")
 	files := map[string]string{
 		"package.json": `{"name": "warm-npm", "version": "1.0.0", "private": true, "scripts": {"test": "mocha"},
   "dependencies": {"ms": "2.1.3", "semver": "7.6.0"}, "devDependencies": {"mocha": "10.4.0"}}` + "\n",
