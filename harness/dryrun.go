@@ -197,6 +197,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
+		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
 	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},

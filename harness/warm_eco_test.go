@@ -532,6 +532,25 @@ func TestWarmNpmDryRun(t *testing.T) {
 		}
 		return out
 	}
+	plan, err := harness.Plan(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range plan.Warnings {
+		if strings.Contains(w, "nothing to install from") {
+			t.Errorf("a warning though the npm cache is offered: %s", w)
+		}
+	}
+	none := o
+	none.Config.Caches = nil
+	if plan, err = harness.Plan(context.Background(), none); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(plan.Warnings, func(w string) bool {
+		return strings.Contains(w, "the setup runs npm ci with no network") && strings.Contains(w, `"caches": {"npm": true}`)
+	}) {
+		t.Errorf("no warning for npm ci with neither the registry nor the cache: %q", plan.Warnings)
+	}
 	got := keys(o)
 	for _, role := range []string{"setup", "verification"} {
 		if !slices.Contains(got[role], "npm_config_cache") || !slices.Contains(got[role], "npm_config_offline") {

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/warmcache"
 )
 
@@ -223,4 +226,51 @@ func (r *run) ecoRecord() map[string]any {
 		return map[string]any{}
 	}
 	return e.record()
+}
+
+// ecoWarnings are --dry-run's warnings for a setup or verification that
+// installs with npm or pip with neither the registry allowed nor the cache
+// offered: it has nothing to install from, so the run will likely fail.
+// (cargo says so itself at run time, see verify's offline reasons.)
+func ecoWarnings(o Options, spec task.Spec, pol egress.Policy) []string {
+	c := o.Config.Caches
+	if c == nil {
+		c = &config.Caches{}
+	}
+	tools := []struct {
+		programs, verbs []string
+		offered         bool
+		host, fix       string
+	}{
+		{[]string{"npm"}, []string{"ci", "install", "i"}, c.Npm, warmcache.NpmRegistry, `"caches": {"npm": true} (run the install on the host once to fill it)`},
+		{[]string{"pip", "pip3"}, []string{"install"}, c.PipWheelhouse != "", warmcache.PipIndex, `"caches": {"pip_wheelhouse": DIR} (wheels from pip download -d DIR)`},
+	}
+	type run struct {
+		role, command string
+		allow         egress.List
+	}
+	runs := []run{{"verification", spec.Verification.Command, pol.Verify}}
+	if spec.Setup != nil {
+		runs = append([]run{{"setup", spec.Setup.Command, pol.Setup}}, runs...)
+	}
+	var out []string
+	for _, r := range runs {
+		words := commandWords(r.command)
+		for _, t := range tools {
+			i := slices.IndexFunc(words, func(w string) bool { return slices.Contains(t.programs, filepath.Base(w)) })
+			if i < 0 || i+1 >= len(words) || !slices.Contains(t.verbs, words[i+1]) || t.offered || r.allow.HasHost(t.host) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("the %s runs %s %s with no network to %s and no warm cache, so it has nothing to install from; add %s to the config, or allow %s:443 for it",
+				r.role, filepath.Base(words[i]), words[i+1], t.host, t.fix, t.host))
+		}
+	}
+	return out
+}
+
+// commandWords splits a shell command into words, roughly: enough to find
+// a program (by name or path: "$TMPDIR/venv/bin/pip") and its first
+// argument.
+func commandWords(command string) []string {
+	return strings.FieldsFunc(command, func(r rune) bool { return strings.ContainsRune(" \t\n;&|()`'\"", r) })
 }
