@@ -174,6 +174,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
+		if e, err := warmEco(o); err == nil && !o.Unsandboxed {
+			// An error is reported with the verification's below.
+			ckeys := e.env(envValue(backend.Env(scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
+			plan.Commands[i].EnvKeys = backend.EnvKeys(replaceEnv(plan.Commands[i].EnvKeys, ckeys))
+		}
 	}
 	// The verification runs in a fresh checkout of the result, with a
 	// scratch of its own (package checkout).
