@@ -65,16 +65,20 @@ const (
 
 // SourceProof is proofs/source-before.json or proofs/source-after.json.
 type SourceProof struct {
-	SchemaVersion string        `json:"schema_version"`
-	RunID         string        `json:"run_id"`
-	Kind          string        `json:"kind"`
-	Root          string        `json:"root"`
-	TakenAt       time.Time     `json:"taken_at"`
-	Head          HeadState     `json:"head"`
-	RefsDigest    string        `json:"refs_digest"`
-	RefCount      int           `json:"ref_count"`
-	StatusClean   bool          `json:"status_clean"`
-	Status        []StatusEntry `json:"status"`
+	SchemaVersion string `json:"schema_version"`
+	RunID         string `json:"run_id"`
+	Kind          string `json:"kind"`
+	Root          string `json:"root"`
+	// GitDir is the source's git directory when a gitfile at Root/.git
+	// names one outside the worktree (git init --separate-git-dir); the
+	// manifest's .git/ entries were read there. Empty for an embedded .git.
+	GitDir      string        `json:"git_dir,omitempty"`
+	TakenAt     time.Time     `json:"taken_at"`
+	Head        HeadState     `json:"head"`
+	RefsDigest  string        `json:"refs_digest"`
+	RefCount    int           `json:"ref_count"`
+	StatusClean bool          `json:"status_clean"`
+	Status      []StatusEntry `json:"status"`
 	// StatusRoute names the code that computed Status (see
 	// StatusRoute* constants).
 	StatusRoute    StatusRoute     `json:"status_route"`

@@ -29,36 +29,40 @@ const (
 
 // Report is report.json: the single summary a validator and CI read.
 type Report struct {
-	SchemaVersion           string            `json:"schema_version"`
-	RunID                   string            `json:"run_id"`
-	Stage                   int               `json:"stage"`
-	StageName               string            `json:"stage_name"`
-	Status                  Status            `json:"status"`
-	Outcome                 Outcome           `json:"outcome"`
-	Backend                 Backend           `json:"backend"`
-	CaseLane                Lane              `json:"case_lane"`
-	CaseProcessStarted      bool              `json:"case_process_started"`
-	SourceRepositoryMutated bool              `json:"source_repository_mutated"`
-	SourceNonMutation       NonMutationRef    `json:"source_non_mutation"`
-	SourcePath              string            `json:"source_path"`
-	Policy                  Policy            `json:"policy"`
-	RuntimeWorkspaceRoot    string            `json:"runtime_workspace_root"`
-	RunArtifactDir          string            `json:"run_artifact_dir"`
-	FixturePath             string            `json:"fixture_path"`
-	Commits                 Commits           `json:"commits"`
-	AllowedPaths            []string          `json:"allowed_paths"`
-	ChangedFiles            []ChangedFile     `json:"changed_files"` // all of them; the pages show MaxFilesShown
-	Blockers                []Blocker         `json:"blockers"`
-	Case                    CaseRecord        `json:"case"`
-	Tests                   TestsRecord       `json:"tests"`
-	Setup                   *SetupRecord      `json:"setup,omitempty"`
-	Sandbox                 SandboxRecord     `json:"sandbox"`
-	Network                 *NetworkSummary   `json:"network,omitempty"`
-	Profile                 string            `json:"profile"`
-	Qualifies               bool              `json:"qualifies_as_stage_evidence"`
-	FaultInjection          string            `json:"fault_injection,omitempty"`
-	ArtifactDigests         map[string]string `json:"artifact_digests"`
-	Freshness               Freshness         `json:"freshness"`
+	SchemaVersion           string         `json:"schema_version"`
+	RunID                   string         `json:"run_id"`
+	Stage                   int            `json:"stage"`
+	StageName               string         `json:"stage_name"`
+	Status                  Status         `json:"status"`
+	Outcome                 Outcome        `json:"outcome"`
+	Backend                 Backend        `json:"backend"`
+	CaseLane                Lane           `json:"case_lane"`
+	CaseProcessStarted      bool           `json:"case_process_started"`
+	SourceRepositoryMutated bool           `json:"source_repository_mutated"`
+	SourceNonMutation       NonMutationRef `json:"source_non_mutation"`
+	SourcePath              string         `json:"source_path"`
+	// SourceGitDir is the source's git directory when it is kept outside
+	// the worktree (a gitfile names it): proven, hidden and never written
+	// like the source itself.
+	SourceGitDir         string            `json:"source_git_dir,omitempty"`
+	Policy               Policy            `json:"policy"`
+	RuntimeWorkspaceRoot string            `json:"runtime_workspace_root"`
+	RunArtifactDir       string            `json:"run_artifact_dir"`
+	FixturePath          string            `json:"fixture_path"`
+	Commits              Commits           `json:"commits"`
+	AllowedPaths         []string          `json:"allowed_paths"`
+	ChangedFiles         []ChangedFile     `json:"changed_files"` // all of them; the pages show MaxFilesShown
+	Blockers             []Blocker         `json:"blockers"`
+	Case                 CaseRecord        `json:"case"`
+	Tests                TestsRecord       `json:"tests"`
+	Setup                *SetupRecord      `json:"setup,omitempty"`
+	Sandbox              SandboxRecord     `json:"sandbox"`
+	Network              *NetworkSummary   `json:"network,omitempty"`
+	Profile              string            `json:"profile"`
+	Qualifies            bool              `json:"qualifies_as_stage_evidence"`
+	FaultInjection       string            `json:"fault_injection,omitempty"`
+	ArtifactDigests      map[string]string `json:"artifact_digests"`
+	Freshness            Freshness         `json:"freshness"`
 	// Signed says attestation.dsse.json follows the report (a signing key was
 	// configured); false means the evidence is unsigned and only tamper-evident.
 	Signed       bool   `json:"signed"`
@@ -215,6 +219,14 @@ const MaxCommandRefusalEvents = 10_000
 
 // MaxRefusedListed bounds CommandsRecord.RefusedCommands.
 const MaxRefusedListed = 200
+
+// MaxRefusedCommandBytes bounds the text of one refused command, in the
+// report and in its command_refused event (and the event's argv, all
+// arguments together): Case chooses how long its commands are, and each
+// refusal is recorded. A longer command keeps its start and its end (a
+// wrapper's own command comes last) around a note of how many bytes were
+// left out and the SHA-256 of the whole.
+const MaxRefusedCommandBytes = 2048
 
 // CommandClaims classifies the commands Case's events claim it ran.
 type CommandClaims struct {

@@ -126,7 +126,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			return fmt.Errorf("a batch runs stage-3 trials, which need stages 1 and 2 validated in %s: %w; run 'cto-harness demo' or 'cto-harness validate-stage 2' there", runs, err)
 		}
 		runner = batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self)}}
+			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}
 		if conc == 0 {
 			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
 		}

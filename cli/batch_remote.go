@@ -81,7 +81,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
 	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr},
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self)}}}
+			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
 	if err := w.Run(env.Ctx); err != nil {
 		return usageError{err}
 	}

@@ -2,11 +2,13 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
@@ -58,13 +60,14 @@ func (c *caseCommands) decide(cmd execwatch.Command) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	line := clipCommand(cmd.Line)
 	if len(c.refused) < ctoharness.MaxRefusedListed {
-		c.refused = append(c.refused, ctoharness.RefusedCommand{Command: cmd.Line, Reason: reason})
+		c.refused = append(c.refused, ctoharness.RefusedCommand{Command: line, Reason: reason})
 	}
 	if c.refusalEvents < ctoharness.MaxCommandRefusalEvents {
 		c.refusalEvents++
-		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": cmd.Line, "shell": cmd.Shell,
-			"path": cmd.Path, "argv": cmd.Argv, "truncated": cmd.Truncated, "reason": reason,
+		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": line, "shell": cmd.Shell,
+			"path": clipCommand(cmd.Path), "argv": clipArgv(cmd.Argv), "truncated": cmd.Truncated, "reason": reason,
 			"profile": string(c.r.profile.Name)})
 	}
 	tellRefused(cmd.Pid, reason)
@@ -135,4 +138,60 @@ func (c *caseCommands) record() *ctoharness.CommandsRecord {
 	return &ctoharness.CommandsRecord{Observed: c.observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
 		Heavy: u.Heavy, Tests: u.Tests, Refused: u.Refused, Execs: c.stats.Execs, Inside: c.stats.Inside,
 		RefusalEvents: c.refusalEvents, Claimed: c.claims, RefusedCommands: append([]ctoharness.RefusedCommand{}, c.refused...)}
+}
+
+// clipCommand is s when it fits in MaxRefusedCommandBytes, else its start
+// and its end around a note of what was left out (see
+// ctoharness.MaxRefusedCommandBytes). Cuts fall on UTF-8 boundaries.
+func clipCommand(s string) string {
+	max := ctoharness.MaxRefusedCommandBytes
+	if len(s) <= max {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	// The note is measured with the longest count it can hold.
+	note := fmt.Sprintf(" …[%d of %d bytes left out; sha256 %x]… ", len(s), len(s), sum)
+	keep := max - len(note)
+	head, tail := keep/4, keep-keep/4
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	note = fmt.Sprintf(" …[%d of %d bytes left out; sha256 %x]… ", start-head, len(s), sum)
+	return s[:head] + note + s[start:]
+}
+
+// clipArgv keeps argv within MaxRefusedCommandBytes in all: the arguments
+// that fit (the last one clipped), then one entry saying how many were left
+// out.
+func clipArgv(argv []string) []string {
+	budget := ctoharness.MaxRefusedCommandBytes
+	var out []string
+	for i, a := range argv {
+		if len(a) > budget {
+			left := len(argv) - i
+			if budget > 64 {
+				out = append(out, clipTo(a, budget-64))
+				left--
+			}
+			if left > 0 {
+				out = append(out, fmt.Sprintf("…[%d more arguments left out]", left))
+			}
+			return out
+		}
+		budget -= len(a)
+		out = append(out, a)
+	}
+	return out
+}
+
+// clipTo is the first n bytes of s (at a UTF-8 boundary) and a mark.
+func clipTo(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -161,7 +161,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			}
 		}
 		cset, _ := tools(o, egress.CommandCase) // an error is reported with the verification's below
-		env := cset.Apply(backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root))
+		env := cset.Apply(backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root, separateGitDir(repo)))
 		if o.Agent.Name != "" {
 			argv, env = planAgent(o, contract, scratch, env, plan)
 		}
@@ -187,7 +187,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if terr != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))
 	}
-	venv := vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root))
+	venv := vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root, separateGitDir(repo)))
 	if g, ok, err := warmGo(o); err != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
 	} else if ok && !o.Unsandboxed {
@@ -281,4 +281,13 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 		out = append(out, msg)
 	}
 	return out
+}
+
+// separateGitDir is repo's git directory when it is kept outside the
+// worktree, or "".
+func separateGitDir(repo source.Repo) string {
+	if repo.Separate() {
+		return repo.GitDir
+	}
+	return ""
 }

@@ -204,3 +204,40 @@ func TestFullDiskRemovesThePartialFixture(t *testing.T) {
 		t.Fatalf("the report was not written: %v", err)
 	}
 }
+
+// TestLongRefusedCommandsStayBounded: Case runs a command with a 200 KiB
+// argument 300 times, past the fast profile's budget. Every refusal
+// is counted and recorded, and the evidence stays small: a refused
+// command's text is cut in report.json and in its command_refused event,
+// whatever its length. The run still validates.
+func TestLongRefusedCommandsStayBounded(t *testing.T) {
+	set := compile(t)
+	base, _ := stage3(t, set)
+	o := base
+	o.Scenario = "long-execs=300"
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := rep.Case.Commands
+	// A command too long to read whole counts as a heavy run: past the
+	// profile's two, every one is refused.
+	if cmds == nil || cmds.Refused < 275 || cmds.RefusalEvents != cmds.Refused || len(cmds.RefusedCommands) == 0 {
+		t.Fatalf("refusals not counted or not recorded: %d refused, %d events", cmds.Refused, cmds.RefusalEvents)
+	}
+	for _, rc := range cmds.RefusedCommands {
+		if len(rc.Command) > 8<<10 {
+			t.Fatalf("a refused command is listed with %d bytes", len(rc.Command))
+		}
+	}
+	for name, limit := range map[string]int64{evidence.ReportJSON: 2 << 20, evidence.EventsFile: 8 << 20} {
+		fi, err := os.Stat(filepath.Join(rep.RunArtifactDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > limit {
+			t.Errorf("%s is %d bytes after 275 refusals of a 200 KiB command", name, fi.Size())
+		}
+	}
+	mustValidate(t, set, rep, false)
+}

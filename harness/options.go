@@ -108,6 +108,11 @@ type Options struct {
 	// trials (sandbox.Reuse).
 	SandboxProbe func() sandbox.Facts
 
+	// ViewTrials, when set, is shared by the runs of a batch: a view of a
+	// shape already tried (and planned alike here) is planned instead of
+	// tried in a throwaway launcher (sandbox.Trials).
+	ViewTrials *sandbox.Trials
+
 	// Sync replaces fsync(2) for the run's evidence (evidence.Syncer): the
 	// benchmark times it. A run with one never qualifies as stage evidence.
 	Sync evidence.Syncer

@@ -19,7 +19,7 @@ import (
 // verification checkout (the setup or the verification): the checkout's
 // scratch, and cmd's own network allowlist.
 func (r *run) verifyEnv(cmd egress.Command, scratch string) ([]string, verify.Policy) {
-	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root)), r.netEnv(cmd)...)
+	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(cmd)...)
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
 	if r.net != nil {
 		pol.NetAllowed = r.net.policy.For(cmd).HasHost

@@ -129,6 +129,9 @@ func (r *run) classify(ctx context.Context) bool {
 	}
 	r.repo = repo
 	r.rep.SourcePath = repo.Root
+	if repo.Separate() {
+		r.rep.SourceGitDir = repo.GitDir
+	}
 	spec, err := r.taskSpec(builtin)
 	if err != nil {
 		r.blockErr(err, ctoharness.StepClassify)
@@ -243,7 +246,7 @@ func (r *run) fixtureLayer() string {
 // must outlive the run, a mount must not), for trees with submodules or
 // filtered paths, and where the machine cannot mount.
 func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
-	in := fixture.CopyInput{SourceRoot: r.repo.Root, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv}
+	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv}
 	if r.o.Unsandboxed || r.o.KeepWork {
 		res, err := fixture.Copy(ctx, in)
 		return res, nil, err
@@ -254,7 +257,7 @@ func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixt
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
 	}
 	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
-	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, Dest: dst, Upper: upper, Work: work, Tracer: r.tr})
+	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, GitDir: r.repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: r.tr})
 	if err == nil {
 		var res fixture.CopyResult
 		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
@@ -288,7 +291,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
@@ -373,7 +376,7 @@ func (r *run) writeContract(ctx context.Context) bool {
 
 // leaksSource returns the source path if s contains it.
 func (r *run) leaksSource(s string) string {
-	for _, p := range []string{r.repo.Root, r.repo.Given} {
+	for _, p := range []string{r.repo.Root, r.repo.Given, r.rep.SourceGitDir} {
 		if p != "" && p != "/" && strings.Contains(s, p) {
 			return p
 		}
@@ -414,7 +417,7 @@ func (r *run) runCase(ctx context.Context) {
 		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return
 	}
-	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root)), r.netEnv(egress.CommandCase)...)
+	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(egress.CommandCase)...)
 	if r.agent != nil {
 		var err error
 		if argv, env, err = r.agent.command(r, env); err != nil {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -40,7 +41,12 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 	pol := r.policy(verification)
 	pol.View = v
 	work, _ := r.roots(verification)
-	trial, err := sandbox.Try(ctx, r.o.SelfExe, pol, work)
+	var trial sandbox.Trial
+	if r.o.ViewTrials != nil {
+		trial, err = r.o.ViewTrials.Try(ctx, r.o.SelfExe, pol, work, r.viewShape(pol))
+	} else {
+		trial, err = sandbox.Try(ctx, r.o.SelfExe, pol, work)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
@@ -68,6 +74,20 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 	}
 	r.viewFiles[verification] = files
 	return v, nil
+}
+
+// viewShape is what pol's view has in common with the same kind of view of
+// another run: its lists and writable directories, with this run's id
+// (which names its run and work directories) taken out.
+func (r *run) viewShape(pol sandbox.Policy) string {
+	b, err := json.Marshal(struct {
+		View     *sandbox.View
+		Writable []string
+	}{pol.View, pol.Writable})
+	if err != nil {
+		return "" // never equal to a real shape's JSON: tried every time
+	}
+	return strings.ReplaceAll(string(b), r.runID, "{run}")
 }
 
 // planView assembles the view's lists: the defaults, the config's lists for
@@ -98,7 +118,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	}
 	tc, _ := tools(r.o, cmd) // checked at the gate
 	hide = append(hide, tc.Hide...)
-	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root)))
+	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)))
 	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := r.roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
@@ -153,14 +173,15 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	return v, ctoharness.ViewRecord{ReadPaths: nonNil(v.Read), HidePaths: nonNil(hide)}, nil
 }
 
-// protectedPaths are hidden and may hold no read path: the source, every
-// owned source root, Target and external root, the config file, the
-// evidence signing key and the runs directory (this run's fixture and
-// scratch come back as writable binds, the task file as a file bind).
+// protectedPaths are hidden and may hold no read path: the source (and its
+// git directory when that is kept elsewhere), every owned source root,
+// Target and external root, the config file, the evidence signing key and
+// the runs directory (this run's fixture and scratch come back as writable
+// binds, the task file as a file bind).
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.rep.SourceGitDir, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue

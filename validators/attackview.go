@@ -249,9 +249,30 @@ func (a *attack) checkView(runDir, src string, res *RowResult) {
 	}
 }
 
-// sourceMeta describes every entry under root: type and mode, owner, mtime
-// and ctime, extended attributes, and a file's content digest.
+// sourceMeta describes every entry under root and, when root's .git is a
+// gitfile, under the git directory it names (keyed by absolute path): type
+// and mode, owner, mtime and ctime, extended attributes, and a file's
+// content digest.
 func sourceMeta(root string) (map[string]string, error) {
+	out, err := treeMeta(root, false)
+	if err != nil {
+		return nil, err
+	}
+	if gd := rowRepo(root).GitDir; gd != filepath.Join(root, ".git") {
+		more, err := treeMeta(gd, true)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range more {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// treeMeta is sourceMeta of one tree, keyed by path relative to root, or
+// by absolute path.
+func treeMeta(root string, abs bool) (map[string]string, error) {
 	out := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -275,6 +296,9 @@ func sourceMeta(root string) (map[string]string, error) {
 			desc += " sha256=" + hex.EncodeToString(sum[:])
 		}
 		rel, _ := filepath.Rel(root, p)
+		if abs {
+			rel = p
+		}
 		out[rel] = desc
 		return nil
 	})

@@ -84,8 +84,10 @@ func checkContract(v *runView, c collector) {
 	if json.Unmarshal(data, &ct) != nil {
 		return
 	}
-	if v.report.SourcePath != "" && strings.Contains(string(data), v.report.SourcePath) {
-		c.fail(chk, evidence.TaskFile, "the contract reveals the source path %s", v.report.SourcePath)
+	for _, p := range []string{v.report.SourcePath, v.report.SourceGitDir} {
+		if p != "" && strings.Contains(string(data), p) {
+			c.fail(chk, evidence.TaskFile, "the contract reveals the source path %s", p)
+		}
 	}
 	if !reflect.DeepEqual(ct.AllowedPaths, v.report.AllowedPaths) {
 		c.fail(chk, evidence.TaskFile, "allowed paths %v differ from the report's %v", ct.AllowedPaths, v.report.AllowedPaths)
@@ -138,6 +140,9 @@ func checkTrace(v *runView, c collector) {
 		made := e.Step == ctoharness.StepClassify && under(r.SourcePath, r.RuntimeWorkspaceRoot)
 		if r.SourcePath != "" && e.Op.IsWrite() && under(e.Path, r.SourcePath) && !made {
 			c.fail(chk, evidence.TraceFile, "entry %d: harness wrote inside the source: %s", e.Seq, e.Path)
+		}
+		if e.Op.IsWrite() && under(e.Path, r.SourceGitDir) {
+			c.fail(chk, evidence.TraceFile, "entry %d: harness wrote inside the source's git directory: %s", e.Seq, e.Path)
 		}
 	}
 	for _, name := range evidence.FinalArtifacts() {

@@ -131,7 +131,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		// The row's own proof of the source, independent of the harness's.
 		// A repository state the proof refuses (a row that sets one up) is
 		// checked byte for byte instead, .git included.
-		repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
+		repo := rowRepo(src)
 		p, err := source.Prove(ctx, repo, source.ProofOptions{RunID: "matrix", Kind: source.KindBefore, Now: o.Clock()}, nil)
 		switch {
 		case err == nil:
@@ -195,7 +195,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 		res.fail("a Case process started, which this row forbids")
 	}
 	if before != nil {
-		repo := source.Repo{Given: src, Root: src, GitDir: filepath.Join(src, ".git")}
+		repo := rowRepo(src)
 		after, err := source.Prove(ctx, repo, source.ProofOptions{RunID: "matrix", Kind: source.KindAfter, Now: o.Clock()}, nil)
 		res.SourceUnchanged = err == nil && !source.Compare("matrix", *before, after).Mutated
 		if !res.SourceUnchanged && !row.SourceChanges {
@@ -441,6 +441,18 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 			return harness.Options{}, "", err
 		}
 	}
+	gitDirRepl := strings.NewReplacer()
+	if st.SourceSeparateGitDir {
+		// Inside a directory the view shows (a configured read path), so
+		// that only the harness hiding it keeps it from the commands.
+		shared := filepath.Join(work, "shared")
+		gd, err := separateGitDir(srcDir, filepath.Join(shared, "gitdirs", "sample.git"))
+		if err != nil {
+			return harness.Options{}, "", err
+		}
+		cfg.Sandbox = &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{shared}}}
+		gitDirRepl = strings.NewReplacer("{source_git_dir}", gd, "{source_git_dirs}", filepath.Dir(gd))
+	}
 	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
 	if err != nil {
 		return harness.Options{}, "", err
@@ -453,9 +465,12 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
 	if st.Verification != "" {
-		spec.Verification.Command = att.net.replacer().Replace(st.Verification)
+		spec.Verification.Command = gitDirRepl.Replace(att.net.replacer().Replace(st.Verification))
 	}
 	spec.FixtureGit = st.FixtureGit
+	if st.AllowedPaths != nil {
+		spec.AllowedPaths = st.AllowedPaths
+	}
 	if st.SetupCommand != "" {
 		spec.Setup = &task.Verification{Command: att.net.replacer().Replace(st.SetupCommand), TimeoutSeconds: 60}
 	}
@@ -478,7 +493,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, ".work", runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
-		"{secret}", att.secretName).Replace(att.net.replacer().Replace(scenario))
+		"{secret}", att.secretName).Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario)))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/source"
 )
 
 // materializeWith materializes the sample source with extra committed
@@ -32,11 +33,7 @@ func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when ti
 		files[k] = v
 	}
 	if len(st.SourceSubmodules) > 0 {
-		var mods strings.Builder
-		for _, p := range sortedKeys(st.SourceSubmodules) {
-			fmt.Fprintf(&mods, "[submodule %q]\n\tpath = %s\n\turl = https://example.invalid/%s.git\n", p, p, p)
-		}
-		files[".gitmodules"] = mods.String()
+		files[".gitmodules"] = gitmodules(childSubmodules("", st.SourceSubmodules))
 	}
 	archive, err := fixtures.Archive(fixtures.SampleOwned)
 	if err != nil {
@@ -44,7 +41,7 @@ func materializeWith(ctx context.Context, dst string, st fixtures.Setup, when ti
 	}
 	a := txtar.Parse(archive)
 	// A submodule takes the place of whatever the sample has at its path.
-	for sub := range st.SourceSubmodules {
+	for _, sub := range childSubmodules("", st.SourceSubmodules) {
 		kept := a.Files[:0]
 		for _, f := range a.Files {
 			if f.Name != sub && !strings.HasPrefix(f.Name, sub+"/") {
@@ -165,22 +162,28 @@ func writeGitFiles(src string, files map[string]string) error {
 
 // addSubmodules makes each submodule a repository of its own inside dst
 // (its .git embedded) and commits it into dst as a gitlink, as `git
-// submodule add` of a local repository would.
+// submodule add` of a local repository would. A path below another
+// submodule's is a submodule of that one (nested), committed into it the
+// same way before it is committed into dst.
 func addSubmodules(ctx context.Context, r *git.Repository, dst string, subs map[string]map[string]string, when time.Time) error {
+	return commitGitlinks(ctx, r, dst, "", subs, when, "submodules\n")
+}
+
+// commitGitlinks makes the submodules directly below the submodule at
+// prefix ("" for the superproject, whose repository r is at dir) and
+// commits them into r as gitlinks.
+func commitGitlinks(ctx context.Context, r *git.Repository, dir, prefix string, subs map[string]map[string]string, when time.Time, msg string) error {
 	idx, err := r.Storer.Index()
 	if err != nil {
 		return err
 	}
-	for _, p := range sortedKeys(subs) {
-		var a txtar.Archive
-		for _, name := range sortedKeys(subs[p]) {
-			a.Files = append(a.Files, txtar.File{Name: name, Data: []byte(subs[p][name])})
-		}
-		head, err := fixtures.Materialize(ctx, txtar.Format(&a), filepath.Join(dst, filepath.FromSlash(p)), when.UTC().Truncate(time.Second))
+	for _, p := range childSubmodules(prefix, subs) {
+		rel := strings.TrimPrefix(p, prefix)
+		head, err := makeSubmodule(ctx, filepath.Join(dir, filepath.FromSlash(rel)), p, subs, when)
 		if err != nil {
 			return fmt.Errorf("submodule %s: %w", p, err)
 		}
-		idx.Entries = append(idx.Entries, &index.Entry{Name: p, Mode: filemode.Submodule, Hash: plumbing.NewHash(head)})
+		idx.Entries = append(idx.Entries, &index.Entry{Name: rel, Mode: filemode.Submodule, Hash: plumbing.NewHash(head)})
 	}
 	sort.Slice(idx.Entries, func(i, j int) bool { return idx.Entries[i].Name < idx.Entries[j].Name })
 	if err := r.Storer.SetIndex(idx); err != nil {
@@ -191,8 +194,80 @@ func addSubmodules(ctx context.Context, r *git.Repository, dst string, subs map[
 		return err
 	}
 	sig := object.Signature{Name: fixtures.AuthorName, Email: fixtures.AuthorEmail, When: when.UTC().Truncate(time.Second)}
-	_, err = w.Commit("submodules\n", &git.CommitOptions{Author: &sig, Committer: &sig})
+	_, err = w.Commit(msg, &git.CommitOptions{Author: &sig, Committer: &sig})
 	return err
+}
+
+// makeSubmodule makes the repository of submodule p at dir, with its files
+// and, when it has submodules of its own, their .gitmodules and gitlinks;
+// it returns its HEAD commit.
+func makeSubmodule(ctx context.Context, dir, p string, subs map[string]map[string]string, when time.Time) (string, error) {
+	var a txtar.Archive
+	files := map[string]string{}
+	for name, data := range subs[p] {
+		files[name] = data
+	}
+	inner := childSubmodules(p+"/", subs)
+	if len(inner) > 0 {
+		files[".gitmodules"] = gitmodules(trimAll(inner, p+"/"))
+	}
+	for _, name := range sortedKeys(files) {
+		a.Files = append(a.Files, txtar.File{Name: name, Data: []byte(files[name])})
+	}
+	head, err := fixtures.Materialize(ctx, txtar.Format(&a), dir, when.UTC().Truncate(time.Second))
+	if err != nil || len(inner) == 0 {
+		return head, err
+	}
+	r, err := git.PlainOpen(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := commitGitlinks(ctx, r, dir, p+"/", subs, when, "nested submodules\n"); err != nil {
+		return "", err
+	}
+	ref, err := r.Head()
+	if err != nil {
+		return "", err
+	}
+	return ref.Hash().String(), nil
+}
+
+// childSubmodules are the submodule paths of subs directly below prefix
+// ("" or "path/"): below it, and below no other submodule there.
+func childSubmodules(prefix string, subs map[string]map[string]string) []string {
+	var out []string
+	for _, p := range sortedKeys(subs) {
+		if !strings.HasPrefix(p, prefix) || p == strings.TrimSuffix(prefix, "/") {
+			continue
+		}
+		nested := false
+		for q := range subs {
+			if strings.HasPrefix(q, prefix) && q != p && strings.HasPrefix(p, q+"/") {
+				nested = true
+			}
+		}
+		if !nested {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// gitmodules is a .gitmodules naming each path.
+func gitmodules(paths []string) string {
+	var mods strings.Builder
+	for _, p := range paths {
+		fmt.Fprintf(&mods, "[submodule %q]\n\tpath = %s\n\turl = https://example.invalid/%s.git\n", p, p, p)
+	}
+	return mods.String()
+}
+
+func trimAll(paths []string, prefix string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.TrimPrefix(p, prefix)
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -202,4 +277,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// separateGitDir moves src's git directory to gitDir and leaves the gitfile
+// naming it, the layout git init --separate-git-dir makes. It returns the
+// git directory's real path.
+func separateGitDir(src, gitDir string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(gitDir), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(src, ".git"), gitDir); err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(gitDir)
+	if err != nil {
+		return "", err
+	}
+	return real, os.WriteFile(filepath.Join(src, ".git"), []byte("gitdir: "+real+"\n"), 0o644)
+}
+
+// rowRepo is the source at src as the row's own proofs see it: its git
+// directory is src/.git, or the one a gitfile there names.
+func rowRepo(src string) source.Repo {
+	return source.Repo{Given: src, Root: src, GitDir: gitstatus.GitDirOf(src)}
 }

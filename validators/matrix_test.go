@@ -116,6 +116,10 @@ func TestViewRowsTurnRedUnsandboxed(t *testing.T) {
 		"sandbox-read-harness-config": "a planted secret reached the evidence",
 		"sandbox-read-signing-key":    "a planted secret reached the evidence",
 		"sandbox-list-root-home":      "NOT denied",
+		// The separate git directory is part of the source: a write there
+		// is a change to the source, a read of it a leak.
+		"source-separate-git-dir-write": "the source gained",
+		"source-separate-git-dir-read":  "NOT denied",
 	}
 	for name, want := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,9 @@ func checkNonMutation(v *runView, c collector) {
 	if before.Root != after.Root || before.Root != r.SourcePath {
 		c.fail(chk, evidence.SourceAfter, "the proofs describe different roots (%s, %s, report %s)", before.Root, after.Root, r.SourcePath)
 	}
+	if before.GitDir != r.SourceGitDir || after.GitDir != r.SourceGitDir {
+		c.fail(chk, evidence.SourceAfter, "the proofs read the git directory at %q and %q, but the report's source_git_dir is %q", before.GitDir, after.GitDir, r.SourceGitDir)
+	}
 	recomputed := source.Compare(r.RunID, before, after)
 	if !reflect.DeepEqual(normalizeNM(recomputed), normalizeNM(nm)) {
 		c.fail(chk, evidence.NonMutation, "does not match a fresh comparison of the before and after proofs")

@@ -122,7 +122,13 @@ func scanFile(ctx context.Context, p string, fn func(i int, line []byte) error) 
 			return errors.New("the last line is not terminated (the file was cut short)")
 		}
 	}
-	r := bufio.NewReaderSize(f, 256*1024)
+	// Most evidence files are small: a buffer larger than the file is
+	// allocated for nothing, once per file per validation.
+	size := 256 * 1024
+	if st.Size() < int64(size) {
+		size = max(int(st.Size())+1, 4096)
+	}
+	r := bufio.NewReaderSize(f, size)
 	var long []byte
 	for i := 0; ; {
 		if i%1024 == 0 && ctx.Err() != nil {

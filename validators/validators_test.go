@@ -203,6 +203,38 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			})
 			reseal(t, dir)
 		}},
+		{"source_non_mutation", func(t *testing.T, dir string) {
+			// The report names a separate git directory the proofs never read.
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["source_git_dir"] = "/elsewhere/repo.git" })
+			reseal(t, dir)
+		}},
+		{"trace_roots", func(t *testing.T, dir string) {
+			// The harness wrote into the source's separate git directory.
+			var rep ctoharness.Report
+			data, _ := os.ReadFile(filepath.Join(dir, evidence.ReportJSON))
+			json.Unmarshal(data, &rep)
+			gd := filepath.Join(rep.RuntimeWorkspaceRoot, "separate.git") // inside a harness root, so only the git directory rule objects
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["source_git_dir"] = gd })
+			f, _ := os.OpenFile(filepath.Join(dir, evidence.TraceFile), os.O_APPEND|os.O_WRONLY, 0)
+			line, _ := json.Marshal(ctoharness.TraceEntry{Seq: 10000, RunID: rep.RunID, Op: ctoharness.TraceWrite, Path: gd + "/HEAD", Step: ctoharness.StepReport})
+			f.Write(append(line, '\n'))
+			f.Close()
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
+			// The source's separate git directory bound into the view.
+			editView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				rep.SourceGitDir = "/opt/cto-harness-separate.git" // under no owned root or hidden path
+				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/gd", Kind: ctoharness.ViewBind, Source: rep.SourceGitDir, Mode: ctoharness.ViewRO})
+			})
+			reseal(t, dir)
+		}},
+		{"task_contract", func(t *testing.T, dir string) {
+			// The contract names the source's separate git directory.
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["source_git_dir"] = "/elsewhere/repo.git" })
+			editJSON(t, filepath.Join(dir, evidence.TaskFile), func(m map[string]any) { m["task"] = "see /elsewhere/repo.git" })
+			reseal(t, dir)
+		}},
 		{"fixture_clean_end", func(t *testing.T, dir string) {
 			editJSON(t, filepath.Join(dir, evidence.CleanEnd), func(m map[string]any) {
 				m["clean"] = false

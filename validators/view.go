@@ -75,7 +75,7 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 		readable bool // a bind inside it is allowed when it is a configured read path
 	}
 	var roots []root
-	for _, p := range append(append(append([]string{r.SourcePath}, r.Policy.OwnedSources...), r.Policy.TargetRoots...), r.Policy.ExternalRoots...) {
+	for _, p := range append(append(append([]string{r.SourcePath, r.SourceGitDir}, r.Policy.OwnedSources...), r.Policy.TargetRoots...), r.Policy.ExternalRoots...) {
 		if p != "" && p != "/" {
 			roots = append(roots, root{p, false})
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -271,11 +272,12 @@ func (l *lineSplitter) flush() {
 
 // Env builds Case's environment from an explicit allowlist: nothing of the
 // harness's own environment passes except a PATH with no entry under the
-// source, and HOME, TMPDIR and caches point into the scratch root.
-func Env(scratch, taskFile, hostPath, sourceRoot string) []string {
+// source (sources: its worktree, and its git directory when that is kept
+// elsewhere), and HOME, TMPDIR and caches point into the scratch root.
+func Env(scratch, taskFile, hostPath string, sources ...string) []string {
 	var keep []string
 	for _, p := range filepath.SplitList(hostPath) {
-		if p == "" || !filepath.IsAbs(p) || within(p, sourceRoot) {
+		if p == "" || !filepath.IsAbs(p) || slices.ContainsFunc(sources, func(s string) bool { return s != "" && within(p, s) }) {
 			continue
 		}
 		keep = append(keep, p)

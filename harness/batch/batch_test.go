@@ -94,7 +94,7 @@ func newWorld(t *testing.T, sources int) *world {
 		}
 		w.sources = append(w.sources, src)
 	}
-	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe)}
+	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}
 	return w
 }
 

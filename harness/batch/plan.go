@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
@@ -126,11 +125,12 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 	return p, nil
 }
 
-// SourceHead is the commit HEAD names in the repository at dir. The
+// SourceHead is the commit HEAD names in the repository at dir (its git
+// directory may be kept elsewhere, named by a gitfile). The
 // repository is opened without go-git's config parser, which rejects
 // files git reads.
 func SourceHead(dir string) (string, error) {
-	r, err := gitstatus.Open(dir, filepath.Join(dir, ".git"))
+	r, err := gitstatus.Open(dir, gitstatus.GitDirOf(dir))
 	if err != nil {
 		return "", err
 	}

@@ -37,8 +37,11 @@ import (
 // Input says what to check out where.
 type Input struct {
 	SourceRoot string // the classified source, copied for the baseline
-	Dest       string // the checkout directory; must not exist
-	Store      string // the harness's store (git directory)
+	// SourceGitDir is the source's git directory (source.Repo.GitDir);
+	// empty means SourceRoot/.git.
+	SourceGitDir string
+	Dest         string // the checkout directory; must not exist
+	Store        string // the harness's store (git directory)
 	// Baseline and Result are commits in the store; BaselineTime and
 	// ResultTime are the times they were made with, so the checkout's own
 	// commits get the same hashes.
@@ -123,7 +126,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.M
 			return cp, mounted, err
 		}
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
 	if err != nil {
 		return cp, nil, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}

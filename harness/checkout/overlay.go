@@ -31,14 +31,14 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		return fixture.CopyResult{}, nil, fmt.Errorf("%w: no source proof to hold the source's files to", overlay.ErrUnavailable)
 	}
 	upper, work := overlayDirs(in.Dest)
-	m, err := overlay.Tree(ctx, overlay.Input{Source: in.SourceRoot, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
+	m, err := overlay.Tree(ctx, overlay.Input{Source: in.SourceRoot, GitDir: in.SourceGitDir, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
 	if err != nil {
 		if errors.Is(err, overlay.ErrUnavailable) {
 			return fixture.CopyResult{}, nil, err
 		}
 		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s", in.Dest)
 	}
-	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
+	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
 		SourceManifest: in.SourceManifest, Getenv: in.Getenv})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 		if derr := m.Discard(); derr != nil {

@@ -440,3 +440,64 @@ func TestProxyUpstreamDown(t *testing.T) {
 		t.Errorf("records %+v", recs)
 	}
 }
+
+// A proxy request is read with a bounded header: a CONNECT whose target is
+// megabytes long is refused, and its record keeps a bounded host and
+// reason, so neither the proxy's memory nor network.jsonl grows with what
+// Case sends.
+func TestProxyLongTargetIsBounded(t *testing.T) {
+	fx := newFixture(t, "127.0.0.1:9", Limits{}, "exact.test:443")
+	for _, req := range []string{
+		"CONNECT " + strings.Repeat("h", 4<<20) + ".test:443 HTTP/1.1\r\n\r\n",
+		"CONNECT exact.test:443 HTTP/1.1\r\nHost: exact.test:443\r\nX-Pad: " + strings.Repeat("p", 4<<20) + "\r\n\r\n",
+		"GET http://" + strings.Repeat("g", 300) + ".test/ HTTP/1.1\r\nHost: " + strings.Repeat("g", 300) + ".test\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", fx.proxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.WriteString(c, req) }()
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, rerr := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		// The proxy closes with the rest of a long request unread, so the
+		// client may see the reset before the answer; the record decides.
+		if rerr == nil && !strings.Contains(line, "400") && !strings.Contains(line, "403") && !strings.Contains(line, "431") {
+			t.Errorf("a %d-byte request: answered %q, want a refusal", len(req), line)
+		}
+	}
+	fx.f.Close()
+	recs := fx.log.records(t)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		if r.Decision != Denied || len(b) > 4<<10 {
+			t.Errorf("record %d: decision %s, %d bytes", r.Seq, r.Decision, len(b))
+		}
+	}
+}
+
+// A TLS server name longer than a host name can be (TLS allows 64 KiB) is
+// denied, and its record keeps at most a host name's worth of it.
+func TestLongSNIIsBounded(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer srv.Close()
+	fx := newFixture(t, srv.Listener.Addr().String(), Limits{}, "svc.test:PORT")
+	addr := net.JoinHostPort(fx.plan.Names["svc.test"].String(), strconv.Itoa(int(fx.plan.Ports[0])))
+	long := strings.Repeat("a", 40_000) + ".svc.test"
+	if c, err := tls.Dial("tcp", addr, &tls.Config{ServerName: long, InsecureSkipVerify: true}); err == nil {
+		c.Close()
+		t.Errorf("a handshake with a %d-byte server name went through", len(long))
+	}
+	fx.f.Close()
+	recs := fx.log.records(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	b, _ := json.Marshal(recs[0])
+	if recs[0].Decision != Denied || len(b) > 2<<10 || !strings.Contains(recs[0].Reason, "longer than a host name") {
+		t.Errorf("record: decision %s, %d bytes, reason %.120q", recs[0].Decision, len(b), recs[0].Reason)
+	}
+}

@@ -422,6 +422,10 @@ func (s *session) relay(c *net.TCPConn, br *bufio.Reader, a *attempt, rule Rule,
 		// The command closed without sending anything: nothing to inspect.
 	case perr != nil:
 		deny = "unreadable TLS ClientHello: " + perr.Error()
+	case len(sni) > maxHostName:
+		// TLS allows a name of 64 KiB; the record keeps a host name's worth.
+		a.rec.SNI = sni[:maxHostName]
+		deny = fmt.Sprintf("TLS server name of %d bytes, longer than a host name can be (%d): %s", len(sni), maxHostName, clipQuoted(sni))
 	case isTLS && rule.Endpoint.IsIP() && sni != "":
 		deny = fmt.Sprintf("TLS server name %q on a connection to the address %s", sni, a.rec.Host)
 	case isTLS && !rule.Endpoint.IsIP() && !strings.EqualFold(sni, a.rec.Host):

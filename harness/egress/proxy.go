@@ -2,7 +2,10 @@ package egress
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,6 +14,40 @@ import (
 
 // proxyHeaderTimeout bounds how long the proxy waits for a request head.
 const proxyHeaderTimeout = 30 * time.Second
+
+// maxProxyHeader bounds a proxy request's head (request line and header
+// fields): Case writes it, and http.ReadRequest alone reads a line of any
+// length into memory. A longer head is refused with 431.
+const maxProxyHeader = 32 << 10
+
+// maxHostName is the longest host name DNS allows; a longer target is
+// refused before it is matched or recorded.
+const maxHostName = 253
+
+// errHeaderTooLarge ends the read of a request head past maxProxyHeader.
+var errHeaderTooLarge = errors.New("the request head is longer than 32 KiB")
+
+// headLimit passes at most n bytes until lift is called: the head is read
+// through it, and what follows (the tunnel's or the request's bytes) is
+// not limited.
+type headLimit struct {
+	r io.Reader
+	n int64
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	k, err := l.r.Read(p)
+	l.n -= int64(k)
+	return k, err
+}
+
+func (l *headLimit) lift() { l.n = math.MaxInt64 }
 
 // proxy handles one connection to the in-namespace proxy: an HTTP CONNECT
 // (any TCP, usually TLS) or an absolute-form plain HTTP request. The
@@ -23,12 +60,23 @@ func (s *session) proxy(c *net.TCPConn) {
 		return
 	}
 	a := s.newAttempt(c, ViaConnect)
-	br := bufio.NewReaderSize(c, maxHello)
+	lim := &headLimit{r: c, n: maxProxyHeader}
+	br := bufio.NewReaderSize(lim, maxHello)
 	_ = c.SetReadDeadline(time.Now().Add(proxyHeaderTimeout))
 	req, err := http.ReadRequest(br)
 	_ = c.SetReadDeadline(time.Time{})
+	// The parser does not always pass the limit's error on (a cut request
+	// line reads as malformed): the limit itself says whether it was hit.
+	tooLong := lim.n <= 0
+	lim.lift()
+	if err != nil && tooLong {
+		refuse(c, http.StatusRequestHeaderFieldsTooLarge, errHeaderTooLarge.Error())
+		s.finish(a, Denied, "not an HTTP proxy request: "+errHeaderTooLarge.Error())
+		return
+	}
 	if err != nil {
-		s.finish(a, Denied, "not an HTTP proxy request: "+err.Error())
+		refuse(c, http.StatusBadRequest, "not an HTTP proxy request")
+		s.finish(a, Denied, "not an HTTP proxy request: "+clipQuoted(err.Error()))
 		return
 	}
 	host, port, err := proxyTarget(req)
@@ -79,15 +127,27 @@ func proxyTarget(req *http.Request) (string, int, error) {
 	h, p, err := net.SplitHostPort(hostport)
 	if err != nil {
 		if req.Method == http.MethodConnect {
-			return "", 0, fmt.Errorf("CONNECT needs HOST:PORT, not %q", hostport)
+			return "", 0, fmt.Errorf("CONNECT needs HOST:PORT, not %s", clipQuoted(hostport))
 		}
 		h, p = hostport, defPort
 	}
+	if len(h) > maxHostName {
+		return "", 0, fmt.Errorf("the target host is %d bytes long, more than a host name can be (%d): %s", len(h), maxHostName, clipQuoted(h))
+	}
 	n, err := strconv.Atoi(p)
 	if err != nil || n < 1 || n > 65535 {
-		return h, 0, fmt.Errorf("bad port in %q", hostport)
+		return h, 0, fmt.Errorf("bad port in %s", clipQuoted(hostport))
 	}
 	return h, n, nil
+}
+
+// clipQuoted is s quoted, its first 200 bytes only when it is longer: it
+// goes into a record, and Case chose it.
+func clipQuoted(s string) string {
+	if len(s) <= 200 {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:200]) + fmt.Sprintf("… (%d bytes)", len(s))
 }
 
 func refuse(c net.Conn, code int, msg string) {

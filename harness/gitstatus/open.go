@@ -67,3 +67,28 @@ func CommonDir(gitDir string) string {
 	}
 	return c
 }
+
+// GitDirOf is the git directory of the worktree at root: root/.git, or
+// the directory a gitfile there names (git init --separate-git-dir, a
+// linked worktree). It only reads; what the directory holds is the
+// caller's to check.
+func GitDirOf(root string) string {
+	dotgit := filepath.Join(root, ".git")
+	fi, err := os.Lstat(dotgit)
+	if err != nil || !fi.Mode().IsRegular() {
+		return dotgit
+	}
+	data, err := os.ReadFile(dotgit)
+	if err != nil {
+		return dotgit
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	target, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "gitdir: ")
+	if !ok || target == "" {
+		return dotgit
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(root, target)
+	}
+	return filepath.Clean(target)
+}

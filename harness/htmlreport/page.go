@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -44,13 +45,18 @@ const (
 //go:embed page.html.tmpl page.css
 var assets embed.FS
 
-var pageTmpl = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
-	"add": func(a, b int) int { return a + b },
-	"css": func() template.CSS {
-		b, _ := assets.ReadFile("page.css")
-		return template.CSS(b)
-	},
-}).ParseFS(assets, "page.html.tmpl"))
+// pageTmpl is parsed on first use, not at start-up: every process the
+// harness binary starts (the sandbox launcher, the fake Case) would pay for
+// it otherwise.
+var pageTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
+		"add": func(a, b int) int { return a + b },
+		"css": func() template.CSS {
+			b, _ := assets.ReadFile("page.css")
+			return template.CSS(b)
+		},
+	}).ParseFS(assets, "page.html.tmpl"))
+})
 
 // Render builds the page from report.json's bytes and the run directory.
 // artifact_digests is ignored: the page is written before the digests are
@@ -69,7 +75,7 @@ func Render(reportJSON []byte, dir string) ([]byte, error) {
 	}
 	p := build(&rep, extra, dir)
 	var b bytes.Buffer
-	if err := pageTmpl.Execute(&b, p); err != nil {
+	if err := pageTmpl().Execute(&b, p); err != nil {
 		return nil, fmt.Errorf("render %s: %w", FileName, err)
 	}
 	// html/template neutralizes markup, not characters that reorder or hide

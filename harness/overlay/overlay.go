@@ -37,6 +37,9 @@ var ErrUnavailable = errors.New("no overlay")
 // Input says what to show where.
 type Input struct {
 	Source string // the source worktree: the lower layer, never written
+	// GitDir is the source's git directory, read for the HEAD tree;
+	// empty means Source/.git.
+	GitDir string
 	Dest   string // the mount point; created here, must not exist
 	// Upper and Work are the writable layer and overlayfs's work
 	// directory (on one filesystem); created here, must not exist. Neither
@@ -89,7 +92,11 @@ func (m *Mount) Discard() error {
 // that can see the mount reads in /proc/self/mountinfo — name no host path.
 func Tree(ctx context.Context, in Input) (*Mount, error) {
 	src := filepath.Clean(in.Source)
-	tracked, err := trackedPaths(src)
+	gitDir := in.GitDir
+	if gitDir == "" {
+		gitDir = filepath.Join(src, ".git")
+	}
+	tracked, err := trackedPaths(src, gitDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -146,9 +153,9 @@ type tracked struct{ files, dirs map[string]bool }
 
 // trackedPaths lists the source HEAD tree, read with go-git from the
 // source's objects (nothing the source configures runs).
-func trackedPaths(src string) (tracked, error) {
+func trackedPaths(src, gitDir string) (tracked, error) {
 	t := tracked{files: map[string]bool{}, dirs: map[string]bool{"": true}}
-	r, err := gitstatus.Open(src, filepath.Join(src, ".git"))
+	r, err := gitstatus.Open(src, gitDir)
 	if err != nil {
 		return t, err
 	}

@@ -531,8 +531,8 @@ func (c *Counter) Account(cmd string, cl Class) (ok bool, reason string) {
 }
 
 // maxShown bounds the command quoted in a refusal (codex's wrapper alone is
-// 38 KiB): its end is quoted; the full command is in the command_refused
-// event.
+// 38 KiB): its end is quoted; the command_refused event keeps more of it
+// (ctoharness.MaxRefusedCommandBytes).
 const maxShown = 512
 
 // Usage is a snapshot of a Counter, for the report.

@@ -532,3 +532,58 @@ func TestViewNodeWasmUnderDefaultLimits(t *testing.T) {
 		t.Fatalf("six WebAssembly memories under the default limits: exit %d\nstdout %s\nstderr %s", out.code, out.stdout, out.stderr)
 	}
 }
+
+// Trials launches a trial for a shape it has not seen, plans the same shape
+// here afterwards (no launcher: no build time), and launches again for
+// another shape or for a view whose plan here fails, so the launcher's own
+// error is the one returned.
+func TestTrialsSkipOnlyAShapeAlreadyTried(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	p := b.viewPolicy(t)
+	ctx := context.Background()
+	trials := sandbox.NewTrials()
+	first, err := trials.Try(ctx, self(t), p, b.fixture, "shape-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.BuildTime == 0 {
+		t.Fatalf("the first view of a shape was not tried in a launcher")
+	}
+	again, err := trials.Try(ctx, self(t), p, b.fixture, "shape-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.BuildTime != 0 {
+		t.Errorf("a shape already tried was tried again")
+	}
+	if sandbox.Digest(again.View) != sandbox.Digest(first.View) {
+		t.Errorf("the plan made here differs from the view the launcher built")
+	}
+	other, err := trials.Try(ctx, self(t), p, b.fixture, "shape-b")
+	if err != nil || other.BuildTime == 0 {
+		t.Errorf("another shape was not tried: %v", err)
+	}
+	if tr, err := trials.Try(ctx, self(t), p, b.fixture, ""); err != nil || tr.BuildTime == 0 {
+		t.Errorf("a view without a shape was not tried: %v", err)
+	}
+	// The host changes: the plan here fails, and the trial's error is the
+	// launcher's, as without the memo.
+	gone := b.viewPolicy(t)
+	gone.View.Read = append(gone.View.Read, filepath.Join(b.root, "gone"))
+	if _, err := trials.Try(ctx, self(t), gone, b.fixture, "shape-gone"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a view that cannot be built: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(b.root, "gone"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := trials.Try(ctx, self(t), gone, b.fixture, "shape-gone"); err != nil || tr.BuildTime == 0 {
+		t.Fatalf("the view once its path exists: %v (tried: %v)", err, tr.BuildTime != 0)
+	}
+	if err := os.Remove(filepath.Join(b.root, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trials.Try(ctx, self(t), gone, b.fixture, "shape-gone"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a remembered shape whose plan now fails: %v", err)
+	}
+}

@@ -36,9 +36,24 @@ type Policy struct {
 // Repo is a classified source repository: a non-bare, self-contained git
 // worktree under an owned root.
 type Repo struct {
-	Given  string // the path as given, made absolute (filepath.Abs, lexical)
-	Root   string // realpath of the worktree root
-	GitDir string // Root + "/.git"
+	Given string // the path as given, made absolute (filepath.Abs, lexical)
+	Root  string // realpath of the worktree root
+	// GitDir is Root + "/.git", or the realpath of the git directory a
+	// gitfile there names (git init or clone --separate-git-dir).
+	GitDir string
+}
+
+// Separate reports whether the git directory lies outside the worktree,
+// named by a gitfile at Root/.git.
+func (r Repo) Separate() bool { return r.GitDir != r.Root+"/.git" }
+
+// HostPath is where the manifest path rel of a proof of r is on the host:
+// below the worktree, or below the separate git directory for .git/...
+func (r Repo) HostPath(rel string) string {
+	if rest, ok := strings.CutPrefix(rel, ".git/"); ok && r.Separate() {
+		return r.GitDir + "/" + rest
+	}
+	return r.Root + "/" + rel
 }
 
 // Classify decides whether path may be used as the Source Repository and
@@ -92,7 +107,7 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if err != nil {
 		return Repo{}, err
 	}
-	repo := Repo{Given: abs, Root: root, GitDir: root + "/.git"}
+	repo := Repo{Given: abs, Root: root}
 
 	// A source that contains a fenced root cannot be proven: the manifest
 	// walk would read inside it.
@@ -110,7 +125,7 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if pol.Now != nil {
 		now = pol.Now
 	}
-	if err := checkLayout(in, root, now()); err != nil {
+	if repo.GitDir, err = checkLayout(in, root, now()); err != nil {
 		return Repo{}, err
 	}
 	if err := checkAlternates(in, pol.Owned, repo.GitDir); err != nil {
@@ -251,78 +266,115 @@ func checkOwned(in *inspector, owned []string, abs, root string) error {
 }
 
 // checkLayout refuses anything but a plain, self-contained worktree: the
-// git directory must be root/.git, a real directory with its own objects.
-func checkLayout(in *inspector, root string, now time.Time) error {
+// git directory must be root/.git, a real directory with its own objects,
+// or a directory of its own that a gitfile there names. It returns the
+// git directory's real path.
+func checkLayout(in *inspector, root string, now time.Time) (string, error) {
 	gitDir := root + "/.git"
 	fi, err := in.lstat(gitDir)
 	switch {
 	case isNotExist(err):
 		if looksBare(in, root) {
-			return block(ctoharness.BlockSourceBare, nil,
+			return "", block(ctoharness.BlockSourceBare, nil,
 				"source %s is a bare repository; the harness needs a worktree — clone it under an owned root and pass the clone", root)
 		}
-		return block(ctoharness.BlockSourceNotGit, nil,
+		return "", block(ctoharness.BlockSourceNotGit, nil,
 			"source %s has no .git directory; pass the root of a git worktree (the directory that contains .git)", root)
 	case err != nil:
-		return classifyFSError(gitDir, err)
+		return "", classifyFSError(gitDir, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return block(ctoharness.BlockSourceSymlink, nil,
+		return "", block(ctoharness.BlockSourceSymlink, nil,
 			"%s is a symlink, so the git directory lives elsewhere; pass a repository whose .git is a real directory", gitDir)
 	case fi.Mode().IsRegular():
-		return gitfileBlock(in, gitDir)
+		if gitDir, err = separateGitDir(in, root); err != nil {
+			return "", err
+		}
 	case !fi.IsDir():
-		return block(ctoharness.BlockSourceNotGit, nil,
+		return "", block(ctoharness.BlockSourceNotGit, nil,
 			"%s is neither a directory nor a gitfile; pass the root of a git worktree", gitDir)
 	}
 	if _, err := in.lstat(gitDir + "/HEAD"); err != nil {
 		if isNotExist(err) {
-			return block(ctoharness.BlockSourceNotGit, nil,
+			return "", block(ctoharness.BlockSourceNotGit, nil,
 				"%s has no HEAD, so it is not a git directory; pass the root of a git worktree", gitDir)
 		}
-		return classifyFSError(gitDir+"/HEAD", err)
+		return "", classifyFSError(gitDir+"/HEAD", err)
 	}
 	cfg, err := in.readFile(gitDir + "/config")
 	if err != nil && !isNotExist(err) {
-		return classifyFSError(gitDir+"/config", err)
+		return "", classifyFSError(gitDir+"/config", err)
 	}
 	if coreBare(cfg) {
-		return block(ctoharness.BlockSourceBare, nil,
+		return "", block(ctoharness.BlockSourceBare, nil,
 			"%s/config sets core.bare = true, so git treats %s as a bare repository; use a clone with a worktree", gitDir, root)
 	}
 	if present, err := exists(in, gitDir+"/commondir"); err != nil {
-		return err
+		return "", err
 	} else if present {
-		return block(ctoharness.BlockSourceLinkedWorktree, nil,
+		return "", block(ctoharness.BlockSourceLinkedWorktree, nil,
 			"%s/commondir exists, so this git directory shares its objects and refs with another repository; pass the main worktree or a standalone clone", gitDir)
 	}
-	return checkBusy(in, gitDir, now)
+	return gitDir, checkBusy(in, gitDir, now)
 }
 
-// gitfileBlock refuses a .git file with the fix for what it points at: a
-// linked worktree's or a submodule's git directory (shared with another
-// repository), or one kept elsewhere by --separate-git-dir, whose files
-// the source proofs would not cover. Only the gitfile itself is read.
-func gitfileBlock(in *inspector, gitDir string) error {
-	data, err := in.readFile(gitDir)
+// separateGitDir resolves the gitfile root/.git to the git directory it
+// names, kept outside the worktree by git init or clone --separate-git-dir,
+// which git reads like an embedded one. The proofs cover it as the
+// source's .git (Repo.HostPath) and the sandbox hides it like the source.
+// A linked worktree's, a submodule's or another worktree's embedded .git
+// is shared with another checkout and refused; so is a git directory inside the
+// worktree or holding it, which the worktree's walk and the git
+// directory's would both cover. The fence is checked on the way, so a
+// gitfile naming a Target or external root is refused untouched.
+func separateGitDir(in *inspector, root string) (string, error) {
+	gitfile := root + "/.git"
+	data, err := in.readFile(gitfile)
 	if err != nil {
-		return classifyFSError(gitDir, err)
+		return "", classifyFSError(gitfile, err)
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
 	target, ok := strings.CutPrefix(strings.TrimRight(line, "\r"), "gitdir: ")
-	if !ok {
-		return block(ctoharness.BlockSourceNotGit, nil,
-			"%s is a file that does not name a git directory (no \"gitdir: \" line); pass the root of a git worktree", gitDir)
+	if !ok || target == "" {
+		return "", block(ctoharness.BlockSourceNotGit, nil,
+			"%s is a file that does not name a git directory (no \"gitdir: \" line); pass the root of a git worktree", gitfile)
 	}
 	if !filepath.IsAbs(target) {
-		target = filepath.Join(filepath.Dir(gitDir), target)
+		target = filepath.Join(root, target)
 	}
-	if strings.Contains(target+"/", "/worktrees/") || strings.Contains(target+"/", "/modules/") {
-		return block(ctoharness.BlockSourceLinkedWorktree, nil,
-			"%s is a gitfile naming %s, the git directory of a linked worktree or submodule, so the repository is shared; pass the main worktree or a standalone clone", gitDir, target)
+	target = filepath.Clean(target)
+	if strings.Contains(target+"/", "/worktrees/") || strings.Contains(target+"/", "/modules/") || filepath.Base(target) == ".git" {
+		return "", block(ctoharness.BlockSourceLinkedWorktree, nil,
+			"%s is a gitfile naming %s, the git directory of a linked worktree, a submodule or another worktree, so the repository is shared; pass the main worktree or a standalone clone", gitfile, target)
 	}
-	return block(ctoharness.BlockSourceLinkedWorktree, nil,
-		"%s is a gitfile naming %s: the git directory is kept outside the worktree (git init or clone --separate-git-dir), where the source proofs do not reach; move it back (rm %s && mv %s %s) or pass a standalone clone",
-		gitDir, target, gitDir, target, gitDir)
+	if r, fenced := in.fence.check(target); fenced {
+		return "", fencedBlock(target, &fencedError{path: target, root: r})
+	}
+	real, err := in.resolve(target)
+	if err != nil {
+		return "", classifyFSError(target, err)
+	}
+	fi, err := in.lstat(real)
+	if err != nil {
+		return "", classifyFSError(target, err)
+	}
+	switch {
+	case !fi.IsDir():
+		return "", block(ctoharness.BlockSourceNotGit, nil,
+			"%s names %s, which is not a directory; pass the root of a git worktree", gitfile, target)
+	case within(real, root) || within(root, real):
+		return "", block(ctoharness.BlockSourceNotGit, nil,
+			"%s names %s, a git directory inside the worktree or holding it; keep the git directory at .git (rm %s && mv %s %s) or outside the worktree", gitfile, real, gitfile, real, gitfile)
+	}
+	// The proofs walk the whole git directory, so it must not hold a
+	// fenced root either.
+	for _, r := range in.fence {
+		if within(r.path, real) {
+			return "", block(r.code, nil,
+				"the git directory %s of source %s contains %s %s; the harness walks it and must never touch that — pass a repository whose git directory does not contain it",
+				real, root, rootKind(r.code), r.given)
+		}
+	}
+	return real, nil
 }
 
 // looksBare reports whether dir has the layout of a bare repository.

@@ -279,7 +279,7 @@ func TestClassifyRefusals(t *testing.T) {
 			code: ctoharness.BlockSourceBare,
 		},
 		{
-			name: ".git is a file (--separate-git-dir)",
+			name: ".git is a gitfile naming another worktree's .git",
 			setup: func(t *testing.T, l layout) string {
 				p := filepath.Join(l.owned, "sep")
 				writeFile(t, filepath.Join(p, ".git"), "gitdir: "+filepath.Join(l.owned, "repo", ".git")+"\n")
@@ -681,22 +681,115 @@ func TestClassifyAlternates(t *testing.T) {
 	}
 }
 
-// TestClassifySeparateGitDirSaysHow: a worktree whose git directory was
-// put elsewhere by --separate-git-dir is told how to bring it back, not
-// that it is a linked worktree.
-func TestClassifySeparateGitDirSaysHow(t *testing.T) {
-	l := newLayout(t)
-	p := filepath.Join(l.owned, "sep")
-	gd := filepath.Join(l.owned, "store.git")
-	writeFile(t, filepath.Join(p, ".git"), "gitdir: "+gd+"\n")
-	_, err := Classify(context.Background(), p, l.policy(), nil)
-	var be *ctoharness.BlockerError
-	if !errors.As(err, &be) || be.Blocker.Code != ctoharness.BlockSourceLinkedWorktree {
-		t.Fatalf("Classify: %v; want %s", err, ctoharness.BlockSourceLinkedWorktree)
+// separateLayout makes an owned worktree whose git directory was moved to
+// gd with a gitfile naming it (git init --separate-git-dir), gitfile being
+// the path the gitfile holds.
+func separateLayout(t *testing.T, l layout, gd string, gitfile func(wt string) string) string {
+	t.Helper()
+	wt := filepath.Join(l.owned, "sep")
+	initRepo(t, wt, map[string]string{"README.md": "hello\n"})
+	if err := os.MkdirAll(filepath.Dir(gd), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"--separate-git-dir", "mv " + gd + " " + filepath.Join(p, ".git")} {
-		if !strings.Contains(be.Blocker.Message, want) {
-			t.Errorf("message %q lacks %q", be.Blocker.Message, want)
-		}
+	if err := os.Rename(filepath.Join(wt, ".git"), gd); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(wt, ".git"), "gitdir: "+gitfile(wt)+"\n")
+	return wt
+}
+
+// TestClassifySeparateGitDir: a worktree whose git directory is kept
+// elsewhere (--separate-git-dir), absolute or relative, outside the owned
+// roots, is a source whose GitDir is that directory's real path.
+func TestClassifySeparateGitDir(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gitfile func(l layout, wt, gd string) string
+	}{
+		{"absolute", func(_ layout, _, gd string) string { return gd }},
+		{"relative", func(_ layout, wt, gd string) string { r, _ := filepath.Rel(wt, gd); return r }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLayout(t)
+			gd := filepath.Join(l.elsewhere, "store.git")
+			wt := separateLayout(t, l, gd, func(wt string) string { return tc.gitfile(l, wt, gd) })
+			rec := &recorder{}
+			got, err := Classify(context.Background(), wt, l.policy(), rec)
+			if err != nil {
+				t.Fatalf("Classify: %v", err)
+			}
+			if got.Root != wt || got.GitDir != gd || !got.Separate() {
+				t.Fatalf("repo %+v, want root %s and git dir %s", got, wt, gd)
+			}
+			if p := got.HostPath(".git/objects/info"); p != gd+"/objects/info" {
+				t.Errorf("HostPath(.git/objects/info) = %s", p)
+			}
+			if p := got.HostPath(".git"); p != wt+"/.git" {
+				t.Errorf("HostPath(.git) = %s, want the gitfile", p)
+			}
+			if len(rec.under(gd)) == 0 {
+				t.Errorf("the git directory %s was inspected without a trace entry", gd)
+			}
+		})
+	}
+}
+
+// TestClassifySeparateGitDirRefusals: a gitfile whose git directory is
+// shared with another checkout, lies inside the worktree, sits in a fenced
+// root (refused untouched), is busy or is no directory is refused with
+// the fix.
+func TestClassifySeparateGitDirRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		gd    func(l layout) string
+		after func(t *testing.T, gd string)
+		code  ctoharness.BlockerCode
+		want  string
+	}{
+		{name: "another worktree's .git", gd: func(l layout) string { return filepath.Join(l.elsewhere, "other", ".git") },
+			code: ctoharness.BlockSourceLinkedWorktree, want: "shared"},
+		{name: "inside the worktree", gd: func(l layout) string { return filepath.Join(l.owned, "sep", "meta") },
+			code: ctoharness.BlockSourceNotGit, want: "inside the worktree"},
+		{name: "in a Target root", gd: func(l layout) string { return filepath.Join(l.target, "store.git") },
+			code: ctoharness.BlockSourceIsTarget},
+		{name: "in an external root", gd: func(l layout) string { return filepath.Join(l.external, "store.git") },
+			code: ctoharness.BlockSourceExternal},
+		{name: "a commondir", gd: func(l layout) string { return filepath.Join(l.elsewhere, "store.git") },
+			after: func(t *testing.T, gd string) { writeFile(t, filepath.Join(gd, "commondir"), "../x\n") },
+			code:  ctoharness.BlockSourceLinkedWorktree},
+		{name: "busy", gd: func(l layout) string { return filepath.Join(l.elsewhere, "store.git") },
+			after: func(t *testing.T, gd string) { writeFile(t, filepath.Join(gd, "index.lock"), "") },
+			code:  ctoharness.BlockSourceBusy, want: "index.lock"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLayout(t)
+			gd := tc.gd(l)
+			var wt string
+			if strings.HasPrefix(gd, filepath.Join(l.owned, "sep")+"/") {
+				wt = separateLayout(t, l, filepath.Join(l.elsewhere, "tmp.git"), func(string) string { return gd })
+				if err := os.Rename(filepath.Join(l.elsewhere, "tmp.git"), gd); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				wt = separateLayout(t, l, gd, func(string) string { return gd })
+			}
+			if tc.after != nil {
+				tc.after(t, gd)
+			}
+			rec := &recorder{}
+			_, err := Classify(context.Background(), wt, l.policy(), rec)
+			var be *ctoharness.BlockerError
+			if !errors.As(err, &be) || be.Blocker.Code != tc.code {
+				t.Fatalf("Classify: %v; want %s", err, tc.code)
+			}
+			if !strings.Contains(be.Blocker.Message, tc.want) {
+				t.Errorf("message %q lacks %q", be.Blocker.Message, tc.want)
+			}
+			for _, root := range []string{l.target, l.external} {
+				if got := rec.under(root); len(got) != 0 {
+					t.Errorf("touched the fenced root %s: %v", root, got)
+				}
+			}
+		})
 	}
 }

@@ -41,6 +41,7 @@ func Compare(runID string, before, after ctoharness.SourceProof) ctoharness.NonM
 	p.StatusEqual = d.count == n
 
 	n = d.count
+	d.str("", "git_dir", before.GitDir, after.GitDir)
 	compareManifest(d, before.Manifest, after.Manifest)
 	p.ManifestEqual = d.count == n
 

@@ -4,9 +4,11 @@
 // Classify refuses anything the harness must not work from (remote URLs,
 // symlinks, bare repositories, linked worktrees, repositories sharing objects
 // through alternates, paths outside the owned roots, and anything inside a
-// target repository or external root). Prove records the repository state
-// (HEAD, refs, status and a full lstat manifest including .git) and Compare
-// diffs two such proofs field by field.
+// target repository or external root); a git directory a gitfile names
+// outside the worktree (--separate-git-dir) is followed and belongs to the
+// source from then on. Prove records the repository state (HEAD, refs,
+// status and a full lstat manifest including .git, wherever it is) and
+// Compare diffs two such proofs field by field.
 //
 // The package only reads: it never writes to the source, not even
 // .git/index, and it never runs the git CLI (git status may refresh the

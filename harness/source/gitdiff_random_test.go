@@ -95,6 +95,13 @@ func randomRun(t *testing.T, seed uint64, steps int) {
 	writeAt(t, d, "d1/e", "e0\n")
 	commitAll(t, e, d, "base")
 	var log []string
+	if seed%3 == 0 {
+		// A third of the repositories keep their git directory outside
+		// the worktree (git init --separate-git-dir). Decided by the seed,
+		// not the generator, so the other draws stay as they were.
+		separate(t, e, d, false)
+		log = append(log, "separate git directory")
+	}
 	paths := randomPaths
 	if rng.IntN(2) == 0 {
 		// Half the repositories have a submodule to work inside.

@@ -92,6 +92,20 @@ func withSubmodule(t testing.TB, e gitEnv, dir string) {
 	e.run(t, dir, "commit", "-q", "-m", "add submodule")
 }
 
+// withNestedSubmodule adds a committed submodule at sub that has a
+// submodule of its own at sub/inner, populated recursively as
+// `git submodule update --init --recursive` leaves it.
+func withNestedSubmodule(t testing.TB, e gitEnv, dir string) {
+	t.Helper()
+	inner := subRepo(t, e, dir, "innersrc")
+	outer := subRepo(t, e, dir, "subsrc")
+	e.run(t, outer, "-c", "protocol.file.allow=always", "submodule", "add", "-q", inner, "inner")
+	e.run(t, outer, "commit", "-q", "-m", "add inner")
+	e.run(t, dir, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "../subsrc", "sub")
+	e.run(t, dir, "-c", "protocol.file.allow=always", "submodule", "update", "-q", "--init", "--recursive")
+	e.run(t, dir, "commit", "-q", "-m", "add nested submodule")
+}
+
 // reCheckout removes files and checks them out again, so that the
 // worktree gets git's output conversions and the index fresh stat data.
 func reCheckout(t testing.TB, e gitEnv, dir string, rels ...string) {
@@ -100,6 +114,24 @@ func reCheckout(t testing.TB, e gitEnv, dir string, rels ...string) {
 		rmrf(t, dir, r)
 	}
 	e.run(t, dir, append([]string{"checkout", "--"}, rels...)...)
+}
+
+// separate moves dir's git directory out of the worktree with git's own
+// `git init --separate-git-dir`, leaving a gitfile; with relative, the
+// gitfile names it by a relative path. It returns the git directory.
+func separate(t testing.TB, e gitEnv, dir string, relative bool) string {
+	t.Helper()
+	gd := filepath.Join(e["HOME"], "separate.git")
+	e.run(t, dir, "init", "-q", "--separate-git-dir", gd)
+	if relative {
+		rel, err := filepath.Rel(dir, gd)
+		mustDo(t, err)
+		writeAt(t, dir, ".git", "gitdir: "+rel+"\n")
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("git init --separate-git-dir left no gitfile: %v", err)
+	}
+	return gd
 }
 
 func commitAll(t testing.TB, e gitEnv, dir, msg string) {
@@ -350,6 +382,24 @@ var scenarios = []scenario{
 		withSubmodule(t, e, d)
 		writeAt(t, d, "sub/s.txt", "sub 2\n")
 		commitAll(t, e, filepath.Join(d, "sub"), "sub 2")
+	}},
+	{name: "nested submodule clean", setup: func(t testing.TB, e gitEnv, d string) { withNestedSubmodule(t, e, d) }},
+	{name: "nested submodule with a modified file", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/s.txt", "changed\n")
+	}},
+	{name: "nested submodule with an untracked file", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/new.txt", "n\n")
+	}},
+	{name: "nested submodule at another commit", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		writeAt(t, d, "sub/inner/s.txt", "next\n")
+		e.run(t, filepath.Join(d, "sub", "inner"), "commit", "-q", "-am", "next")
+	}},
+	{name: "nested submodule not checked out", setup: func(t testing.TB, e gitEnv, d string) {
+		withNestedSubmodule(t, e, d)
+		e.run(t, filepath.Join(d, "sub"), "submodule", "deinit", "-q", "-f", "inner")
 	}},
 	{name: "submodule not checked out", setup: func(t testing.TB, e gitEnv, d string) {
 		withSubmodule(t, e, d)
@@ -770,6 +820,25 @@ var scenarios = []scenario{
 		writeAt(t, d, ".gitattributes", "* -text\n\"my file.txt\" text\n\"tab\\there.txt\"\ttext\n\"plain.txt\"text\n")
 		commitAll(t, e, d, "attributes")
 		touch(t, d, "my file.txt", "tab\there.txt", "plain.txt")
+	}},
+	{name: "separate git directory", setup: func(t testing.TB, e gitEnv, d string) {
+		separate(t, e, d, false)
+		writeAt(t, d, "a.txt", "changed\n")
+		writeAt(t, d, "new.txt", "n\n")
+		writeAt(t, d, "x.log", "ignored\n")
+		writeAt(t, d, "dir/staged.txt", "s\n")
+		e.run(t, d, "add", "dir/staged.txt")
+	}},
+	{name: "separate git directory, clean after touching", setup: func(t testing.TB, e gitEnv, d string) {
+		separate(t, e, d, false)
+		touch(t, d, "a.txt", "dir/c.txt")
+	}},
+	{name: "separate git directory named relatively, with info/exclude", setup: func(t testing.TB, e gitEnv, d string) {
+		gd := separate(t, e, d, true)
+		writeAt(t, gd, "info/exclude", "*.tmp\n")
+		writeAt(t, d, "scratch.tmp", "t\n")
+		writeAt(t, d, "kept.txt", "k\n")
+		rmrf(t, d, "b.txt")
 	}},
 	{name: "linked worktree inside the repository", setup: func(t testing.TB, e gitEnv, d string) {
 		e.run(t, d, "worktree", "add", "-q", "wt")

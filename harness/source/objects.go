@@ -43,13 +43,13 @@ func metadataOnly(b, a *ctoharness.ManifestEntry) bool {
 // (info/packs, commit-graph, multi-pack-index, bitmaps): small next to
 // the packs, and a local clone hard-links them too, so their content is
 // what tells a link from a write.
-func hashObjectStoreFiles(root string, entries []ctoharness.ManifestEntry) error {
+func hashObjectStoreFiles(repo Repo, entries []ctoharness.ManifestEntry) error {
 	for k := range entries {
 		e := &entries[k]
 		if e.Type != ctoharness.EntryFile || e.SHA256 != "" || !strings.HasPrefix(e.Path, ".git/objects/") || immutableObject.MatchString(e.Path) {
 			continue
 		}
-		sum, err := fileSHA256(root+"/"+e.Path, e.Size)
+		sum, err := fileSHA256(repo.HostPath(e.Path), e.Size)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func fileSHA256(p string, size int64) (string, error) {
 // object files whose lstat differs from the before-proof's in ctime only
 // and whose content still checks against its name. Compare then records
 // such a difference as benign instead of a mutation.
-func markVerifiedObjects(root string, before, after []ctoharness.ManifestEntry) {
+func markVerifiedObjects(repo Repo, before, after []ctoharness.ManifestEntry) {
 	b := sortedManifest(before)
 	i := 0
 	for k := range after {
@@ -93,7 +93,7 @@ func markVerifiedObjects(root string, before, after []ctoharness.ManifestEntry) 
 		if i == len(b) || b[i].Path != a.Path || !metadataOnly(&b[i], a) {
 			continue
 		}
-		if verifyObject(root+"/"+a.Path, a) == nil {
+		if verifyObject(repo.HostPath(a.Path), a) == nil {
 			a.ObjectVerified = true
 		}
 	}

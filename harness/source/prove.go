@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -80,7 +81,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockInternal, step, nil,
 			"source proof kind %q is neither %q nor %q; this is a harness bug", opts.Kind, KindBefore, KindAfter)
 	}
-	if !filepath.IsAbs(repo.Root) || repo.GitDir != repo.Root+"/.git" {
+	if !filepath.IsAbs(repo.Root) || !filepath.IsAbs(repo.GitDir) || filepath.Clean(repo.GitDir) != repo.GitDir {
 		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockInternal, step, nil,
 			"source proof got an unclassified repo (root %q, git dir %q); pass the Repo returned by Classify", repo.Root, repo.GitDir)
 	}
@@ -92,6 +93,9 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 	// safe for concurrent use.
 	tr.Trace(ctoharness.TraceGitRead, repo.GitDir)
 	tr.Trace(ctoharness.TraceWalk, repo.Root)
+	if repo.Separate() {
+		tr.Trace(ctoharness.TraceWalk, repo.GitDir)
+	}
 
 	// HEAD, refs and the configuration are read alongside the manifest
 	// walk; the status then reuses the walk's lstat data instead of
@@ -107,7 +111,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		defer close(done)
 		gs, gerr = readGit(repo, getenv)
 	}()
-	entries, werr := walkManifest(ctx, repo.Root, opts.Deep)
+	entries, werr := walkSource(ctx, repo, opts.Deep)
 	<-done
 
 	if gs.cfg != nil {
@@ -128,12 +132,12 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot walk source %s for the manifest; check permissions, and that nothing is changing it", repo.Root)
 	}
 
-	if err := hashObjectStoreFiles(repo.Root, entries); err != nil {
+	if err := hashObjectStoreFiles(repo, entries); err != nil {
 		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
 			"cannot read the object store of source %s; check that nothing is changing it (git gc, git maintenance)", repo.Root)
 	}
 	if opts.Kind == KindAfter && opts.Before != nil {
-		markVerifiedObjects(repo.Root, opts.Before.Manifest, entries)
+		markVerifiedObjects(repo, opts.Before.Manifest, entries)
 	}
 	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
@@ -145,6 +149,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		RunID:          opts.RunID,
 		Kind:           opts.Kind,
 		Root:           repo.Root,
+		GitDir:         separateDir(repo),
 		TakenAt:        opts.Now.UTC(),
 		Head:           gs.head,
 		RefsDigest:     gs.refsDigest,
@@ -156,6 +161,37 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		ManifestDigest: ManifestDigest(entries),
 		Manifest:       entries,
 	}, nil
+}
+
+// walkSource is the manifest of the source: everything under the worktree
+// and, for a separate git directory, everything under it, named as if it
+// were the worktree's .git directory (its root is ".git/."; the gitfile
+// itself stays ".git"). One manifest keeps Compare, the digest and the
+// object-store checks the same for both layouts; the proof's git_dir says
+// where the .git/ entries were read.
+func walkSource(ctx context.Context, repo Repo, deep bool) ([]ctoharness.ManifestEntry, error) {
+	entries, err := walkManifest(ctx, repo.Root, deep)
+	if err != nil || !repo.Separate() {
+		return entries, err
+	}
+	gd, err := walkManifest(ctx, repo.GitDir, deep)
+	if err != nil {
+		return nil, err
+	}
+	for i := range gd {
+		gd[i].Path = ".git/" + gd[i].Path
+	}
+	entries = append(entries, gd...)
+	slices.SortFunc(entries, func(a, b ctoharness.ManifestEntry) int { return strings.Compare(a.Path, b.Path) })
+	return entries, nil
+}
+
+// separateDir is the proof's git_dir: the separate git directory, or "".
+func separateDir(repo Repo) string {
+	if repo.Separate() {
+		return repo.GitDir
+	}
+	return ""
 }
 
 // gitBlock is the blocker for a failure to read the repository's git
@@ -269,7 +305,7 @@ func routeStatus(ctx context.Context, repo Repo, getenv func(string) string, ign
 		defer close(done)
 		gs, gerr = readGit(repo, getenv)
 	}()
-	entries, werr := walkManifest(ctx, repo.Root, false)
+	entries, werr := walkSource(ctx, repo, false)
 	<-done
 	if gerr != nil {
 		return statusResult{}, gitBlock(ctoharness.StepSourceProof, repo, gerr)

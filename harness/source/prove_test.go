@@ -386,3 +386,102 @@ func TestFileModeMatchesOS(t *testing.T) {
 		}
 	}
 }
+
+// separateClassified is classified for a worktree whose git directory was
+// moved out of it (git init --separate-git-dir), outside the owned root.
+func separateClassified(t testing.TB, files map[string]string) Repo {
+	t.Helper()
+	base := realTempDir(t)
+	dir := filepath.Join(base, "owned", "repo")
+	initRepo(t, dir, files)
+	gd := filepath.Join(base, "elsewhere", "repo.git")
+	if err := os.MkdirAll(filepath.Dir(gd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, ".git"), gd); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, ".git"), "gitdir: "+gd+"\n")
+	repo, err := Classify(context.Background(), dir, Policy{Owned: []string{filepath.Join(base, "owned")}}, ctoharness.NopTracer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// TestProveSeparateGitDir: the proof of a worktree whose git directory is
+// kept elsewhere covers that directory as .git/ (its root as .git/.), keeps
+// the gitfile as .git, says where it read it (git_dir), is clean, and a
+// change in either place (a new ref, an object file's bytes, the gitfile
+// repointed) makes Compare report a mutation.
+func TestProveSeparateGitDir(t *testing.T) {
+	repo := separateClassified(t, map[string]string{"a.txt": "alpha\n", "dir/b.txt": "bravo\n"})
+	before := prove(t, repo, KindBefore, false)
+	if before.GitDir != repo.GitDir || before.Root != repo.Root {
+		t.Fatalf("proof root %s git_dir %s; want %s and %s", before.Root, before.GitDir, repo.Root, repo.GitDir)
+	}
+	if !before.StatusClean {
+		t.Fatalf("a clean separate-git-dir worktree has status %v", before.Status)
+	}
+	if e := entry(t, before, ".git"); e.Type != ctoharness.EntryFile {
+		t.Errorf(".git is %s, want the gitfile (file)", e.Type)
+	}
+	if e := entry(t, before, ".git/."); e.Type != ctoharness.EntryDir {
+		t.Errorf(".git/. is %s, want the git directory (dir)", e.Type)
+	}
+	entry(t, before, ".git/HEAD")
+	if !slices.IsSortedFunc(before.Manifest, func(a, b ctoharness.ManifestEntry) int { return strings.Compare(a.Path, b.Path) }) {
+		t.Fatal("the merged manifest is not sorted by path")
+	}
+	if again := prove(t, repo, KindAfter, false); Compare("run-1", before, again).Mutated {
+		t.Fatalf("two proofs of an untouched source differ: %+v", Compare("run-1", before, again).Differences)
+	}
+
+	var loose string
+	for _, e := range before.Manifest {
+		if immutableObject.MatchString(e.Path) {
+			loose = e.Path
+			break
+		}
+	}
+	if loose == "" {
+		t.Fatal("no loose object in the manifest")
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(t *testing.T)
+		path   string
+	}{
+		{"a new ref", func(t *testing.T) {
+			head, _ := os.ReadFile(filepath.Join(repo.GitDir, "refs", "heads", "main"))
+			writeFile(t, filepath.Join(repo.GitDir, "refs", "heads", "other"), string(head))
+		}, ".git/refs/heads/other"},
+		{"an object's bytes", func(t *testing.T) {
+			p := repo.HostPath(loose)
+			if err := os.Chmod(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write([]byte("x"))
+			f.Close()
+		}, loose},
+		{"the gitfile", func(t *testing.T) {
+			writeFile(t, filepath.Join(repo.Root, ".git"), "gitdir: "+repo.GitDir+"/\n")
+		}, ".git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.mutate(t)
+			after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow, Before: &before}, ctoharness.NopTracer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nm := Compare("run-1", before, after)
+			if !nm.Mutated || !slices.ContainsFunc(nm.Differences, func(d ctoharness.Difference) bool { return d.Path == tc.path }) {
+				t.Fatalf("mutation of %s not reported: %+v", tc.path, nm.Differences)
+			}
+		})
+	}
+}

@@ -61,6 +61,19 @@ var faultParam = map[string]struct {
 			return nil
 		}, nil
 	}},
+	"long-execs": {"N", "make the change, then run /bin/true with one 200 KiB argument N times without case.command events (past the profile's budget each is refused), and finish", func(p string) (func(*caseRun) error, error) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("long-execs wants a count of runs, got %q", p)
+		}
+		return func(c *caseRun) error {
+			if err := c.edit(); err != nil {
+				return err
+			}
+			c.runAll(n, false, "/bin/true", strings.Repeat("a", 200<<10))
+			return nil
+		}, nil
+	}},
 	"flood-events": {"BYTES", "make the change, then write BYTES (suffix K, M or G) of valid case.log events of about 1 KiB each, and finish", func(p string) (func(*caseRun) error, error) {
 		n, err := parseBytes(p)
 		if err != nil {
@@ -104,7 +117,7 @@ func lookupFault(name string) (Scenario, bool, error) {
 // FaultScenarios lists the fault scenarios (each is run as NAME=PARAM).
 func FaultScenarios() []Scenario {
 	var out []Scenario
-	for _, n := range []string{"fill-disk", "flood-events", "spawn-hang"} {
+	for _, n := range []string{"fill-disk", "flood-events", "long-execs", "spawn-hang"} {
 		p := faultParam[n]
 		out = append(out, Scenario{Name: n + "=", Description: p.description + " (" + p.param + ")"})
 	}
