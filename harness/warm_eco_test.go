@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/warmcache"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -222,12 +225,14 @@ func TestWarmNpmCache(t *testing.T) {
 		t.Error("the second run changed the host's npm cache")
 	}
 
-	// A host without the cache: it is left out, said so at the gate, and
-	// npm, offline, fails at once on the first package it lacks.
+	// A host without the cache (a user who never ran npm: no ~/.npm in the
+	// home every command has hidden): it is left out, said so at the gate,
+	// and npm, offline, fails at once on the first package it lacks, not on
+	// a cache directory it cannot create.
 	cold := o
 	cold.Getenv = func(k string) string {
 		if k == "npm_config_cache" {
-			return filepath.Join(t.TempDir(), "no-cache-here")
+			return filepath.Join(n.home, ".npm-never-made")
 		}
 		return o.Getenv(k)
 	}
@@ -247,6 +252,23 @@ func TestWarmNpmCache(t *testing.T) {
 	}
 	if len(rep.Blockers) > 0 && !strings.Contains(rep.Blockers[0].Message, "its cache does not have") {
 		t.Errorf("the blocker does not say the package is missing from the cache: %s", rep.Blockers[0].Message)
+	}
+
+	// The same host with the registry allowed for the setup: npm downloads
+	// into a cache of the command's own. Pointed at the missing host path
+	// inside the hidden home, it could not create it (ENOENT) and the
+	// setup failed.
+	cold.Config.Network = &config.NetworkAllow{SetupAllow: []string{warmcache.NpmRegistry + ":443"}}
+	rep, err = harness.Run(context.Background(), cold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setupLog, _ = os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.SetupLog))
+	if rep.Status != ctoharness.StatusPass {
+		t.Errorf("no host cache, registry allowed: status %s, blockers %v\nsetup.log:\n%s", rep.Status, rep.Blockers, setupLog)
+	}
+	if _, err := os.Stat(filepath.Join(n.home, ".npm-never-made")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the run made the host's npm cache: %v", err)
 	}
 }
 
@@ -508,10 +530,11 @@ func TestWarmNpmDryRun(t *testing.T) {
 	base, src := stage3(t, set)
 	o := base
 	o.Config = config.Config{OwnedSources: []string{src}, Caches: &config.Caches{Npm: true}}
+	hostCache := t.TempDir()
 	get := o.Getenv
 	o.Getenv = func(k string) string {
 		if k == "npm_config_cache" {
-			return "/host/npm-cache"
+			return hostCache
 		}
 		return get(k)
 	}

@@ -28,7 +28,7 @@ type Dir struct {
 // creates. A dir the host does not have is left out and named in missing.
 func ShowDirs(dirs []Dir, layer string) (ovs []sandbox.Overlay, missing []string, err error) {
 	for _, d := range dirs {
-		if st, err := os.Stat(d.Host); err != nil || !st.IsDir() {
+		if !isDir(d.Host) {
 			missing = append(missing, d.Name+" ("+d.Host+")")
 			continue
 		}
@@ -92,4 +92,10 @@ func absDir(what, p string) (string, error) {
 		return "", fmt.Errorf("%w: the host's %s %q is not an absolute path", ErrUnavailable, what, p)
 	}
 	return filepath.Clean(p), nil
+}
+
+// isDir reports whether p is a directory on the host.
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }

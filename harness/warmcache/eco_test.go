@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cto-harness/cto-harness/harness/warmcache"
@@ -76,19 +77,29 @@ func TestDetectPip(t *testing.T) {
 
 // Offline, each tool is told to use only its cache; online, it is not.
 func TestEnvOffline(t *testing.T) {
-	n := warmcache.Npm{Cache: "/c/npm"}
-	if e := n.Env(true); !slices.Contains(e, "npm_config_offline=true") || !slices.Contains(e, "npm_config_cache=/c/npm") {
+	npmCache, pipCache := t.TempDir(), t.TempDir()
+	n := warmcache.Npm{Cache: npmCache}
+	if e := n.Env(true); !slices.Contains(e, "npm_config_offline=true") || !slices.Contains(e, "npm_config_cache="+npmCache) {
 		t.Errorf("npm offline: %v", e)
 	}
 	if e := n.Env(false); slices.Contains(e, "npm_config_offline=true") || !slices.Contains(e, "npm_config_prefer_offline=true") {
 		t.Errorf("npm online: %v", e)
 	}
-	p := warmcache.Pip{Cache: "/c/pip", Wheelhouse: "/w"}
-	if e := p.Env(true); !slices.Contains(e, "PIP_NO_INDEX=1") || !slices.Contains(e, "PIP_FIND_LINKS=/w") {
+	p := warmcache.Pip{Cache: pipCache, Wheelhouse: "/w"}
+	if e := p.Env(true); !slices.Contains(e, "PIP_NO_INDEX=1") || !slices.Contains(e, "PIP_FIND_LINKS=/w") || !slices.Contains(e, "PIP_CACHE_DIR="+pipCache) {
 		t.Errorf("pip offline: %v", e)
 	}
 	if e := p.Env(false); slices.Contains(e, "PIP_NO_INDEX=1") {
 		t.Errorf("pip online: %v", e)
+	}
+	// A cache the host does not have is not shown, and not named: the
+	// tool would fail to create it inside the hidden home.
+	for _, e := range [][]string{warmcache.Npm{Cache: "/nonexistent/npm"}.Env(true), warmcache.Pip{Cache: "/nonexistent/pip"}.Env(true)} {
+		for _, kv := range e {
+			if strings.Contains(kv, "/nonexistent/") {
+				t.Errorf("a missing cache is named: %v", e)
+			}
+		}
 	}
 	c := warmcache.Cargo{Home: "/h/.cargo"}
 	if e := c.Env("/s/home", true); !slices.Equal(e, []string{"CARGO_HOME=/s/home/.cargo", "CARGO_NET_OFFLINE=true"}) {

@@ -47,9 +47,14 @@ func (n Npm) Dirs() []Dir { return []Dir{{Name: "npm", Host: n.Cache, At: n.Cach
 
 // Env points npm at the cache and prefers it to the registry; offline (the
 // command may not reach the registry) npm uses nothing else, so a package
-// the cache lacks fails at once (ENOTCACHED) instead of after retries.
+// the cache lacks fails at once (ENOTCACHED) instead of after retries. A
+// cache the host does not have is not shown, so it is not named either:
+// npm keeps its default in the command's own HOME, where it can create it.
 func (n Npm) Env(offline bool) []string {
-	env := []string{"npm_config_cache=" + n.Cache, "npm_config_prefer_offline=true"}
+	env := []string{"npm_config_prefer_offline=true"}
+	if isDir(n.Cache) {
+		env = append(env, "npm_config_cache="+n.Cache)
+	}
 	if offline {
 		env = append(env, "npm_config_offline=true")
 	}

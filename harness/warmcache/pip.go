@@ -76,9 +76,13 @@ func (p Pip) Dirs() []Dir {
 
 // Env points pip at the cache and the wheelhouse. Offline it turns the
 // index off, so pip installs from the wheelhouse at once, or says which
-// requirement it lacks, instead of retrying an index it cannot reach.
+// requirement it lacks, instead of retrying an index it cannot reach. A
+// cache the host does not have is not named (see Npm.Env).
 func (p Pip) Env(offline bool) []string {
-	env := []string{"PIP_CACHE_DIR=" + p.Cache}
+	var env []string
+	if isDir(p.Cache) {
+		env = append(env, "PIP_CACHE_DIR="+p.Cache)
+	}
 	if p.Wheelhouse != "" {
 		env = append(env, "PIP_FIND_LINKS="+p.Wheelhouse)
 	}
