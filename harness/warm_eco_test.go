@@ -410,6 +410,10 @@ func TestWarmEcoCachesRefused(t *testing.T) {
 			nil, []string{"caches.pip", "/nonexistent/wheels"}},
 		{"wheelhouse-in-source", config.Caches{PipWheelhouse: src}, nil,
 			nil, []string{"caches.pip", "inside " + src}},
+		// Refused even before the host has a pip cache to show.
+		{"pip-cache-dir-from-toolchain", config.Caches{Pip: true}, map[string]string{"PIP_CACHE_DIR": "/nonexistent/pip"},
+			[]config.Toolchain{{Name: "py", Paths: []string{t.TempDir()}, Env: map[string]string{"PIP_CACHE_DIR": "/somewhere"}}},
+			[]string{"PIP_CACHE_DIR", "toolchains"}},
 		{"cargo-home-from-toolchain", config.Caches{Cargo: true}, map[string]string{"CARGO_HOME": t.TempDir()},
 			[]config.Toolchain{{Name: "rust", Paths: []string{t.TempDir()}, Env: map[string]string{"CARGO_HOME": "/somewhere"}}},
 			[]string{"CARGO_HOME", "toolchains"}},

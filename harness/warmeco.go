@@ -25,7 +25,7 @@ type ecoCaches struct {
 	cargo *warmcache.Cargo
 }
 
-// pinnedVars are the variables each detection reads first: once the gate
+// The pin* variables are the ones each detection reads first: once the gate
 // has found a cache, the rest of the run asks for that answer, so a cache
 // cannot move mid-run and npm or pip is asked only once.
 const (
@@ -71,9 +71,9 @@ func warmEco(o Options) (ecoCaches, error) {
 	}
 	// A cache inside a repository or root the harness protects would show
 	// it to Case; the view would refuse it later, with less to say.
-	c2 := o.Config
+	cfg := o.Config
 	for _, d := range e.dirs("/") {
-		for _, group := range [][]string{{o.Source, o.RunsDir}, c2.OwnedSources, c2.TargetRoots, c2.ExternalRoots} {
+		for _, group := range [][]string{{o.Source, o.RunsDir}, cfg.OwnedSources, cfg.TargetRoots, cfg.ExternalRoots} {
 			for _, root := range group {
 				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && insideAnyPath(d.Host, []string{filepath.Clean(root)}) {
 					key, _, _ := strings.Cut(strings.Replace(d.Name, "pip-wheelhouse", "pip_wheelhouse", 1), "-")
@@ -86,11 +86,7 @@ func warmEco(o Options) (ecoCaches, error) {
 	}
 	// The caches' variables are the harness's: a toolchain's CARGO_HOME
 	// would send cargo to the host's home, past the overlays.
-	set := map[string]bool{}
-	for _, kv := range e.env("/", func(string) bool { return false }) {
-		k, _, _ := strings.Cut(kv, "=")
-		set[k] = true
-	}
+	set := e.keys()
 	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
 		s, _ := tools(o, cmd)
 		for _, kv := range s.Env {
@@ -102,6 +98,27 @@ func warmEco(o Options) (ecoCaches, error) {
 		}
 	}
 	return e, nil
+}
+
+// keys are the variables the offered caches may set, whether or not the
+// host has the cache yet.
+func (e ecoCaches) keys() map[string]bool {
+	set := map[string]bool{}
+	add := func(ks ...string) {
+		for _, k := range ks {
+			set[k] = true
+		}
+	}
+	if e.npm != nil {
+		add("npm_config_cache", "npm_config_prefer_offline", "npm_config_offline")
+	}
+	if e.pip != nil {
+		add("PIP_CACHE_DIR", "PIP_FIND_LINKS", "PIP_NO_INDEX")
+	}
+	if e.cargo != nil {
+		add("CARGO_HOME", "CARGO_NET_OFFLINE")
+	}
+	return set
 }
 
 // pin is getenv answering the caches' variables with what the gate found.
