@@ -80,6 +80,9 @@ func describeSetup(s fixtures.Setup) string {
 	if s.SourceUntracked != "" {
 		parts = append(parts, "untracked "+s.SourceUntracked+" in the source")
 	}
+	if len(s.WarmCaches) > 0 {
+		parts = append(parts, "warm caches "+strings.Join(s.WarmCaches, ", ")+" (host caches made for the row)")
+	}
 	if s.Scenario != "" {
 		parts = append(parts, "fake Case scenario `"+s.Scenario+"`")
 	}

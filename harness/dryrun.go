@@ -174,6 +174,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
+		if e, err := warmEco(o); err == nil && !o.Unsandboxed {
+			// An error is reported with the verification's below.
+			ckeys := e.env(envValue(backend.Env(scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
+			plan.Commands[i].EnvKeys = backend.EnvKeys(replaceEnv(plan.Commands[i].EnvKeys, ckeys))
+		}
 	}
 	// The verification runs in a fresh checkout of the result, with a
 	// scratch of its own (package checkout).
@@ -188,12 +193,20 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	} else if ok && !o.Unsandboxed {
 		venv = replaceEnv(venv, g.Env())
 	}
+	senv := venv
+	if e, err := warmEco(o); err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if !o.Unsandboxed {
+		senv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Setup.HasHost))
+		venv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Verify.HasHost))
+	}
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
+		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
 	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
-			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(senv),
 			NetworkAllow: nonNil(netPol.Setup.Strings())})
 	}
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},

@@ -81,7 +81,8 @@ func (r *run) gate(ctx context.Context) bool {
 	for _, b := range r.rep.Blockers {
 		codes = append(codes, string(b.Code))
 	}
-	r.emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.ok(), "blockers": codes, "previous_stage_record": prev})
+	r.emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.ok(), "blockers": codes, "previous_stage_record": prev,
+		"warm_caches": r.ecoRecord()})
 	return r.ok()
 }
 

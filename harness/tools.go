@@ -48,7 +48,14 @@ func (r *run) checkTools() {
 	}
 	if _, _, err := warmGo(r.o); err != nil {
 		r.blockErr(err, ctoharness.StepGate)
+		return
 	}
+	e, err := warmEco(r.o)
+	if err != nil {
+		r.blockErr(err, ctoharness.StepGate)
+		return
+	}
+	r.o.Getenv = e.pin(r.o.Getenv)
 }
 
 // toolEnv is env with cmd's toolchains, variables and warm caches in it;
@@ -61,7 +68,7 @@ func (r *run) toolEnv(cmd egress.Command, env []string) []string {
 	if g, ok, _ := warmGo(r.o); ok && !r.o.Unsandboxed {
 		env = replaceEnv(env, g.Env())
 	}
-	return env
+	return r.ecoEnv(cmd, env)
 }
 
 // replaceEnv is env with each of set's variables in place of the one env

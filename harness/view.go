@@ -132,6 +132,9 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		if err := r.warmView(v, scratch); err != nil {
 			return nil, ctoharness.ViewRecord{}, err
 		}
+		if err := r.ecoView(v, scratch); err != nil {
+			return nil, ctoharness.ViewRecord{}, err
+		}
 	}
 	if len(argv) > 0 {
 		exe := argv[0]

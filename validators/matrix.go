@@ -453,6 +453,10 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		cfg.Sandbox = &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{shared}}}
 		gitDirRepl = strings.NewReplacer("{source_git_dir}", gd, "{source_git_dirs}", filepath.Dir(gd))
 	}
+	warmRepl, warmEnv, err := warmCaches(work, st.WarmCaches, &cfg)
+	if err != nil {
+		return harness.Options{}, "", err
+	}
 	data, err := fixtures.TaskSpec(fixtures.SampleOwned)
 	if err != nil {
 		return harness.Options{}, "", err
@@ -465,7 +469,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
 	if st.Verification != "" {
-		spec.Verification.Command = gitDirRepl.Replace(att.net.replacer().Replace(st.Verification))
+		spec.Verification.Command = warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(st.Verification)))
 	}
 	spec.FixtureGit = st.FixtureGit
 	if st.AllowedPaths != nil {
@@ -493,9 +497,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, ".work", runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
-		"{secret}", att.secretName).Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario)))
+		"{secret}", att.secretName).Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario))))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
-		Getenv: gateEnv(o.HostEnv, allow, caseStage), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
+		Getenv: withEnv(gateEnv(o.HostEnv, allow, caseStage), warmEnv), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,
 		NewRunID: func(int, time.Time) string { return runID },
 		// The row's stage 2 record is a copy (perhaps damaged) of the real

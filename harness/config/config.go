@@ -126,6 +126,18 @@ type Caches struct {
 	// Go serves the host's module cache as an offline module proxy and
 	// shows its build cache through a per-run overlay.
 	Go bool `json:"go,omitempty"`
+	// Npm shows the host's npm cache through a per-run overlay; npm
+	// prefers it, and uses nothing else when the registry is not allowed.
+	Npm bool `json:"npm,omitempty"`
+	// Pip shows the host's pip cache through a per-run overlay.
+	Pip bool `json:"pip,omitempty"`
+	// PipWheelhouse is a directory of wheels pip may install from
+	// (PIP_FIND_LINKS), shown the same way; the one pip source that works
+	// offline. Setting it offers the pip cache too.
+	PipWheelhouse string `json:"pip_wheelhouse,omitempty"`
+	// Cargo shows the host's cargo registry and git checkouts inside each
+	// command's own CARGO_HOME through per-run overlays.
+	Cargo bool `json:"cargo,omitempty"`
 }
 
 // EnvVar is one variable for the commands in For ("case", "setup",

@@ -446,6 +446,10 @@ func RunWithPolicy(ctx context.Context, in Input, pol Policy, budget *Budget) (R
 // warm caches set GOPROXY=off (package warmcache).
 const goOfflineLine = "module lookup disabled by GOPROXY=off"
 
+// npmOfflineLine is npm's error code for a package it may not download:
+// the warm npm cache sets npm_config_offline (package warmcache).
+const npmOfflineLine = "npm error code ENOTCACHED"
+
 // cargoOfflineLine is cargo's reminder after a dependency it could not
 // resolve offline.
 const cargoOfflineLine = "you're using offline mode (--offline)"
@@ -461,6 +465,10 @@ func offlineReason(stdout, stderr string) string {
 	case strings.Contains(out, goOfflineLine):
 		return "a Go module is not in the host's module cache and the warm caches run offline (" + goOfflineLine + ")" +
 			listed(out, "go: downloading ", "") + "; no test ran: run `go mod download` (or the tests once) in the source on the host, then run again"
+	case strings.Contains(out, npmOfflineLine):
+		return "npm needed a package its cache does not have, and it runs offline on the host's npm cache (caches.npm, " + npmOfflineLine + ")" +
+			listed(out, "npm error request to ", " failed: cache mode is 'only-if-cached' but no cached response is available.") +
+			"; no test ran: run `npm ci` (or `npm install`) in the source on the host to fill the cache, or allow registry.npmjs.org:443 for this command, then run again"
 	case strings.Contains(out, cargoOfflineLine) || strings.Contains(out, "Could not resolve host: index.crates.io"):
 		return "cargo could not resolve a dependency without the network (crates.io is not reachable from the verification)" +
 			listed(out, "error: no matching package named `", "` found") +

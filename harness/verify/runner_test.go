@@ -550,3 +550,34 @@ func TestCargoDependencyMissingOffline(t *testing.T) {
 		}
 	}
 }
+
+// npm offline on a cache without the package stops at once with
+// ENOTCACHED: the reason names the package and how to fill the cache, and
+// the command is not rerun.
+func TestNpmPackageMissingOffline(t *testing.T) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("no npm on PATH")
+	}
+	e := newEnv(t)
+	pkg := `{"name": "m", "version": "1.0.0", "private": true, "dependencies": {"absent-package-for-test": "1.0.0"}}`
+	if err := os.WriteFile(filepath.Join(e.fixture, "package.json"), []byte(pkg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := e.input(t, "npm install", time.Minute)
+	scratch := t.TempDir()
+	in.Env = []string{"PATH=" + filepath.Dir(npm) + ":/usr/bin:/bin", "HOME=" + scratch, "npm_config_cache=" + filepath.Join(scratch, "npm"),
+		"npm_config_offline=true", "npm_config_update_notifier=false"}
+	rec, err := Execute(context.Background(), in, budget(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+		t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+	}
+	for _, want := range []string{"absent-package-for-test", "caches.npm", "npm ci"} {
+		if !strings.Contains(rec.Reason, want) {
+			t.Errorf("reason %q does not name %q", rec.Reason, want)
+		}
+	}
+}
