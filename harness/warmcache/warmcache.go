@@ -30,6 +30,9 @@ var ErrUnavailable = errors.New("warm caches unavailable")
 type Go struct {
 	ModCache   string // GOMODCACHE
 	BuildCache string // GOCACHE
+	// Toolchain names the go command (version, GOROOT, target): a kept
+	// build cache layer is made for one toolchain.
+	Toolchain string
 }
 
 // DetectGo asks the host's go command (found on getenv("PATH"), with the
@@ -50,7 +53,7 @@ func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE")
+	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE", "GOVERSION", "GOROOT", "GOOS", "GOARCH")
 	cmd.Env = []string{"PATH=" + getenv("PATH"), "GOTOOLCHAIN=local"}
 	for _, k := range []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "XDG_CACHE_HOME", "GOENV"} {
 		if v := getenv(k); v != "" {
@@ -62,11 +65,12 @@ func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
 	if err := cmd.Run(); err != nil {
 		return Go{}, fmt.Errorf("%w: %s env: %v: %s", ErrUnavailable, goBin, err, strings.TrimSpace(errb.String()))
 	}
-	var v struct{ GOMODCACHE, GOCACHE string }
+	var v struct{ GOMODCACHE, GOCACHE, GOVERSION, GOROOT, GOOS, GOARCH string }
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 		return Go{}, fmt.Errorf("%w: %s env printed %q: %v", ErrUnavailable, goBin, out.String(), err)
 	}
-	g := Go{ModCache: filepath.Clean(v.GOMODCACHE), BuildCache: filepath.Clean(v.GOCACHE)}
+	g := Go{ModCache: filepath.Clean(v.GOMODCACHE), BuildCache: filepath.Clean(v.GOCACHE),
+		Toolchain: strings.Join([]string{v.GOVERSION, v.GOROOT, v.GOOS + "/" + v.GOARCH}, " ")}
 	for _, d := range []string{v.GOMODCACHE, v.GOCACHE} {
 		if !filepath.IsAbs(d) {
 			return Go{}, fmt.Errorf("%w: the host's Go cache %q is not an absolute path (GOCACHE=off?)", ErrUnavailable, d)
