@@ -742,6 +742,9 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 			return
 		}
 	}
+	// The kept build cache must exist before the verification's view,
+	// which shows it, is built.
+	r.keepGo(ctx, own)
 	if !r.o.Unsandboxed {
 		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -290,4 +292,101 @@ func BenchmarkWarmGoCache(b *testing.B) {
 	b.ReportMetric(float64(per.Milliseconds()), "verify-ms")
 	b.ReportMetric(float64(direct.Milliseconds()), "direct-ms")
 	b.ReportMetric(float64(per)/float64(direct), "x-direct")
+}
+
+// The repository's own packages compiled by the first run's warm-up (on the
+// baseline, never by Case or its tests) are kept and read by later runs'
+// verifications, and nothing Case or its tests write to the build cache
+// reaches a later run: Case overwrites every entry it is shown and adds a
+// test that overwrites every entry the verification is shown, and the next
+// run reads the same kept layer, unchanged, and passes. Two runs are
+// needed, so this is a test here rather than a matrix row.
+func TestKeptGoCacheNotPoisonable(t *testing.T) {
+	requireSandbox(t)
+	set := compile(t)
+	base, _ := stage3(t, set)
+	g := newGoRepo(t)
+	buildBefore := treeDigest(t, g.buildCache)
+	o := warmOptions(t, set, g, base)
+	spec, err := task.Parse([]byte(`{"task": "Add a test.", "allowed_paths": ["docs/**", "poison_test.go"],
+		"verification": {"command": "go test -count=1 -v ./...", "timeout_seconds": 300}}`), "poison", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spec = &spec
+	o.Scenario = "poison-go-cache=poison_test.go"
+	first, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustValidate(t, set, first, first.Status == ctoharness.StatusPass)
+	kept := first.Sandbox.KeptBuildCache
+	if kept == nil || !kept.WarmedUp || kept.ID == "" || kept.Files == 0 {
+		t.Fatalf("the first run should have warmed up and kept a layer: %+v", kept)
+	}
+	if kept.WarmUpExitCode == nil || *kept.WarmUpExitCode != 0 {
+		t.Errorf("the warm-up on the baseline: exit %v", kept.WarmUpExitCode)
+	}
+	log, _ := os.ReadFile(filepath.Join(first.RunArtifactDir, "test.log"))
+	if !strings.Contains(string(log), "poisoned") {
+		t.Errorf("Case's test did not run in the first verification:\n%s", log)
+	}
+	events, _ := os.ReadFile(filepath.Join(first.RunArtifactDir, evidence.CaseEvents))
+	if !strings.Contains(string(events), `"attempt":"poison-go-cache"`) || strings.Contains(string(events), `"denied":true`) {
+		t.Errorf("Case's writes to its build cache should have worked (in its own layer): %s", events)
+	}
+	layerBefore := treeDigest(t, kept.Layer)
+	// The verification showed the layer under a writable one of its own.
+	var shown bool
+	for _, m := range first.Sandbox.VerificationView.Mounts {
+		if m.Kind == ctoharness.ViewOverlay && slices.Contains(m.Lowers, kept.Layer) && m.Path == g.buildCache {
+			shown = true
+		}
+	}
+	if !shown {
+		t.Errorf("the verification's view does not show the kept layer over the build cache: %+v", first.Sandbox.VerificationView.Mounts)
+	}
+
+	o.Scenario = "" // the same task (so the same kept layer), now with the canned change
+	second, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Status != ctoharness.StatusPass {
+		t.Fatalf("the run after the poisoning: status %s, blockers %v, tests %q", second.Status, second.Blockers, second.Tests.Reason)
+	}
+	mustValidate(t, set, second, true)
+	k2 := second.Sandbox.KeptBuildCache
+	if k2 == nil || k2.WarmedUp || k2.ID != kept.ID || k2.Note != "" {
+		t.Errorf("the second run should read the first run's layer as it was kept: %+v, first %+v", k2, kept)
+	}
+	if treeDigest(t, kept.Layer) != layerBefore {
+		t.Error("the kept layer changed")
+	}
+	if treeDigest(t, g.buildCache) != buildBefore {
+		t.Error("the host's build cache changed")
+	}
+	if second.Sandbox.VerificationView == nil || !strings.Contains(fmt.Sprint(second.Sandbox.VerificationView.Mounts), "/cto-harness/checkout") {
+		t.Errorf("the verification's checkout is not at its fixed path: %+v", second.Sandbox.VerificationView)
+	}
+	// A corrupt kept layer is discarded and made again; the run still passes.
+	entries, _ := filepath.Glob(filepath.Join(kept.Layer, "*", "*-d"))
+	if len(entries) == 0 {
+		t.Fatal("the kept layer has no outputs")
+	}
+	os.Chmod(entries[0], 0o644)
+	if err := os.WriteFile(entries[0], []byte("corrupted on disk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Status != ctoharness.StatusPass {
+		t.Fatalf("the run with a corrupt kept layer: status %s, blockers %v", third.Status, third.Blockers)
+	}
+	k3 := third.Sandbox.KeptBuildCache
+	if k3 == nil || !k3.WarmedUp || !strings.Contains(k3.Note, "discarded") || k3.ID == "" {
+		t.Errorf("a corrupt layer should be discarded and warmed up again: %+v", k3)
+	}
 }

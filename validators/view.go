@@ -61,6 +61,9 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 		}
 		switch {
 		case m.Kind == ctoharness.ViewBind && m.Source == m.Path && own(m.Path):
+		case verification && m.Kind == ctoharness.ViewBind && m.Source == work && r.Sandbox.KeptBuildCache != nil && m.Path == r.Sandbox.KeptBuildCache.CheckoutPath:
+			// The checkout, shown at the fixed path Go's build cache keys
+			// its packages by.
 		case m.Kind == ctoharness.ViewTmpfs && (m.Path == "/tmp" || m.Path == "/dev/shm"):
 		case m.Kind == ctoharness.ViewDevice && inside(m.Path, "/dev"):
 		case m.Kind == ctoharness.ViewOverlay && m.Layer != "" && r.RuntimeWorkspaceRoot != "" && inside(m.Layer, scratch):
@@ -68,6 +71,19 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 			// the run's own scratch.
 		default:
 			fail("writable %s mount at %s (from %q) lies outside its work and scratch directories", m.Kind, m.Path, m.Source)
+		}
+	}
+	// A kept build cache is only ever read: a layer under an overlay, kept
+	// in the runs directory's cache, and the one the report names.
+	kept := filepath.Join(filepath.Dir(r.RunArtifactDir), ".cache", "go-build")
+	for _, m := range rec.Mounts {
+		for _, l := range m.Lowers {
+			switch {
+			case m.Kind != ctoharness.ViewOverlay:
+				fail("the %s mount at %s has read-only layers (%s); only an overlay has", m.Kind, m.Path, l)
+			case !verification || r.Sandbox.KeptBuildCache == nil || l != r.Sandbox.KeptBuildCache.Layer || !inside(l, kept):
+				fail("the overlay at %s reads the layer %s, which is not this run's kept build cache under %s", m.Path, l, kept)
+			}
 		}
 	}
 	type root struct {

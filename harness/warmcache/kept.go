@@ -226,4 +226,3 @@ func fileSum(p string) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
-

@@ -90,14 +90,18 @@ func (g Go) Env() []string {
 
 // Overlays show both caches at their host paths, reads from the host's
 // directories and writes to layer (a per-run directory outside every view),
-// which it creates. A cache the host does not have yet is left out.
-func (g Go) Overlays(layer string) ([]sandbox.Overlay, error) {
+// which it creates. A cache the host does not have yet is left out. kept
+// are read-only layers shown over the host's build cache (see Keep).
+func (g Go) Overlays(layer string, kept ...string) ([]sandbox.Overlay, error) {
 	var out []sandbox.Overlay
 	for _, c := range []struct{ dir, name string }{{g.ModCache, "mod"}, {g.BuildCache, "build"}} {
 		if st, err := os.Stat(c.dir); err != nil || !st.IsDir() {
 			continue
 		}
 		o := sandbox.Overlay{Path: c.dir, Lower: c.dir, Upper: filepath.Join(layer, c.name, "upper"), Work: filepath.Join(layer, c.name, "work")}
+		if c.name == "build" {
+			o.Layers = kept
+		}
 		for _, d := range []string{o.Upper, o.Work} {
 			if err := os.MkdirAll(d, 0o700); err != nil {
 				return nil, fmt.Errorf("%w: cannot create the per-run layer of %s: %v", ErrUnavailable, c.dir, err)
