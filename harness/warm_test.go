@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -389,4 +390,109 @@ func TestKeptGoCacheNotPoisonable(t *testing.T) {
 	if k3 == nil || !k3.WarmedUp || !strings.Contains(k3.Note, "discarded") || k3.ID == "" {
 		t.Errorf("a corrupt layer should be discarded and warmed up again: %+v", k3)
 	}
+}
+
+// cobraVersion is the public Go repository BenchmarkKeptGoCache runs: a
+// module with dependencies (pflag, go-md2man, yaml), fetched through the
+// Go module proxy when the benchmark starts.
+const cobraVersion = "github.com/spf13/cobra@v1.10.2"
+
+// cobraTests is cobra's own `go test`, less one test that fails when run
+// as root on the host (it expects writing a read-only file to fail).
+const cobraTests = "go test -count=1 -skip TestFailGenFishCompletionFile ./..."
+
+// newCobraRepo makes a git repository of cobra's module source, with the
+// benchmark's own host caches warmed by running its tests directly once.
+func newCobraRepo(b *testing.B) goRepo {
+	b.Helper()
+	root := b.TempDir()
+	g := goRepo{src: filepath.Join(root, "owned", "cobra"), modCache: filepath.Join(root, "host", "gomod"), buildCache: filepath.Join(root, "host", "gobuild")}
+	// -modcacherw: the module cache is a temporary directory to remove.
+	g.hostEnv = append(os.Environ(), "GOMODCACHE="+g.modCache, "GOCACHE="+g.buildCache, "GOFLAGS=-modcacherw", "GOTOOLCHAIN=local")
+	cmd := exec.Command("go", "mod", "download", "-json", cobraVersion)
+	cmd.Dir, cmd.Env = root, g.hostEnv
+	out, err := cmd.Output()
+	if err != nil {
+		b.Skipf("%s cannot be fetched through the Go module proxy from this machine: %v", cobraVersion, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		b.Fatalf("go mod download printed %s: %v", out, err)
+	}
+	g.run(b, root, "mkdir", "-p", filepath.Dir(g.src))
+	g.run(b, root, "cp", "-r", mod.Dir, g.src)
+	g.run(b, root, "chmod", "-R", "u+w", g.src)
+	g.run(b, g.src, "go", "mod", "download")
+	g.run(b, g.src, "sh", "-c", cobraTests)
+	g.run(b, g.src, "git", "init", "-q", "-b", "main")
+	g.run(b, g.src, "git", "add", "-A")
+	g.run(b, g.src, "git", "-c", "user.name=t", "-c", "user.email=t@invalid", "commit", "-q", "-m", "cobra")
+	return g
+}
+
+// BenchmarkKeptGoCache runs cobra's own tests through the harness at
+// stage 3 with caches.go, twice and more, and compares a warm run's
+// verification (reading the layer the first run's warm-up kept) with the
+// same tests run directly on the host (x-direct; the target is ≤ 1.5×).
+// Everything in the sandbox is offline. first-verify-ms and warmup-ms are
+// the first run's: its warm-up compiles the baseline before its own
+// verification.
+func BenchmarkKeptGoCache(b *testing.B) {
+	exe, _ := os.Executable()
+	if f := sandbox.ProbeWith(exe); !f.Available() {
+		b.Skipf("sandbox unavailable on this machine: %s", f.Reason)
+	}
+	g := newCobraRepo(b)
+	set := compileB(b)
+	runs := b.TempDir()
+	keys, err := attest.Ephemeral()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	spec, err := task.Parse([]byte(`{"task": "Add a note.", "allowed_paths": ["CASE_NOTES.md"],
+		"verification": {"command": "`+cobraTests+`", "timeout_seconds": 600}}`), "cobra", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := harness.Options{Stage: 3, RunsDir: runs, Schemas: set, SelfExe: exe, Source: g.src, Spec: &spec,
+		Config:    config.Config{OwnedSources: []string{g.src}, Caches: &config.Caches{Go: true}},
+		VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+	o.Getenv = g.getenv(env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get)
+	first, err := harness.Run(context.Background(), o)
+	if err != nil || first.Status != ctoharness.StatusPass {
+		b.Fatalf("first run: %v %+v %s", err, first.Blockers, first.Tests.Reason)
+	}
+	k := first.Sandbox.KeptBuildCache
+	if k == nil || !k.WarmedUp || k.ID == "" {
+		b.Fatalf("the first run kept no layer: %+v", k)
+	}
+	direct := g.run(b, g.src, "sh", "-c", cobraTests)
+	// What a run paid before the layer was kept: the same tests in a copy
+	// of the repository at a new path, as each run's checkout was.
+	moved := filepath.Join(b.TempDir(), "cobra")
+	g.run(b, "", "cp", "-r", g.src, moved)
+	elsewhere := g.run(b, moved, "sh", "-c", cobraTests)
+	var inHarness time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil || rep.Status != ctoharness.StatusPass {
+			b.Fatalf("warm run: %v %+v", err, rep.Blockers)
+		}
+		if k := rep.Sandbox.KeptBuildCache; k == nil || k.WarmedUp || k.ID != first.Sandbox.KeptBuildCache.ID {
+			b.Fatalf("a warm run did not read the first run's layer: %+v", k)
+		}
+		inHarness += time.Duration(rep.Tests.DurationMs) * time.Millisecond
+	}
+	b.StopTimer()
+	per := inHarness / time.Duration(b.N)
+	b.ReportMetric(float64(per.Milliseconds()), "verify-ms")
+	b.ReportMetric(float64(direct.Milliseconds()), "direct-ms")
+	b.ReportMetric(float64(per)/float64(direct), "x-direct")
+	b.ReportMetric(float64(elsewhere.Milliseconds()), "direct-new-path-ms")
+	b.ReportMetric(float64(k.WarmUpMs), "warmup-ms")
+	b.ReportMetric(float64(first.Tests.DurationMs), "first-verify-ms")
 }
