@@ -745,6 +745,11 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	// The kept build cache must exist before the verification's view,
 	// which shows it, is built.
 	r.keepGo(ctx, own)
+	if r.interrupted() {
+		r.skipVerify("the run was interrupted during the build cache warm-up")
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
+		return
+	}
 	if !r.o.Unsandboxed {
 		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
