@@ -24,6 +24,16 @@ func checkSandboxView(v *runView, c collector) {
 	if r.Sandbox.Enforced && r.CaseProcessStarted && r.Backend == ctoharness.BackendCase && r.Sandbox.View == nil {
 		c.fail(chk, evidence.ReportJSON, "Case ran in the sandbox but report.json records no filesystem view (sandbox.view)")
 	}
+	// A kept build cache the report names was read by the verification.
+	if k := r.Sandbox.KeptBuildCache; k != nil && k.Layer != "" && r.Sandbox.VerificationView != nil {
+		read := false
+		for _, m := range r.Sandbox.VerificationView.Mounts {
+			read = read || (m.Kind == ctoharness.ViewOverlay && slices.Contains(m.Lowers, k.Layer))
+		}
+		if !read {
+			c.fail(chk, evidence.ReportJSON, "sandbox.kept_build_cache names the layer %s, which the verification's view does not show", k.Layer)
+		}
+	}
 	for _, vv := range []struct {
 		name         string
 		rec          *ctoharness.ViewRecord
