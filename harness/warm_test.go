@@ -504,3 +504,40 @@ func BenchmarkKeptGoCache(b *testing.B) {
 	}
 	b.ReportMetric(float64(time.Since(check).Milliseconds()), "check-layer-ms")
 }
+
+// A warm-up that does not finish leaves the run without a kept layer, says
+// so, and does not block the run: the verification is judged on its own.
+func TestKeptGoCacheWarmUpFails(t *testing.T) {
+	requireSandbox(t)
+	set := compile(t)
+	base, _ := stage3(t, set)
+	g := newGoRepo(t)
+	o := warmOptions(t, set, g, base)
+	// On the baseline (no note yet) the command hangs until its timeout.
+	spec, err := task.Parse([]byte(`{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "test -f docs/CASE_NOTES.md || sleep 600; go test -count=1 ./...", "timeout_seconds": 5}}`), "hang", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spec = &spec
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("status %s, blockers %v, tests %q", rep.Status, rep.Blockers, rep.Tests.Reason)
+	}
+	mustValidate(t, set, rep, true)
+	k := rep.Sandbox.KeptBuildCache
+	if k == nil || !k.WarmedUp || k.Layer != "" || k.ID != "" || !strings.Contains(k.Note, "timed out") {
+		t.Errorf("a warm-up that timed out: %+v", k)
+	}
+	for _, m := range rep.Sandbox.VerificationView.Mounts {
+		if len(m.Lowers) > 0 {
+			t.Errorf("the verification read a kept layer though none was made: %+v", m)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(o.RunsDir, ".cache", "go-build", k.Key)); err == nil {
+		t.Error("a layer was published from a warm-up that did not finish")
+	}
+}
