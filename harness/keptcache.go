@@ -52,12 +52,18 @@ func (r *run) keptKey(g warmcache.Go) string {
 // compiles from the host's cache, and the record says why.
 func (r *run) keepGo(ctx context.Context, own record) {
 	g, ok, _ := warmGo(r.o)
-	if !ok || r.o.Unsandboxed || !r.profile.RunTests || r.rep.Commits.BaselineTree == "" {
+	if !ok || r.o.Unsandboxed {
 		return
 	}
+	// The record exists whenever the verification's checkout is moved
+	// (warmView), and names the only layer its view may show.
 	key, root := r.keptKey(g), warmcache.KeptRoot(r.o.RunsDir)
 	rec := &ctoharness.KeptCacheRecord{Key: key, CheckoutPath: checkoutInView}
 	r.rep.Sandbox.KeptBuildCache = rec
+	if !r.profile.RunTests {
+		rec.Note = "the " + string(r.profile.Name) + " profile runs no verification, so nothing was warmed up or read"
+		return
+	}
 	k, err := warmcache.OpenKept(root, key)
 	switch {
 	case err == nil:

@@ -88,8 +88,8 @@ func replaceEnv(env, set []string) []string {
 // warmView adds the warm caches to a view (the verification's when
 // verification is set): both Go caches as overlays at their host paths,
 // with a layer of this run's own. The verification's view also shows its
-// checkout at checkoutInView and, when one was kept for the baseline, the
-// kept build cache layer over the host's (keptcache.go).
+// checkout at checkoutInView and, when keepGo found or made one for the
+// baseline, the kept build cache layer over the host's (keptcache.go).
 func (r *run) warmView(v *sandbox.View, verification bool) error {
 	g, ok, _ := warmGo(r.o)
 	if !ok || r.o.Unsandboxed {
@@ -100,9 +100,8 @@ func (r *run) warmView(v *sandbox.View, verification bool) error {
 	if verification {
 		v.Moved = append(v.Moved, sandbox.Bind{Path: checkoutInView, Source: work})
 		v.Cwd = checkoutInView
-		root, key := warmcache.KeptRoot(r.o.RunsDir), r.keptKey(g)
-		if warmcache.Exists(root, key) {
-			kept = []string{warmcache.LayerOf(root, key)}
+		if k := r.rep.Sandbox.KeptBuildCache; k != nil && k.Layer != "" {
+			kept = []string{k.Layer} // checked by keepGo, which ran first
 		}
 	}
 	ovs, err := g.Overlays(filepath.Join(scratch, "warm"), kept...)
