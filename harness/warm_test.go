@@ -540,4 +540,24 @@ func TestKeptGoCacheWarmUpFails(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(o.RunsDir, ".cache", "go-build", k.Key)); err == nil {
 		t.Error("a layer was published from a warm-up that did not finish")
 	}
+	// A profile that runs no tests warms nothing up, and its view and
+	// record still agree.
+	o.Profile = "smoke"
+	rep, err = harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sandbox.VerificationView == nil {
+		t.Fatal("the smoke run built no verification view: nothing to check")
+	}
+	// (A smoke run never qualifies; only its view is checked here.)
+	res := validators.Run(context.Background(), rep.RunArtifactDir, set, validators.RunOptions{})
+	for _, e := range res.Errors {
+		if strings.Contains(fmt.Sprint(e), "sandbox_view") {
+			t.Errorf("the smoke run's view: %v", e)
+		}
+	}
+	if k := rep.Sandbox.KeptBuildCache; k == nil || k.WarmedUp || k.Layer != "" || !strings.Contains(k.Note, "smoke") {
+		t.Errorf("the smoke run's record: %+v", k)
+	}
 }
