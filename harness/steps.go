@@ -785,9 +785,15 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
-	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)})
+		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)}
+	if k := r.rep.Sandbox.KeptBuildCache; k != nil {
+		// The kept build cache layer read (its manifest's digest) and
+		// whether this run warmed it up.
+		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
+	}
+	r.emit(ctx, ctoharness.EvVerificationDone, done)
 	if !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})

@@ -365,6 +365,10 @@ func TestKeptGoCacheNotPoisonable(t *testing.T) {
 	if treeDigest(t, kept.Layer) != layerBefore {
 		t.Error("the kept layer changed")
 	}
+	ev, _ := os.ReadFile(filepath.Join(second.RunArtifactDir, evidence.EventsFile))
+	if !strings.Contains(string(ev), `"kept_build_cache":{"id":"`+kept.ID+`","note":"","warmed_up":false}`) {
+		t.Errorf("verification_finished does not name the layer read: %s", ev)
+	}
 	if treeDigest(t, g.buildCache) != buildBefore {
 		t.Error("the host's build cache changed")
 	}
