@@ -41,6 +41,34 @@ func (r *run) keptKey(g warmcache.Go) string {
 	return warmcache.KeptKey("go-build 1", r.rep.Commits.BaselineTree, g.Toolchain, g.BuildCache, r.spec.Verification.Command, checkoutInView)
 }
 
+// keptWarm is keepGo running beside Case: started once the contract is
+// written (the warm-up needs only the baseline and the run's limits), and
+// joined before the verification's view, which shows its layer, is built.
+type keptWarm struct {
+	done   chan struct{}
+	cancel context.CancelFunc
+}
+
+func (r *run) startKeepGo(ctx context.Context, own record) *keptWarm {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &keptWarm{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(w.done)
+		r.keepGo(ctx, own)
+	}()
+	return w
+}
+
+// wait returns once keepGo has ended.
+func (w *keptWarm) wait() { <-w.done }
+
+// stop ends a warm-up no verification will read (the run ended before
+// it) and waits for it: nothing of it may outlive the run.
+func (w *keptWarm) stop() {
+	w.cancel()
+	<-w.done
+}
+
 // keepGo makes sure the kept build cache layer of the source's baseline
 // exists before the verification's view is built, warming it up when it
 // does not, and records what the verification will read. Only this step
@@ -79,7 +107,6 @@ func (r *run) keepGo(ctx context.Context, own record) {
 		rec.Note = "the kept layer could not be read (" + err.Error() + "), so none is read"
 		return
 	}
-	r.o.Progress.Step("warm-up")
 	upper, err := r.warmUp(ctx, own, g, rec)
 	if err == nil {
 		k, err = warmcache.Keep(root, key, upper)

@@ -714,7 +714,7 @@ func (r *run) skipVerify(reason string) {
 // the sandbox, on a fresh checkout of the result commit made from the
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected) {
+func (r *run) verify(ctx context.Context, own record, col *collected, warm *keptWarm) {
 	r.step(ctoharness.StepVerify)
 	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
@@ -744,7 +744,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	}
 	// The kept build cache must exist before the verification's view,
 	// which shows it, is built.
-	r.keepGo(ctx, own)
+	warm.wait()
 	if r.interrupted() {
 		r.skipVerify("the run was interrupted during the build cache warm-up")
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})

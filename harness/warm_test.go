@@ -564,4 +564,18 @@ func TestKeptGoCacheWarmUpFails(t *testing.T) {
 	if k := rep.Sandbox.KeptBuildCache; k == nil || k.WarmedUp || k.Layer != "" || !strings.Contains(k.Note, "smoke") {
 		t.Errorf("the smoke run's record: %+v", k)
 	}
+	// A run blocked before its verification stops the warm-up running
+	// beside Case, and its evidence validates.
+	o.Profile, o.Scenario = "", "disallowed"
+	rep, err = harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status == ctoharness.StatusPass {
+		t.Fatal("the disallowed change passed")
+	}
+	mustValidate(t, set, rep, false)
+	if _, err := os.Stat(filepath.Join(o.RunsDir, ".cache", "go-build", k.Key)); err == nil {
+		t.Error("a layer was published from a warm-up the run stopped")
+	}
 }
