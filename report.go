@@ -340,6 +340,27 @@ type SandboxRecord struct {
 	// verification command ran in (absent when none was built).
 	View             *ViewRecord `json:"view,omitempty"`
 	VerificationView *ViewRecord `json:"verification_view,omitempty"`
+	// KeptBuildCache is the Go build cache kept for the source's baseline
+	// (caches.go): the layer the verification read, and the warm-up.
+	KeptBuildCache *KeptCacheRecord `json:"kept_build_cache,omitempty"`
+}
+
+// KeptCacheRecord says which kept build cache layer the verification read
+// and whether this run's warm-up made it. Layer and ID are empty when
+// none was read; Note then says why (a failed warm-up is not the run's
+// failure).
+type KeptCacheRecord struct {
+	Key            string `json:"key"`
+	CheckoutPath   string `json:"checkout_path"`
+	Layer          string `json:"layer,omitempty"`
+	ID             string `json:"id,omitempty"`
+	Files          int    `json:"files,omitempty"`
+	Bytes          int64  `json:"bytes,omitempty"`
+	WarmedUp       bool   `json:"warmed_up"`
+	WarmUpExitCode *int   `json:"warm_up_exit_code,omitempty"`
+	WarmUpMs       int64  `json:"warm_up_ms,omitempty"`
+	WarmUpLog      string `json:"warm_up_log,omitempty"`
+	Note           string `json:"note,omitempty"`
 }
 
 // Limits are the resource limits (rlimits) of Case and the verification

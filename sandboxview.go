@@ -30,6 +30,9 @@ type ViewMount struct {
 	Source string `json:"source,omitempty"`
 	Mode   string `json:"mode"`
 	Layer  string `json:"layer,omitempty"`
+	// Lowers are an overlay's read-only layers over Source (a kept build
+	// cache), topmost first.
+	Lowers []string `json:"lowers,omitempty"`
 }
 
 // View mount kinds and modes, as recorded.

@@ -95,6 +95,7 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 // RunsPruneCmd is `cto-harness runs prune`.
 type RunsPruneCmd struct {
 	Keep   int  `name:"keep" required:"" help:"How many of the newest runs to keep."`
+	Caches bool `name:"caches" help:"Also remove the Go build caches kept between runs (RUNS_DIR/.cache/go-build); the next run of each source warms up again."`
 	DryRun bool `name:"dry-run" help:"Print what would be removed and remove nothing."`
 	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs."`
 }
@@ -107,7 +108,8 @@ stage validation record (RUNS_DIR/validation/stage-N.json) names, together with 
 detaches the mounts a killed run left below the runs directory (its overlay fixture or verification
 checkout); a run in progress holds a lock on its directory, and its mounts are never touched. Directories
 whose report.json cannot be read are left alone. If a stage record
-cannot be read, nothing is removed: the run it protects would be unknown.`
+cannot be read, nothing is removed: the run it protects would be unknown. With --caches it also removes
+the Go build caches kept between runs (caches.go); do that while no run is in progress.`
 }
 
 // Run executes the command.
@@ -119,6 +121,11 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	p, err := runlist.Prune(runs, c.Keep, c.DryRun)
 	if err != nil {
 		return usageError{err}
+	}
+	if c.Caches {
+		if p.Caches, err = runlist.PruneCaches(runs, c.DryRun); err != nil {
+			return err
+		}
 	}
 	if c.JSON {
 		if p.Removed == nil {
@@ -141,6 +148,9 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	}
 	for _, w := range p.Orphans {
 		fmt.Fprintf(env.Stdout, "%s the orphaned workspace %s (its run directory is gone)\n", verb, term(w))
+	}
+	for _, k := range p.Caches {
+		fmt.Fprintf(env.Stdout, "%s the kept build cache %s\n", verb, term(k))
 	}
 	protected := 0
 	for _, r := range p.Kept {

@@ -186,10 +186,14 @@ func (r *run) steps(ctx context.Context) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
+	// The kept build cache's warm-up needs only the baseline: it runs
+	// beside Case, and the verification waits for it.
+	warm := r.startKeepGo(ctx, rec)
+	defer warm.stop()
 	r.change(ctx)
 	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
-	r.verify(ctx, rec, col)
+	r.verify(ctx, rec, col, warm)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }

@@ -718,7 +718,7 @@ func (r *run) skipVerify(reason string) {
 // the sandbox, on a fresh checkout of the result commit made from the
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected) {
+func (r *run) verify(ctx context.Context, own record, col *collected, warm *keptWarm) {
 	r.step(ctoharness.StepVerify)
 	r.interrupted() // an interrupt during collection still stops the run here
 	if !r.ok() {
@@ -745,6 +745,14 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 			r.skipVerify("the scratch directories could not be created")
 			return
 		}
+	}
+	// The kept build cache must exist before the verification's view,
+	// which shows it, is built.
+	warm.wait()
+	if r.interrupted() {
+		r.skipVerify("the run was interrupted during the build cache warm-up")
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
+		return
 	}
 	if !r.o.Unsandboxed {
 		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
@@ -781,9 +789,15 @@ func (r *run) verify(ctx context.Context, own record, col *collected) {
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
-	r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)})
+		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)}
+	if k := r.rep.Sandbox.KeptBuildCache; k != nil {
+		// The kept build cache layer read (its manifest's digest) and
+		// whether this run warmed it up.
+		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
+	}
+	r.emit(ctx, ctoharness.EvVerificationDone, done)
 	if !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})

@@ -92,15 +92,26 @@ func replaceEnv(env, set []string) []string {
 	return out
 }
 
-// warmView adds the warm caches to a view whose command's scratch is
-// scratch: both Go caches as overlays at their host paths, with a layer of
-// this run's own.
-func (r *run) warmView(v *sandbox.View, scratch string) error {
+// warmView adds the warm caches to a view (the verification's when
+// verification is set): both Go caches as overlays at their host paths,
+// with a layer of this run's own. The verification's view also shows its
+// checkout at checkoutInView and, when keepGo found or made one for the
+// baseline, the kept build cache layer over the host's (keptcache.go).
+func (r *run) warmView(v *sandbox.View, verification bool) error {
 	g, ok, _ := warmGo(r.o)
 	if !ok || r.o.Unsandboxed {
 		return nil
 	}
-	ovs, err := g.Overlays(filepath.Join(scratch, "warm"))
+	work, scratch := r.roots(verification)
+	var kept []string
+	if verification {
+		v.Moved = append(v.Moved, sandbox.Bind{Path: checkoutInView, Source: work})
+		v.Cwd = checkoutInView
+		if k := r.rep.Sandbox.KeptBuildCache; k != nil && k.Layer != "" {
+			kept = []string{k.Layer} // checked by keepGo, which ran first
+		}
+	}
+	ovs, err := g.Overlays(filepath.Join(scratch, "warm"), kept...)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		}
 	}
 	if _, scratch := r.roots(verification); scratch != "" {
-		if err := r.warmView(v, scratch); err != nil {
+		if err := r.warmView(v, verification); err != nil {
 			return nil, ctoharness.ViewRecord{}, err
 		}
 		if err := r.ecoView(v, scratch); err != nil {
@@ -204,7 +204,7 @@ func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
 		if m.Writable {
 			mode = ctoharness.ViewRW
 		}
-		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode, Layer: m.Upper})
+		out = append(out, ctoharness.ViewMount{Path: m.Path, Kind: string(m.Kind), Source: m.Source, Mode: mode, Layer: m.Upper, Lowers: m.Lowers})
 	}
 	return out
 }

@@ -24,6 +24,16 @@ func checkSandboxView(v *runView, c collector) {
 	if r.Sandbox.Enforced && r.CaseProcessStarted && r.Backend == ctoharness.BackendCase && r.Sandbox.View == nil {
 		c.fail(chk, evidence.ReportJSON, "Case ran in the sandbox but report.json records no filesystem view (sandbox.view)")
 	}
+	// A kept build cache the report names was read by the verification.
+	if k := r.Sandbox.KeptBuildCache; k != nil && k.Layer != "" && r.Sandbox.VerificationView != nil {
+		read := false
+		for _, m := range r.Sandbox.VerificationView.Mounts {
+			read = read || (m.Kind == ctoharness.ViewOverlay && slices.Contains(m.Lowers, k.Layer))
+		}
+		if !read {
+			c.fail(chk, evidence.ReportJSON, "sandbox.kept_build_cache names the layer %s, which the verification's view does not show", k.Layer)
+		}
+	}
 	for _, vv := range []struct {
 		name         string
 		rec          *ctoharness.ViewRecord
@@ -61,6 +71,9 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 		}
 		switch {
 		case m.Kind == ctoharness.ViewBind && m.Source == m.Path && own(m.Path):
+		case verification && m.Kind == ctoharness.ViewBind && m.Source == work && r.Sandbox.KeptBuildCache != nil && m.Path == r.Sandbox.KeptBuildCache.CheckoutPath:
+			// The checkout, shown at the fixed path Go's build cache keys
+			// its packages by.
 		case m.Kind == ctoharness.ViewTmpfs && (m.Path == "/tmp" || m.Path == "/dev/shm"):
 		case m.Kind == ctoharness.ViewDevice && inside(m.Path, "/dev"):
 		case m.Kind == ctoharness.ViewOverlay && m.Layer != "" && r.RuntimeWorkspaceRoot != "" && inside(m.Layer, scratch):
@@ -68,6 +81,19 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 			// the run's own scratch.
 		default:
 			fail("writable %s mount at %s (from %q) lies outside its work and scratch directories", m.Kind, m.Path, m.Source)
+		}
+	}
+	// A kept build cache is only ever read: a layer under an overlay, kept
+	// in the runs directory's cache, and the one the report names.
+	kept := filepath.Join(filepath.Dir(r.RunArtifactDir), ".cache", "go-build")
+	for _, m := range rec.Mounts {
+		for _, l := range m.Lowers {
+			switch {
+			case m.Kind != ctoharness.ViewOverlay:
+				fail("the %s mount at %s has read-only layers (%s); only an overlay has", m.Kind, m.Path, l)
+			case !verification || r.Sandbox.KeptBuildCache == nil || l != r.Sandbox.KeptBuildCache.Layer || !inside(l, kept):
+				fail("the overlay at %s reads the layer %s, which is not this run's kept build cache under %s", m.Path, l, kept)
+			}
 		}
 	}
 	type root struct {

@@ -34,6 +34,7 @@ const (
 	PatchFile    = "patch.diff"
 	TestLog      = "test.log"
 	SetupLog     = "setup.log"
+	WarmUpLog    = "warmup.log" // the kept build cache's warm-up (harness/keptcache.go)
 	BackendDir   = "backend"
 	CaseStdout   = "backend/case.stdout.log"
 	CaseStderr   = "backend/case.stderr.log"

@@ -19,6 +19,34 @@ type Pruned struct {
 	// overlay fixture or verification checkout), detached so that the
 	// directories under them can be removed.
 	Unmounted []string `json:"unmounted"`
+	// Caches are the kept build cache layers removed with --caches
+	// (RUNS_DIR/.cache/go-build/<key>, see harness/keptcache.go).
+	Caches []string `json:"removed_caches,omitempty"`
+}
+
+// PruneCaches removes every kept build cache layer (and any a killed run
+// left half made) under runsDir; the next run of each source warms up
+// again. With dryRun it only lists them.
+func PruneCaches(runsDir string, dryRun bool) ([]string, error) {
+	dir := filepath.Join(runsDir, ".cache", "go-build")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the kept build caches in %s: %w", dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		if !dryRun {
+			if err := removeAll(p); err != nil {
+				return out, fmt.Errorf("remove the kept build cache %s: %w", p, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // Prune keeps the newest keep runs and every run a stage validation record

@@ -152,7 +152,7 @@ func TestLookupAdversarial(t *testing.T) {
 	for _, name := range []string{"dotdot-escape", "overwrite-evidence", "fork-bomb", "flood-stdout",
 		"write-source-abs=/x", "symlink-escape=/x", "connect=127.0.0.1:1", "daemon=/x", "read-secret=X",
 		"chmod-source=/x", "touch-source=/x", "setxattr-source=/x", "chown-source=/x", "read-leak=/x", "list-dir=/x", "net-probes=get http://x/",
-		"proc-args=/x", "keyring=x", "unix-dgram=/x", "vsock", "write-fd=9", "socket-families"} {
+		"proc-args=/x", "keyring=x", "unix-dgram=/x", "vsock", "write-fd=9", "socket-families", "poison-go-cache=x_test.go"} {
 		if _, ok := fakecase.LookupAdversarial(name); !ok {
 			t.Errorf("%s not found", name)
 		}
@@ -162,8 +162,8 @@ func TestLookupAdversarial(t *testing.T) {
 			t.Errorf("%s found", name)
 		}
 	}
-	if n := len(fakecase.AdversarialScenarios()); n != 22 {
-		t.Errorf("%d adversarial scenarios, want 22", n)
+	if n := len(fakecase.AdversarialScenarios()); n != 23 {
+		t.Errorf("%d adversarial scenarios, want 23", n)
 	}
 }
 

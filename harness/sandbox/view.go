@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -40,6 +41,11 @@ type View struct {
 	// Overlays show a host directory with the command's writes kept apart
 	// (warm caches: the host's stays untouched, see Overlay).
 	Overlays []Overlay `json:"overlays,omitempty"`
+	// Moved shows a writable directory (Source, one of the policy's
+	// writable directories) at Path instead of at its own path. Go's build
+	// cache keys a package by its directory, so a checkout shown at the
+	// same path in every run finds what an earlier run compiled.
+	Moved []Bind `json:"moved,omitempty"`
 	// Cwd is where the command starts; it must be inside the view.
 	Cwd string `json:"cwd,omitempty"`
 	// Expect, when set, is the Digest of the view the launcher must build;
@@ -58,6 +64,10 @@ type Overlay struct {
 	Lower string `json:"lower"`
 	Upper string `json:"upper"`
 	Work  string `json:"work"`
+	// Layers are read-only layers over Lower, topmost first: the harness's
+	// own kept build cache, which may lie inside a Protected path (the
+	// runs directory) because only the harness ever writes it.
+	Layers []string `json:"layers,omitempty"`
 }
 
 // Bind is one exact read-only bind: Source on the host appears at Path.
@@ -88,9 +98,11 @@ type Mount struct {
 	Writable bool      `json:"writable"`
 	// file marks a bind or mask of a non-directory (the mount point is a file).
 	File bool `json:"file,omitempty"`
-	// Upper and Work are an overlay's writable layer and work directory.
-	Upper string `json:"upper,omitempty"`
-	Work  string `json:"work,omitempty"`
+	// Upper and Work are an overlay's writable layer and work directory;
+	// Lowers its read-only layers over Source, topmost first.
+	Upper  string   `json:"upper,omitempty"`
+	Work   string   `json:"work,omitempty"`
+	Lowers []string `json:"lowers,omitempty"`
 }
 
 // tmpSize caps the private /tmp; shmSize caps /dev/shm.
@@ -234,7 +246,12 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if err != nil || !st.IsDir() {
 			return nil, viewErr("writable directory %s does not exist", w)
 		}
-		add(Mount{Path: w, Kind: MountBind, Source: w, Writable: true})
+		add(Mount{Path: MovedTo(v.Moved, w), Kind: MountBind, Source: w, Writable: true})
+	}
+	for _, m := range v.Moved {
+		if !clean(m.Path) || !slices.Contains(writable, m.Source) {
+			return nil, viewErr("moved directory %s at %s: it must be a writable directory and the path absolute and clean", m.Source, m.Path)
+		}
 	}
 	for _, o := range v.Overlays {
 		if !clean(o.Path) || !clean(o.Lower) || !clean(o.Upper) || !clean(o.Work) {
@@ -246,15 +263,20 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if under := firstContaining(o.Path, v.Protected); under != "" && !insideAny(o.Path, writable) {
 			return nil, viewErr("overlay %s lies inside %s, which the command must never see", o.Path, under)
 		}
-		for _, d := range []string{o.Lower, o.Upper, o.Work} {
+		for _, d := range append([]string{o.Lower, o.Upper, o.Work}, o.Layers...) {
+			if !clean(d) {
+				return nil, viewErr("overlay %s: layer %q must be absolute and clean", o.Path, d)
+			}
 			if st, err := os.Stat(d); err != nil || !st.IsDir() {
 				return nil, viewErr("overlay %s: directory %s does not exist", o.Path, d)
 			}
 		}
-		if within(o.Upper, o.Lower) || within(o.Lower, o.Upper) || within(o.Work, o.Lower) {
-			return nil, viewErr("overlay %s: the writable layer and %s overlap", o.Path, o.Lower)
+		for _, l := range append([]string{o.Lower}, o.Layers...) {
+			if within(o.Upper, l) || within(l, o.Upper) || within(o.Work, l) {
+				return nil, viewErr("overlay %s: the writable layer and %s overlap", o.Path, l)
+			}
 		}
-		add(Mount{Path: o.Path, Kind: MountOverlay, Source: o.Lower, Upper: o.Upper, Work: o.Work, Writable: true})
+		add(Mount{Path: o.Path, Kind: MountOverlay, Source: o.Lower, Upper: o.Upper, Work: o.Work, Lowers: o.Layers, Writable: true})
 	}
 	for _, f := range v.Files {
 		st, err := os.Stat(f.Source)
@@ -315,6 +337,17 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		return nil, viewErr("the working directory %s is not inside the view", v.Cwd)
 	}
 	return out, nil
+}
+
+// MovedTo is where writable directory w appears in a view with moved
+// directories: its moved path, or its own.
+func MovedTo(moved []Bind, w string) string {
+	for _, m := range moved {
+		if m.Source == w {
+			return m.Path
+		}
+	}
+	return w
 }
 
 // hostBind describes a host path as a bind (or a symlink to re-create).

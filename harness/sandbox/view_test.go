@@ -587,3 +587,53 @@ func TestTrialsSkipOnlyAShapeAlreadyTried(t *testing.T) {
 		t.Errorf("a remembered shape whose plan now fails: %v", err)
 	}
 }
+
+// A writable directory can be shown at a fixed path (the command starts
+// there and may write it, and its writes land in the host directory), and
+// an overlay can stack a read-only layer from inside a protected directory
+// over its lower one: the command reads both, and neither changes.
+func TestViewMovedAndLayered(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	kept := filepath.Join(b.root, "runs", ".cache", "kept") // inside the protected runs directory
+	lower := filepath.Join(b.home, "cache")
+	upper, work := filepath.Join(b.scratchRoot, "overlay", "upper"), filepath.Join(b.scratchRoot, "overlay", "work")
+	for _, d := range []string{kept, lower, upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for f, data := range map[string]string{filepath.Join(lower, "a"): "host\n", filepath.Join(lower, "b"): "host\n", filepath.Join(kept, "b"): "kept\n"} {
+		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := filepath.Join(b.scratchRoot, "cache", "go-build")
+	stable := "/cto-harness/checkout"
+	p := b.viewPolicy(t)
+	p.View.Moved = []sandbox.Bind{{Path: stable, Source: b.fixture}}
+	p.View.Cwd = stable
+	p.View.Overlays = []sandbox.Overlay{{Path: at, Lower: lower, Upper: upper, Work: work, Layers: []string{kept}}}
+	script := `set -e; test "$(pwd)" = ` + stable + `; echo made > here; test ! -e ` + b.fixture + `/here;
+cd ` + at + `; test "$(cat a)" = host; test "$(cat b)" = kept; echo poisoned > b; echo new > c; test ! -e ` + kept
+	o := launch(t, p, b.fixture, "/bin/sh", "-c", script)
+	if o.code != 0 {
+		t.Fatalf("the command in the moved directory: exit %d, stderr %q", o.code, o.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.fixture, "here")); string(got) != "made\n" {
+		t.Errorf("a write in the moved directory: the host directory holds %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(kept, "b")); string(got) != "kept\n" {
+		t.Errorf("the kept layer's entry is now %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(upper, "b")); string(got) != "poisoned\n" {
+		t.Errorf("the write over a kept entry went to %q in the per-run layer", got)
+	}
+	if _, err := os.Stat(filepath.Join(kept, "c")); err == nil {
+		t.Error("a new entry reached the kept layer")
+	}
+	p.View.Moved = []sandbox.Bind{{Path: stable, Source: b.source}}
+	if _, err := p.View.Plan(p.Writable); err == nil {
+		t.Error("a directory that is not writable was moved into the view")
+	}
+}

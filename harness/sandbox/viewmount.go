@@ -50,7 +50,7 @@ func buildView(mounts []Mount, cwd string) (time.Duration, error) {
 		if m.Kind != MountOverlay {
 			continue
 		}
-		for _, d := range []string{m.Source, m.Upper, m.Work} {
+		for _, d := range append([]string{m.Source, m.Upper, m.Work}, m.Lowers...) {
 			if _, ok := dirFDs[d]; ok {
 				continue
 			}
@@ -139,7 +139,11 @@ func buildView(mounts []Mount, cwd string) (time.Duration, error) {
 				return 0, failf("view: no mount point for %s: %v", m.Path, err)
 			}
 			fdPath := func(d string) string { return "/proc/self/fd/" + strconv.Itoa(dirFDs[d]) }
-			opts := "lowerdir=" + fdPath(m.Source) + ",upperdir=" + fdPath(m.Upper) + ",workdir=" + fdPath(m.Work)
+			lower := fdPath(m.Source)
+			for i := len(m.Lowers) - 1; i >= 0; i-- {
+				lower = fdPath(m.Lowers[i]) + ":" + lower // the leftmost layer is the top
+			}
+			opts := "lowerdir=" + lower + ",upperdir=" + fdPath(m.Upper) + ",workdir=" + fdPath(m.Work)
 			flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 			if err := unix.Mount("overlay", t, "overlay", flags, opts); err != nil {
 				// Older kernels want the user.* xattrs named in a user namespace.
@@ -267,6 +271,10 @@ func applyView(p Policy, got *enforced) (bool, error) {
 	got.View = mounts
 	got.ViewBuildNs = took.Nanoseconds()
 	got.PrivateShm = true
+	// Landlock names the writable directories by their paths in the view.
+	for i, w := range got.Writable {
+		got.Writable[i] = MovedTo(p.View.Moved, w)
+	}
 	got.Writable = append(got.Writable, "/dev/shm", "/tmp")
 	for _, m := range mounts {
 		if m.Kind == MountOverlay {

@@ -30,6 +30,9 @@ var ErrUnavailable = errors.New("warm caches unavailable")
 type Go struct {
 	ModCache   string // GOMODCACHE
 	BuildCache string // GOCACHE
+	// Toolchain names the go command (version, GOROOT, target): a kept
+	// build cache layer is made for one toolchain.
+	Toolchain string
 }
 
 // DetectGo asks the host's go command (found on getenv("PATH"), with the
@@ -50,7 +53,7 @@ func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE")
+	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE", "GOVERSION", "GOROOT", "GOOS", "GOARCH")
 	cmd.Env = []string{"PATH=" + getenv("PATH"), "GOTOOLCHAIN=local"}
 	for _, k := range []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "XDG_CACHE_HOME", "GOENV"} {
 		if v := getenv(k); v != "" {
@@ -62,11 +65,12 @@ func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
 	if err := cmd.Run(); err != nil {
 		return Go{}, fmt.Errorf("%w: %s env: %v: %s", ErrUnavailable, goBin, err, strings.TrimSpace(errb.String()))
 	}
-	var v struct{ GOMODCACHE, GOCACHE string }
+	var v struct{ GOMODCACHE, GOCACHE, GOVERSION, GOROOT, GOOS, GOARCH string }
 	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
 		return Go{}, fmt.Errorf("%w: %s env printed %q: %v", ErrUnavailable, goBin, out.String(), err)
 	}
-	g := Go{ModCache: filepath.Clean(v.GOMODCACHE), BuildCache: filepath.Clean(v.GOCACHE)}
+	g := Go{ModCache: filepath.Clean(v.GOMODCACHE), BuildCache: filepath.Clean(v.GOCACHE),
+		Toolchain: strings.Join([]string{v.GOVERSION, v.GOROOT, v.GOOS + "/" + v.GOARCH}, " ")}
 	for _, d := range []string{v.GOMODCACHE, v.GOCACHE} {
 		if !filepath.IsAbs(d) {
 			return Go{}, fmt.Errorf("%w: the host's Go cache %q is not an absolute path (GOCACHE=off?)", ErrUnavailable, d)
@@ -86,14 +90,18 @@ func (g Go) Env() []string {
 
 // Overlays show both caches at their host paths, reads from the host's
 // directories and writes to layer (a per-run directory outside every view),
-// which it creates. A cache the host does not have yet is left out.
-func (g Go) Overlays(layer string) ([]sandbox.Overlay, error) {
+// which it creates. A cache the host does not have yet is left out. kept
+// are read-only layers shown over the host's build cache (see Keep).
+func (g Go) Overlays(layer string, kept ...string) ([]sandbox.Overlay, error) {
 	var out []sandbox.Overlay
 	for _, c := range []struct{ dir, name string }{{g.ModCache, "mod"}, {g.BuildCache, "build"}} {
 		if st, err := os.Stat(c.dir); err != nil || !st.IsDir() {
 			continue
 		}
 		o := sandbox.Overlay{Path: c.dir, Lower: c.dir, Upper: filepath.Join(layer, c.name, "upper"), Work: filepath.Join(layer, c.name, "work")}
+		if c.name == "build" {
+			o.Layers = kept
+		}
 		for _, d := range []string{o.Upper, o.Work} {
 			if err := os.MkdirAll(d, 0o700); err != nil {
 				return nil, fmt.Errorf("%w: cannot create the per-run layer of %s: %v", ErrUnavailable, c.dir, err)

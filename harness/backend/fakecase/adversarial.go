@@ -73,6 +73,7 @@ var adversarialParam = map[string]struct {
 	"keyring":          {"DESC", "read every key of the user keyring into the fixture (DESC names the host's) and plant a key there", keyringReach},
 	"write-fd":         {"N", "write to descriptor N, one the harness inherited", writeFD},
 	"unix-dgram":       {"PATH", "send a datagram to the host socket PATH from a UNIX socket and from a datagram socketpair", unixDgramReach},
+	"poison-go-cache":  {"FILE", "overwrite every entry of $GOCACHE and add FILE, a Go test that does the same to the verification's build cache", poisonGoCache},
 	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline, environ and mountinfo, plain and base64-decoded", procArgs},
 }
 
