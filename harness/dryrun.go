@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
@@ -150,7 +151,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	plan.CopyTarget = filepath.Join(runDir, "fixture")
 	contract := task.NewContract(*spec, runID, plan.CopyTarget)
 	plan.TaskContract = &contract
-	scratch := filepath.Join(o.RunsDir, ".work", runID, "scratch")
+	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, runID, "scratch")
 	rl := sandbox.DefaultRlimits()
 	if d.Stage.Backend == ctoharness.BackendCase {
 		argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
@@ -177,7 +178,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	// The verification runs in a fresh checkout of the result, with a
 	// scratch of its own (package checkout).
-	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, ".work", runID))
+	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, runlist.WorkDir, runID))
 	vset, terr := tools(o, egress.CommandVerify)
 	if terr != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))

@@ -12,7 +12,7 @@ import (
 type Pruned struct {
 	Removed []Run `json:"removed"`
 	Kept    []Run `json:"kept"`
-	// Orphans are workspaces (RUNS_DIR/.work/<id>) whose run directory is
+	// Orphans are workspaces (RUNS_DIR/work/<id>) whose run directory is
 	// gone: left by a run that was killed, or by a removal by hand.
 	Orphans []string `json:"orphaned_workspaces"`
 	// Unmounted are mounts a killed run left below the runs directory (an
@@ -51,7 +51,7 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 			if err := removeAll(r.Dir); err != nil {
 				return p, fmt.Errorf("remove run %s: %w", r.Dir, err)
 			}
-			if err := removeAll(filepath.Join(runsDir, ".work", filepath.Base(r.Dir))); err != nil {
+			if err := removeAll(filepath.Join(runsDir, WorkDir, filepath.Base(r.Dir))); err != nil {
 				return p, fmt.Errorf("remove the workspace of run %s: %w", r.RunID, err)
 			}
 		}
@@ -76,7 +76,7 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 // A run in progress has its directory before its workspace, so it is never
 // one.
 func orphanWorkspaces(runsDir string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(runsDir, ".work"))
+	entries, err := os.ReadDir(filepath.Join(runsDir, WorkDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -89,7 +89,7 @@ func orphanWorkspaces(runsDir string) ([]string, error) {
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(runsDir, e.Name())); errors.Is(err, os.ErrNotExist) {
-			out = append(out, filepath.Join(runsDir, ".work", e.Name()))
+			out = append(out, filepath.Join(runsDir, WorkDir, e.Name()))
 		}
 	}
 	return out, nil
