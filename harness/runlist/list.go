@@ -26,6 +26,10 @@ import (
 // hidden segment (express's res.sendFile, through send's dotfiles rule).
 const WorkDir = "work"
 
+// legacyWorkDir is where earlier versions kept the workspaces; prune and the
+// stale-mount sweep still clear it.
+const legacyWorkDir = ".work"
+
 // Run is one line of the list.
 type Run struct {
 	RunID      string             `json:"run_id"`

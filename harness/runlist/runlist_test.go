@@ -193,3 +193,28 @@ func BenchmarkList1000(b *testing.B) {
 		}
 	}
 }
+
+// Workspaces an earlier version left under RUNS_DIR/.work are pruned with
+// their runs, and as orphans, like those under RUNS_DIR/work.
+func TestPruneLegacyWorkspaces(t *testing.T) {
+	runs := t.TempDir()
+	makeRun(t, runs, "r0", 2, ctoharness.StatusPass, t0)
+	makeRun(t, runs, "r1", 2, ctoharness.StatusPass, t0.Add(time.Minute))
+	for _, id := range []string{"r0", "r1", "gone"} {
+		if err := os.MkdirAll(filepath.Join(runs, ".work", id, "scratch"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := runlist.Prune(runs, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Removed) != 1 || p.Removed[0].RunID != "r0" || len(p.Orphans) != 1 || filepath.Base(p.Orphans[0]) != "gone" {
+		t.Fatalf("removed %v, orphans %v; want r0 and the orphan gone", p.Removed, p.Orphans)
+	}
+	for id, want := range map[string]bool{"r0": false, "r1": true, "gone": false} {
+		if _, err := os.Stat(filepath.Join(runs, ".work", id)); (err == nil) != want {
+			t.Errorf(".work/%s exists=%v, want %v", id, err == nil, want)
+		}
+	}
+}
