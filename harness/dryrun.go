@@ -192,6 +192,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
 	}
+	if seg := hiddenSegment(vdir); seg != "" {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("the setup and verification run in %s, below the hidden directory %s: "+
+			"some test suites refuse every file under a name that starts with a dot (express's res.sendFile answers 404); "+
+			"choose a runs directory outside hidden directories (--runs-dir)", vdir, seg))
+	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
 			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
@@ -269,4 +274,20 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 		out = append(out, msg)
 	}
 	return out
+}
+
+// hiddenSegment is the outermost directory on path p whose name starts
+// with a dot ("" when there is none).
+func hiddenSegment(p string) string {
+	dir := string(filepath.Separator)
+	for _, name := range strings.Split(filepath.Clean(p), string(filepath.Separator)) {
+		if name == "" {
+			continue
+		}
+		dir = filepath.Join(dir, name)
+		if strings.HasPrefix(name, ".") {
+			return dir
+		}
+	}
+	return ""
 }
