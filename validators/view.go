@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/checkout"
@@ -108,8 +109,11 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 // whenever the runs directory is (owned_sources names ~/src and the harness
 // runs from ~/src/cto-harness), and it holds nothing of that root.
 func hostsFile(r *ctoharness.Report, m ctoharness.ViewMount) bool {
-	return m.Path == "/etc/hosts" && m.Mode == ctoharness.ViewRO && r.RuntimeWorkspaceRoot != "" &&
-		filepath.Dir(m.Source) == filepath.Join(r.RuntimeWorkspaceRoot, egress.HostsDir)
+	return m.Path == "/etc/hosts" && m.Mode == ctoharness.ViewRO && r.RuntimeWorkspaceRoot != "" && r.RunArtifactDir != "" &&
+		// the workspace is RUNS_DIR/work/<run_id>, beside the run's directory
+		filepath.Dir(filepath.Dir(r.RuntimeWorkspaceRoot)) == filepath.Dir(r.RunArtifactDir) &&
+		filepath.Dir(m.Source) == filepath.Join(r.RuntimeWorkspaceRoot, egress.HostsDir) &&
+		strings.HasPrefix(filepath.Base(m.Source), "hosts-")
 }
 
 // masked reports whether a mask covers hidden path h where bind m would show it.
