@@ -104,7 +104,7 @@ type RunsPruneCmd struct {
 func (RunsPruneCmd) Help() string {
 	return `Removes every run directory under the runs directory except the newest --keep runs and every run that a
 stage validation record (RUNS_DIR/validation/stage-N.json) names, together with its runtime workspace
-(RUNS_DIR/.work/<run_id>), and every workspace whose run directory is gone (a killed run's). First it
+(RUNS_DIR/work/<run_id>), and every workspace whose run directory is gone (a killed run's). First it
 detaches the mounts a killed run left below the runs directory (its overlay fixture or verification
 checkout); a run in progress holds a lock on its directory, and its mounts are never touched. Directories
 whose report.json cannot be read are left alone. If a stage record

@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
@@ -150,7 +151,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	plan.CopyTarget = filepath.Join(runDir, "fixture")
 	contract := task.NewContract(*spec, runID, plan.CopyTarget)
 	plan.TaskContract = &contract
-	scratch := filepath.Join(o.RunsDir, ".work", runID, "scratch")
+	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, runID, "scratch")
 	rl := sandbox.DefaultRlimits()
 	if d.Stage.Backend == ctoharness.BackendCase {
 		argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
@@ -182,7 +183,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	// The verification runs in a fresh checkout of the result, with a
 	// scratch of its own (package checkout).
-	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, ".work", runID))
+	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, runlist.WorkDir, runID))
 	vset, terr := tools(o, egress.CommandVerify)
 	if terr != nil {
 		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))
@@ -203,6 +204,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
 		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
+	}
+	if seg := hiddenSegment(vdir); seg != "" {
+		plan.Warnings = append(plan.Warnings, fmt.Sprintf("the setup and verification run in %s, below the hidden directory %s: "+
+			"some test suites refuse every file under a name that starts with a dot (express's res.sendFile answers 404); "+
+			"choose a runs directory outside hidden directories (--runs-dir)", vdir, seg))
 	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
@@ -288,6 +294,22 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 func separateGitDir(repo source.Repo) string {
 	if repo.Separate() {
 		return repo.GitDir
+	}
+	return ""
+}
+
+// hiddenSegment is the outermost directory on path p whose name starts
+// with a dot ("" when there is none).
+func hiddenSegment(p string) string {
+	dir := string(filepath.Separator)
+	for _, name := range strings.Split(filepath.Clean(p), string(filepath.Separator)) {
+		if name == "" {
+			continue
+		}
+		dir = filepath.Join(dir, name)
+		if strings.HasPrefix(name, ".") {
+			return dir
+		}
 	}
 	return ""
 }

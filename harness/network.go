@@ -127,7 +127,7 @@ func (r *run) startEgress(ctx context.Context) bool {
 		r.net = n
 		return true
 	}
-	dir := filepath.Join(r.rep.RuntimeWorkspaceRoot, "egress")
+	dir := filepath.Join(r.rep.RuntimeWorkspaceRoot, egress.HostsDir)
 	r.tr.Trace(ctoharness.TraceMkdir, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,

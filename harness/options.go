@@ -57,7 +57,7 @@ type Options struct {
 	// agent); AllowDangerous runs a
 	// verification the script scanner flags as dangerous (recorded).
 	Profile string
-	// KeepWork keeps the run's workspace (RUNS_DIR/.work/<id>) after the
+	// KeepWork keeps the run's workspace (RUNS_DIR/work/<id>) after the
 	// run, scrubbed of the agent's key; by default it is removed.
 	KeepWork       bool
 	AllowDangerous bool

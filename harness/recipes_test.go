@@ -153,3 +153,37 @@ func TestRecipeRust(t *testing.T) {
 	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
 		"verification": {"command": "cargo test --offline", "timeout_seconds": 300}}`, cfg, withHome, "test result: ok. 1 passed")
 }
+
+// Python with the distribution's pytest (Debian's python3-pytest): the
+// system interpreter has it, so a src/ layout runs with no setup.
+func TestRecipePytestFromSystem(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import pytest").Run(); err != nil {
+		t.Skip("/usr/bin/python3 has no pytest (apt-get install python3-pytest): the pytest recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"src/recipe/__init__.py": "def greet(name):\n    return 'hello, ' + name\n",
+		"tests/test_greet.py":    "from recipe import greet\n\n\ndef test_greet():\n    assert greet('world') == 'hello, world'\n",
+		"docs/README.md":         "# recipe\n",
+	})
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "PYTHONPATH=src python3 -m pytest -q", "timeout_seconds": 120}}`, config.Config{}, nil, "1 passed")
+}
+
+// C with CMake and CTest: configure, build and test in the verification's
+// checkout.
+func TestRecipeCMake(t *testing.T) {
+	for _, p := range []string{"cmake", "ctest", "cc"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Skipf("%s is not installed: the CMake recipe is not checked", p)
+		}
+	}
+	src := recipeRepo(t, map[string]string{
+		"CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(recipe C)\nenable_testing()\nadd_executable(greet_test greet_test.c)\nadd_test(NAME greet COMMAND greet_test)\n",
+		"greet_test.c":   "#include <string.h>\nint main(void) { return strcmp(\"hello\", \"hello\"); }\n",
+		".gitignore":     "/build\n",
+		"docs/README.md": "# recipe\n",
+	})
+	runRecipe(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"verification": {"command": "cmake -S . -B build && cmake --build build && cd build && ctest --output-on-failure", "timeout_seconds": 300}}`,
+		config.Config{}, nil, "100% tests passed")
+}

@@ -95,7 +95,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof}
 	r.tr = evidence.NewTrace(r.runID)
 	runDir := filepath.Join(o.RunsDir, r.runID)
-	workspace := filepath.Join(o.RunsDir, ".work", r.runID)
+	workspace := filepath.Join(o.RunsDir, runlist.WorkDir, r.runID)
 	r.scratch = filepath.Join(workspace, "scratch")
 	dir, err := evidence.Create(ctx, runDir, o.Schemas, r.tr)
 	if err != nil {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,7 +78,8 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 	case err != nil:
 		return fail("the setup command %q could not run: %v", s.Command, err)
 	case rec.Classification != ctoharness.TestPass:
-		return fail("the setup command %q did not succeed (%s%s)%s; see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason), r.unreachableSuffix(egress.CommandSetup), evidence.SetupLog)
+		return fail("the setup command %q did not succeed (%s%s)%s%s; see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason),
+			errorLines(out.StderrInline, out.StdoutInline), r.unreachableSuffix(egress.CommandSetup), evidence.SetupLog)
 	}
 	return true
 }
@@ -98,6 +100,30 @@ func (r *run) unreachableSuffix(cmd egress.Command) string {
 		parts = append(parts, e.Endpoint+" could not be reached from this machine ("+e.Reason+")")
 	}
 	return "; " + strings.Join(parts, "; ") + ": the network outside the harness, not the sandbox, stopped the connection (see network.jsonl)"
+}
+
+// errorLines is ": " and the first two lines of a failed setup's output
+// that say "error" (stderr first), joined on one line, or "". An installer
+// says why it stopped there (npm's "404 Not Found - GET …", pip's "ERROR: No
+// matching distribution …"); the exit status alone does not.
+func errorLines(outputs ...string) string {
+	var lines []string
+	for _, out := range outputs {
+		for _, l := range strings.Split(out, "\n") {
+			l = strings.TrimSpace(l)
+			if len(lines) == 2 || !strings.Contains(strings.ToLower(l), "error") || slices.Contains(lines, l) {
+				continue
+			}
+			if r := []rune(l); len(r) > 200 {
+				l = string(r[:200]) + "…"
+			}
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(lines, "; ")
 }
 
 func reasonSuffix(reason string) string {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 )
 
-// leaveWork deals with the run's workspace (RUNS_DIR/.work/<id>: Case's
+// leaveWork deals with the run's workspace (RUNS_DIR/work/<id>: Case's
 // scratch, an agent's caches and session files among them, and the
 // verification checkout) and the fixture copy (RUN_DIR/fixture)
 // once the evidence is written: removed, unless the operator asked to keep

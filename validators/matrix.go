@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -226,7 +227,7 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	}
 	res.OK = len(res.Errors) == 0
 	if !o.Keep {
-		for _, d := range []string{"owned", "targets", "elsewhere", filepath.Join("runs", ".work")} {
+		for _, d := range []string{"owned", "targets", "elsewhere", filepath.Join("runs", runlist.WorkDir)} {
 			_ = os.RemoveAll(filepath.Join(work, d))
 		}
 	}
@@ -495,7 +496,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	// The run id is fixed up front so that a scenario can be handed a path in
 	// the run's scratch directory.
 	runID := harness.DefaultRunID(stage, o.Clock())
-	scratch := filepath.Join(runs, ".work", runID, "scratch")
+	scratch := filepath.Join(runs, runlist.WorkDir, runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
 		"{secret}", att.secretName).Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario))))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,

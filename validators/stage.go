@@ -29,7 +29,7 @@ type StageOptions struct {
 	Schemas  *schemas.Set
 	SelfExe  string
 	Clock    func() time.Time
-	HostEnv  func(string) string // only PATH is read from it
+	HostEnv  func(string) string // the stage's runs see it, but for the gate variables
 	Config   config.Config       // the user's config: its target and external roots are honoured too
 	NewRunID func(stage int, now time.Time) string
 	// Health runs the broader health check once the focused checks pass.
@@ -151,7 +151,7 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 	return true
 }
 
-// gateEnv is the environment a stage validation hands a run: the two gate
+// gateEnv is the environment a matrix row hands a run: the two gate
 // variables as given, PATH from the host, nothing else.
 func gateEnv(host func(string) string, allow, stage string) func(string) string {
 	return func(k string) string {
@@ -169,8 +169,20 @@ func gateEnv(host func(string) string, allow, stage string) func(string) string 
 	}
 }
 
+// env is what a stage's run sees: the gate variables as the case sets
+// them, and otherwise the host's environment, because the runs use the
+// user's config and it draws on that environment (caches.go asks the
+// host's go where its caches are, which go answers from HOME or GOCACHE;
+// an env entry without a value is copied from it). The matrix rows run
+// with configs of their own and keep gateEnv.
 func (s *stageRun) env(allow, stage string) func(string) string {
-	return gateEnv(s.o.HostEnv, allow, stage)
+	gate := gateEnv(s.o.HostEnv, allow, stage)
+	return func(k string) string {
+		if k == gates.EnvAllowCase || k == gates.EnvCaseStage || s.o.HostEnv == nil {
+			return gate(k)
+		}
+		return s.o.HostEnv(k)
+	}
 }
 
 // sourceFor materializes the stage's source and the config that owns it. A

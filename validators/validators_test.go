@@ -327,6 +327,15 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			reseal(t, dir)
 		}},
 		{"sandbox_view", func(t *testing.T, dir string) {
+			// A file of the source shown at /etc/hosts: only the harness's
+			// own hosts file, from the run's workspace, may be.
+			editVerificationView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
+				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/etc/hosts", Kind: ctoharness.ViewBind,
+					Source: filepath.Join(rep.SourcePath, "hosts-verify"), Mode: ctoharness.ViewRO})
+			})
+			reseal(t, dir)
+		}},
+		{"sandbox_view", func(t *testing.T, dir string) {
 			// Case's fixture shown to the verification, read-only.
 			editVerificationView(t, dir, func(rep *ctoharness.Report, v *ctoharness.ViewRecord) {
 				v.Mounts = append(v.Mounts, ctoharness.ViewMount{Path: "/case", Kind: ctoharness.ViewBind, Source: rep.FixturePath, Mode: ctoharness.ViewRO})

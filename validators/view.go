@@ -4,9 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/checkout"
+	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
@@ -121,11 +123,23 @@ func checkView(r *ctoharness.Report, name string, rec *ctoharness.ViewRecord, ve
 				fail("%s is visible through the bind of %s at %s", rt.path, m.Source, m.Path)
 			}
 			if m.Source != rt.path && inside(m.Source, rt.path) && !own(m.Source) && !inside(m.Source, r.RunArtifactDir) &&
-				!(rt.readable && slices.Contains(rec.ReadPaths, m.Path)) {
+				!(rt.readable && slices.Contains(rec.ReadPaths, m.Path)) && !hostsFile(r, m) {
 				fail("%s from inside %s is bound at %s", m.Source, rt.path, m.Path)
 			}
 		}
 	}
+}
+
+// hostsFile reports whether bind m is the harness's own hosts file, read
+// only at /etc/hosts from the run's workspace. It is inside an owned root
+// whenever the runs directory is (owned_sources names ~/src and the harness
+// runs from ~/src/cto-harness), and it holds nothing of that root.
+func hostsFile(r *ctoharness.Report, m ctoharness.ViewMount) bool {
+	return m.Path == "/etc/hosts" && m.Mode == ctoharness.ViewRO && r.RuntimeWorkspaceRoot != "" && r.RunArtifactDir != "" &&
+		// the workspace is RUNS_DIR/work/<run_id>, beside the run's directory
+		filepath.Dir(filepath.Dir(r.RuntimeWorkspaceRoot)) == filepath.Dir(r.RunArtifactDir) &&
+		filepath.Dir(m.Source) == filepath.Join(r.RuntimeWorkspaceRoot, egress.HostsDir) &&
+		strings.HasPrefix(filepath.Base(m.Source), "hosts-")
 }
 
 // masked reports whether a mask covers hidden path h where bind m would show it.

@@ -109,6 +109,11 @@ func (p Plan) ProxyEnv() []string {
 	return append(env, "NO_PROXY=", "no_proxy=")
 }
 
+// HostsDir is the directory of a run's workspace (runtime_workspace_root)
+// where the harness writes each command's hosts file (hosts-<command>),
+// which the sandbox binds read-only at /etc/hosts.
+const HostsDir = "egress"
+
 // Hosts is the /etc/hosts the command sees: localhost, then each allowed
 // name at its in-namespace address.
 func (p Plan) Hosts() []byte {

@@ -19,6 +19,17 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 )
 
+// WorkDir is the directory of a runs directory that holds the runs'
+// workspaces (RUNS_DIR/work/<run_id>: Case's scratch and the verification
+// checkout). It does not start with a dot: commands run in checkouts under
+// it, and some test suites refuse every file whose absolute path has a
+// hidden segment (express's res.sendFile, through send's dotfiles rule).
+const WorkDir = "work"
+
+// legacyWorkDir is where earlier versions kept the workspaces; prune and the
+// stale-mount sweep still clear it.
+const legacyWorkDir = ".work"
+
 // Run is one line of the list.
 type Run struct {
 	RunID      string             `json:"run_id"`
@@ -32,7 +43,7 @@ type Run struct {
 	StartedAt  time.Time          `json:"started_at"`
 	DurationMs int64              `json:"duration_ms"`
 	// SizeBytes is the run's whole disk use: its directory and its
-	// workspace (RUNS_DIR/.work/<id>), which WorkBytes is of it.
+	// workspace (RUNS_DIR/work/<id>), which WorkBytes is of it.
 	SizeBytes int64 `json:"size_bytes"`
 	WorkBytes int64 `json:"work_bytes"`
 	// Usage is an agent run's model spend (null for other runs and for
@@ -144,7 +155,7 @@ func read(runsDir, name string) *Run {
 	default:
 		r.fill(s)
 	}
-	r.WorkBytes = diskUse(filepath.Join(runsDir, ".work", name))
+	r.WorkBytes = diskUse(filepath.Join(runsDir, WorkDir, name))
 	r.SizeBytes = diskUse(dir) + r.WorkBytes
 	return r
 }

@@ -70,7 +70,7 @@ func staleMounts(runsDir string) ([]string, error) {
 		}
 		parts := strings.Split(rel, string(filepath.Separator))
 		id := parts[0]
-		if id == ".work" {
+		if id == WorkDir || id == legacyWorkDir {
 			if len(parts) < 2 {
 				continue
 			}

@@ -33,7 +33,7 @@ func TestPruneDetachesOnlyAKilledRunsMounts(t *testing.T) {
 	runs := t.TempDir()
 	mount := func(id string) (fixture, checkout string) {
 		fixture = filepath.Join(runs, id, "fixture")
-		checkout = filepath.Join(runs, ".work", id, "verify", "checkout")
+		checkout = filepath.Join(runs, runlist.WorkDir, id, "verify", "checkout")
 		for _, d := range []string{fixture, checkout} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 type Pruned struct {
 	Removed []Run `json:"removed"`
 	Kept    []Run `json:"kept"`
-	// Orphans are workspaces (RUNS_DIR/.work/<id>) whose run directory is
+	// Orphans are workspaces (RUNS_DIR/work/<id>) whose run directory is
 	// gone: left by a run that was killed, or by a removal by hand.
 	Orphans []string `json:"orphaned_workspaces"`
 	// Unmounted are mounts a killed run left below the runs directory (an
@@ -79,8 +79,10 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 			if err := removeAll(r.Dir); err != nil {
 				return p, fmt.Errorf("remove run %s: %w", r.Dir, err)
 			}
-			if err := removeAll(filepath.Join(runsDir, ".work", filepath.Base(r.Dir))); err != nil {
-				return p, fmt.Errorf("remove the workspace of run %s: %w", r.RunID, err)
+			for _, w := range []string{WorkDir, legacyWorkDir} {
+				if err := removeAll(filepath.Join(runsDir, w, filepath.Base(r.Dir))); err != nil {
+					return p, fmt.Errorf("remove the workspace of run %s: %w", r.RunID, err)
+				}
 			}
 		}
 		p.Removed = append(p.Removed, r)
@@ -104,20 +106,22 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 // A run in progress has its directory before its workspace, so it is never
 // one.
 func orphanWorkspaces(runsDir string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(runsDir, ".work"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list the workspaces in %s: %w", runsDir, err)
-	}
 	var out []string
-	for _, e := range entries {
-		if !e.IsDir() {
+	for _, w := range []string{WorkDir, legacyWorkDir} {
+		entries, err := os.ReadDir(filepath.Join(runsDir, w))
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(runsDir, e.Name())); errors.Is(err, os.ErrNotExist) {
-			out = append(out, filepath.Join(runsDir, ".work", e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list the workspaces in %s: %w", runsDir, err)
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(runsDir, e.Name())); errors.Is(err, os.ErrNotExist) {
+				out = append(out, filepath.Join(runsDir, w, e.Name()))
+			}
 		}
 	}
 	return out, nil

@@ -97,7 +97,7 @@ func TestPruneKeepsNewestAndRecordedRuns(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		dirs = append(dirs, makeRun(t, runs, fmt.Sprintf("r%d", i), 2, ctoharness.StatusPass, t0.Add(time.Duration(i)*time.Minute)))
 	}
-	os.MkdirAll(filepath.Join(runs, ".work", "r0", "scratch"), 0o755)
+	os.MkdirAll(filepath.Join(runs, runlist.WorkDir, "r0", "scratch"), 0o755)
 	// The oldest two are named by stage records, one by id and one by directory.
 	writeRecord(t, runs, 1, "r0", "")
 	writeRecord(t, runs, 2, "", dirs[1])
@@ -122,7 +122,7 @@ func TestPruneKeepsNewestAndRecordedRuns(t *testing.T) {
 			t.Errorf("r%d exists=%v, want %v (removed: %d)", i, err == nil, want, len(p.Removed))
 		}
 	}
-	if _, err := os.Stat(filepath.Join(runs, ".work", "r0")); err != nil {
+	if _, err := os.Stat(filepath.Join(runs, runlist.WorkDir, "r0")); err != nil {
 		t.Error("a protected run's workspace was removed")
 	}
 }
@@ -133,10 +133,10 @@ func TestPruneOrphanedWorkspaces(t *testing.T) {
 	runs := t.TempDir()
 	makeRun(t, runs, "r0", 2, ctoharness.StatusPass, t0)
 	for _, id := range []string{"r0", "gone"} {
-		if err := os.MkdirAll(filepath.Join(runs, ".work", id, "scratch"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(runs, runlist.WorkDir, id, "scratch"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(runs, ".work", id, "scratch", "cache"), make([]byte, 64<<10), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(runs, runlist.WorkDir, id, "scratch", "cache"), make([]byte, 64<<10), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -151,16 +151,16 @@ func TestPruneOrphanedWorkspaces(t *testing.T) {
 	if err != nil || len(dry.Orphans) != 1 || filepath.Base(dry.Orphans[0]) != "gone" {
 		t.Fatalf("dry run orphans %v %v", dry.Orphans, err)
 	}
-	if _, err := os.Stat(filepath.Join(runs, ".work", "gone")); err != nil {
+	if _, err := os.Stat(filepath.Join(runs, runlist.WorkDir, "gone")); err != nil {
 		t.Fatal("the dry run removed the orphan")
 	}
 	if _, err := runlist.Prune(runs, 5, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(runs, ".work", "gone")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(runs, runlist.WorkDir, "gone")); !os.IsNotExist(err) {
 		t.Errorf("the orphaned workspace is still there: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(runs, ".work", "r0")); err != nil {
+	if _, err := os.Stat(filepath.Join(runs, runlist.WorkDir, "r0")); err != nil {
 		t.Error("a kept run's workspace was removed")
 	}
 }
@@ -190,6 +190,31 @@ func BenchmarkList1000(b *testing.B) {
 		got, err := runlist.List(runs, runlist.Filter{})
 		if err != nil || len(got) != 1000 {
 			b.Fatalf("%d runs, %v", len(got), err)
+		}
+	}
+}
+
+// Workspaces an earlier version left under RUNS_DIR/.work are pruned with
+// their runs, and as orphans, like those under RUNS_DIR/work.
+func TestPruneLegacyWorkspaces(t *testing.T) {
+	runs := t.TempDir()
+	makeRun(t, runs, "r0", 2, ctoharness.StatusPass, t0)
+	makeRun(t, runs, "r1", 2, ctoharness.StatusPass, t0.Add(time.Minute))
+	for _, id := range []string{"r0", "r1", "gone"} {
+		if err := os.MkdirAll(filepath.Join(runs, ".work", id, "scratch"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := runlist.Prune(runs, 1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Removed) != 1 || p.Removed[0].RunID != "r0" || len(p.Orphans) != 1 || filepath.Base(p.Orphans[0]) != "gone" {
+		t.Fatalf("removed %v, orphans %v; want r0 and the orphan gone", p.Removed, p.Orphans)
+	}
+	for id, want := range map[string]bool{"r0": false, "r1": true, "gone": false} {
+		if _, err := os.Stat(filepath.Join(runs, ".work", id)); (err == nil) != want {
+			t.Errorf(".work/%s exists=%v, want %v", id, err == nil, want)
 		}
 	}
 }

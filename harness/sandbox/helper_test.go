@@ -587,7 +587,7 @@ func inNamespace(ns string) []string {
 }
 
 // box is a run-directory stand-in: runs/<id>/{fixture,report.json,task.json,
-// events.normalized.jsonl}, the scratch root runs/.work/<id>/ and a source
+// events.normalized.jsonl}, the scratch root runs/work/<id>/ and a source
 // tree next to them.
 type box struct {
 	root, runDir, fixture, scratchRoot, tmp, source, report, task, events string
@@ -597,7 +597,7 @@ func newBox(t testing.TB) box {
 	t.Helper()
 	root := t.TempDir()
 	b := box{root: root, runDir: filepath.Join(root, "runs", "r1"), source: filepath.Join(root, "source"),
-		scratchRoot: filepath.Join(root, "runs", ".work", "r1")}
+		scratchRoot: filepath.Join(root, "runs", "work", "r1")}
 	b.fixture = filepath.Join(b.runDir, "fixture")
 	b.tmp = filepath.Join(b.scratchRoot, "tmp")
 	b.report = filepath.Join(b.runDir, "report.json")

@@ -425,8 +425,8 @@ func TestViewMasksInsideBoundDirectory(t *testing.T) {
 	}
 	r := launch(t, p, b.fixture, self(t), helperCmd, "list", runs).result(t)
 	slices.Sort(r.List)
-	if !slices.Equal(r.List, []string{".work", "r1"}) {
-		t.Errorf("the masked runs directory shows %v, want only this run's [.work r1]", r.List)
+	if !slices.Equal(r.List, []string{"r1", "work"}) {
+		t.Errorf("the masked runs directory shows %v, want only this run's [r1 work]", r.List)
 	}
 }
 
