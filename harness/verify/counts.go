@@ -19,6 +19,7 @@ const (
 	FormatPytest       = "pytest"                // the pytest summary line
 	FormatNodeTest     = "node-test"             // node --test summary (# pass N / ℹ pass N)
 	FormatTAP          = "tap"                   // top-level TAP ok / not ok lines
+	FormatMocha        = "mocha"                 // mocha's summary (N passing / N pending / N failing)
 	maxCountLineLength = 64 * 1024
 )
 
@@ -30,22 +31,23 @@ var (
 	pytestTiming = regexp.MustCompile(` in \d+(\.\d+)?s\b`)
 	nodeSummary  = regexp.MustCompile(`^(?:#|ℹ) (pass|fail|skipped|tests|todo|cancelled) (\d+)$`)
 	tapLine      = regexp.MustCompile(`^(not ok|ok)\b(.*)$`)
+	mochaSummary = regexp.MustCompile(`^  (\d+) (passing|pending|failing)(?: \(\d+(?:\.\d+)?(?:ms|s|m|h)\))?$`)
 )
 
 // countParser reads test-runner output line by line as it is produced (so
 // that counts are right even when the output is far larger than what is kept
 // inline) and recognises go test (plain and -json), pytest and node's test
-// runner / TAP. Formats from different runners are added up, so a script
+// runner / TAP, and mocha's summary. Formats from different runners are added up, so a script
 // running two suites reports both.
 type countParser struct {
 	mu      sync.Mutex
 	partial []byte
 	long    bool // the current line overflowed and is being skipped
 
-	goJSON, goJSONPkgs, goPlain, goPkgs, pytest, node, tap ctoharness.TestCounts
-	seenGoJSON, seenGoJSONPkgs, seenGoPlain, seenGoPkgs    bool
-	seenGoVerbose                                          bool // "=== RUN": every test has a --- line
-	seenPytest, seenNode, seenTAP                          bool
+	goJSON, goJSONPkgs, goPlain, goPkgs, pytest, node, tap, mocha ctoharness.TestCounts
+	seenGoJSON, seenGoJSONPkgs, seenGoPlain, seenGoPkgs           bool
+	seenGoVerbose                                                 bool // "=== RUN": every test has a --- line
+	seenPytest, seenNode, seenTAP, seenMocha                      bool
 }
 
 func newCountParser() *countParser { return &countParser{} }
@@ -162,6 +164,20 @@ func (c *countParser) line(l string) {
 		}
 		return
 	}
+	if m := mochaSummary.FindStringSubmatch(l); m != nil {
+		// One summary per mocha run: a script running mocha twice adds up.
+		n, _ := strconv.Atoi(m[1])
+		switch m[2] {
+		case "passing":
+			c.mocha.Passed += n
+		case "failing":
+			c.mocha.Failed += n
+		case "pending":
+			c.mocha.Skipped += n
+		}
+		c.seenMocha = true
+		return
+	}
 	if m := tapLine.FindStringSubmatch(l); m != nil {
 		c.seenTAP = true
 		directive := strings.ToUpper(m[2])
@@ -216,6 +232,9 @@ func (c *countParser) result() (*ctoharness.TestCounts, string) {
 		take(c.node, FormatNodeTest)
 	case c.seenTAP:
 		take(c.tap, FormatTAP)
+	}
+	if c.seenMocha {
+		take(c.mocha, FormatMocha)
 	}
 	if len(formats) == 0 {
 		return nil, ""

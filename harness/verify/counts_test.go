@@ -24,6 +24,7 @@ func TestParseCountsSamples(t *testing.T) {
 		{"node_tap.txt", &ctoharness.TestCounts{Passed: 2, Failed: 1, Skipped: 1}, FormatNodeTest},
 		{"node_spec.txt", &ctoharness.TestCounts{Passed: 2, Failed: 1, Skipped: 1}, FormatNodeTest},
 		{"tap_plain.txt", &ctoharness.TestCounts{Passed: 2, Failed: 1, Skipped: 1}, FormatTAP},
+		{"mocha_spec.txt", &ctoharness.TestCounts{Passed: 3, Failed: 1, Skipped: 1}, FormatMocha},
 		{"unknown.txt", nil, ""},
 	}
 	for _, c := range cases {

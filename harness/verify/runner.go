@@ -232,6 +232,11 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			if budgetCut {
 				rec.Reason = fmt.Sprintf("killed when the test budget ran out, after %s (the per-run timeout is %s)", timeout, in.Timeout)
 			}
+			// A runner that reported its results and then hung (a handle
+			// left open) did run the tests: say what it reported.
+			if c := rec.Counts; c != nil && c.Passed+c.Failed+c.Skipped > 0 {
+				rec.Reason += fmt.Sprintf("; the output had reported %d failed, %d passed and %d skipped tests (%s)", c.Failed, c.Passed, c.Skipped, rec.CountsFormat)
+			}
 		case res.ExitCode != nil && *res.ExitCode == ExitNotFound:
 			// The shell's answer to a program it cannot find: the tests
 			// did not run, and a rerun would not find it either.

@@ -581,3 +581,30 @@ func TestNpmPackageMissingOffline(t *testing.T) {
 		}
 	}
 }
+
+// A test runner that reported its failures and then hung (mocha with a
+// handle left open) times out; the reason says what the output had
+// reported, so the timeout does not hide the failing tests.
+func TestTimeoutReasonNamesReportedCounts(t *testing.T) {
+	e := newEnv(t)
+	script := `printf '\n  1180 passing (2s)\n  3 pending\n  55 failing\n\n'; sleep 30`
+	rec, err := Execute(context.Background(), e.input(t, script, 400*time.Millisecond), budget(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Classification != ctoharness.TestTimeout {
+		t.Fatalf("classification %s, want TEST_TIMEOUT", rec.Classification)
+	}
+	want := "killed after the 400ms timeout; the output had reported 55 failed, 1180 passed and 3 skipped tests (mocha)"
+	if rec.Reason != want {
+		t.Errorf("reason %q\nwant   %q", rec.Reason, want)
+	}
+	// Without counts the reason is the timeout alone.
+	rec, err = Execute(context.Background(), e.input(t, "sleep 30", 400*time.Millisecond), budget(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Reason != "killed after the 400ms timeout" {
+		t.Errorf("reason %q", rec.Reason)
+	}
+}
