@@ -55,6 +55,10 @@ func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE", "GOVERSION", "GOROOT", "GOOS", "GOARCH")
 	cmd.Env = []string{"PATH=" + getenv("PATH"), "GOTOOLCHAIN=local"}
+	// Asked from the root, not from wherever the harness was started: a
+	// go.work or go.mod there is not the question, and a directory removed
+	// under the harness would make go fail to start ("getwd").
+	cmd.Dir = "/"
 	for _, k := range []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "XDG_CACHE_HOME", "GOENV"} {
 		if v := getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v)
