@@ -57,21 +57,33 @@ func lookPath(getenv func(string) string, name string) string {
 	return ""
 }
 
-// ask runs a host tool to learn where its cache is, with only the named
-// variables of the harness's environment and an empty directory of its
-// own as the working directory: no project's configuration is read and
-// nothing the source configures runs. It returns the last line printed.
+// ask runs a host tool to learn where its cache is (see runTool) and
+// returns the last line it printed.
 func ask(ctx context.Context, getenv func(string) string, keep []string, argv ...string) (string, error) {
-	dir, err := os.MkdirTemp("", "warmcache-ask-")
+	out, err := runTool(ctx, getenv, keep, nil, argv...)
 	if err != nil {
 		return "", err
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+// runTool runs a host tool with only PATH, the named variables of the
+// harness's environment and set, in an empty directory of its own: no
+// project's configuration is read, nothing the source configures runs, and
+// the harness's own working directory (which may be gone) does not matter.
+// It returns what the tool printed on its standard output.
+func runTool(ctx context.Context, getenv func(string) string, keep, set []string, argv ...string) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "warmcache-ask-")
+	if err != nil {
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + getenv("PATH")}
+	cmd.Env = append([]string{"PATH=" + getenv("PATH")}, set...)
 	for _, k := range keep {
 		if v := getenv(k); v != "" {
 			cmd.Env = append(cmd.Env, k+"="+v)
@@ -80,10 +92,9 @@ func ask(ctx context.Context, getenv func(string) string, keep []string, argv ..
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(errb.String()))
+		return nil, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(errb.String()))
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	return strings.TrimSpace(lines[len(lines)-1]), nil
+	return out.Bytes(), nil
 }
 
 // absDir checks that what a tool or variable named is an absolute path.

@@ -1,24 +1,21 @@
-// Package warmcache offers the host's Go caches to sandboxed commands
-// without letting them change the host's copy: the module cache is served
-// read-only as a file:// module proxy (so `go` works offline and extracts
-// into the command's own scratch), and the build cache is shown through an
-// overlay whose writable layer belongs to the one run. A command, Case
-// included, can use every compiled package the user's own builds left
-// behind, and nothing it writes outlives its run, so no later verification
-// can read a poisoned entry.
+// Package warmcache offers the host's dependency and build caches (Go's
+// module and build caches, npm's and pip's caches, a pip wheelhouse,
+// cargo's registry) to sandboxed commands without letting them change the
+// host's copy: each is shown at its path through an overlay whose writable
+// layer belongs to the one run, with the tool pointed at it and kept
+// offline where its registry is not allowed. Nothing a command writes
+// outlives its run. The one exception is the kept Go build cache layer
+// (Keep), made only from a warm-up of the baseline and read-only to every
+// later command, so no later verification can read an entry Case wrote.
 package warmcache
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
@@ -38,40 +35,18 @@ type Go struct {
 // DetectGo asks the host's go command (found on getenv("PATH"), with the
 // harness's own GOCACHE, GOMODCACHE, GOPATH and HOME) where its caches are.
 func DetectGo(ctx context.Context, getenv func(string) string) (Go, error) {
-	goBin := ""
-	for _, d := range filepath.SplitList(getenv("PATH")) {
-		if !filepath.IsAbs(d) {
-			continue
-		}
-		if _, err := exec.LookPath(filepath.Join(d, "go")); err == nil {
-			goBin = filepath.Join(d, "go")
-			break
-		}
-	}
+	goBin := lookPath(getenv, "go")
 	if goBin == "" {
 		return Go{}, fmt.Errorf("%w: no go command on PATH to ask where the Go caches are", ErrUnavailable)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "env", "-json", "GOMODCACHE", "GOCACHE", "GOVERSION", "GOROOT", "GOOS", "GOARCH")
-	cmd.Env = []string{"PATH=" + getenv("PATH"), "GOTOOLCHAIN=local"}
-	// Asked from the root, not from wherever the harness was started: a
-	// go.work or go.mod there is not the question, and a directory removed
-	// under the harness would make go fail to start ("getwd").
-	cmd.Dir = "/"
-	for _, k := range []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "XDG_CACHE_HOME", "GOENV"} {
-		if v := getenv(k); v != "" {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return Go{}, fmt.Errorf("%w: %s env: %v: %s", ErrUnavailable, goBin, err, strings.TrimSpace(errb.String()))
+	out, err := runTool(ctx, getenv, []string{"HOME", "GOCACHE", "GOMODCACHE", "GOPATH", "XDG_CACHE_HOME", "GOENV"}, []string{"GOTOOLCHAIN=local"},
+		goBin, "env", "-json", "GOMODCACHE", "GOCACHE", "GOVERSION", "GOROOT", "GOOS", "GOARCH")
+	if err != nil {
+		return Go{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	var v struct{ GOMODCACHE, GOCACHE, GOVERSION, GOROOT, GOOS, GOARCH string }
-	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
-		return Go{}, fmt.Errorf("%w: %s env printed %q: %v", ErrUnavailable, goBin, out.String(), err)
+	if err := json.Unmarshal(out, &v); err != nil {
+		return Go{}, fmt.Errorf("%w: %s env printed %q: %v", ErrUnavailable, goBin, out, err)
 	}
 	g := Go{ModCache: filepath.Clean(v.GOMODCACHE), BuildCache: filepath.Clean(v.GOCACHE),
 		Toolchain: strings.Join([]string{v.GOVERSION, v.GOROOT, v.GOOS + "/" + v.GOARCH}, " ")}
@@ -97,21 +72,11 @@ func (g Go) Env() []string {
 // which it creates. A cache the host does not have yet is left out. kept
 // are read-only layers shown over the host's build cache (see Keep).
 func (g Go) Overlays(layer string, kept ...string) ([]sandbox.Overlay, error) {
-	var out []sandbox.Overlay
-	for _, c := range []struct{ dir, name string }{{g.ModCache, "mod"}, {g.BuildCache, "build"}} {
-		if st, err := os.Stat(c.dir); err != nil || !st.IsDir() {
-			continue
+	ovs, _, err := ShowDirs([]Dir{{Name: "mod", Host: g.ModCache, At: g.ModCache}, {Name: "build", Host: g.BuildCache, At: g.BuildCache}}, layer)
+	for i := range ovs {
+		if ovs[i].Lower == g.BuildCache {
+			ovs[i].Layers = kept
 		}
-		o := sandbox.Overlay{Path: c.dir, Lower: c.dir, Upper: filepath.Join(layer, c.name, "upper"), Work: filepath.Join(layer, c.name, "work")}
-		if c.name == "build" {
-			o.Layers = kept
-		}
-		for _, d := range []string{o.Upper, o.Work} {
-			if err := os.MkdirAll(d, 0o700); err != nil {
-				return nil, fmt.Errorf("%w: cannot create the per-run layer of %s: %v", ErrUnavailable, c.dir, err)
-			}
-		}
-		out = append(out, o)
 	}
-	return out, nil
+	return ovs, err
 }
