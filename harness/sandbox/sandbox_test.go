@@ -433,12 +433,20 @@ func TestSIGTERMToTheGroupEndsTheTree(t *testing.T) {
 
 	// A command that ignores SIGTERM is ended by the harness's SIGKILL of the
 	// group: the launcher (PID 1) dies and the kernel kills the namespace.
+	// The SIGTERM waits for the shell's word that its trap is set: on a
+	// loaded machine the sandbox's set-up can outlast any fixed sleep, and a
+	// SIGTERM that arrives before the trap ends the shell by SIGTERM.
+	ready := filepath.Join(b.fixture, "trap-set")
 	o = launchWith(t, b.policy(), b.fixture, opts{started: func(cmd *exec.Cmd) {
-		time.Sleep(300 * time.Millisecond)
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Lstat(ready); err == nil {
+				break
+			}
+		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		time.Sleep(300 * time.Millisecond)
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}}, "/bin/sh", "-c", `trap '' TERM; sleep 100 & sleep 100`)
+	}}, "/bin/sh", "-c", `trap '' TERM; sleep 100 & : > trap-set; sleep 100`)
 	if o.code != 128+int(syscall.SIGKILL) {
 		t.Errorf("exit %d, want SIGKILL", o.code)
 	}
