@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,6 +69,11 @@ func Main(args []string, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "--noop" {
 		return 0
 	}
+	// Everything from here to the command's fork runs on one OS thread: the
+	// bounding set is emptied on this thread only (one prctl per
+	// capability, where an all-threads call stops the runtime each time),
+	// and the command, forked from this thread, inherits its credentials.
+	runtime.LockOSThread()
 	probe := len(args) > 0 && args[0] == "--probe"
 	if probe {
 		args = args[1:]
@@ -350,7 +356,8 @@ const (
 )
 
 // dropCapabilities makes sure the command runs with no capability at all,
-// even as uid 0: every capability leaves the bounding set, the inheritable
+// even as uid 0: every capability leaves the bounding set of the thread
+// that forks the command, the inheritable
 // and ambient sets are emptied, and the securebits stop exec from granting
 // root its usual full set. The launcher keeps its own effective set (it
 // needs nothing else than to signal and reap its children).
@@ -363,9 +370,14 @@ func dropCapabilities() error {
 	if err := ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return failf("prctl(PR_CAP_AMBIENT_CLEAR_ALL): %v", err)
 	}
+	// The bounding set is a per-thread attribute, dropped here on the
+	// launcher's locked thread, the one that forks the command (Main): the
+	// other launcher threads never exec, and the securebits, no_new_privs
+	// and empty inheritable and ambient sets they share already keep any
+	// exec from gaining a capability.
 	last := lastCap()
 	for c := 0; c <= last; c++ {
-		if err := ll.AllThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
 			return failf("prctl(PR_CAPBSET_DROP, %d): %v", c, err)
 		}
 	}
