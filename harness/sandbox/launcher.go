@@ -397,6 +397,22 @@ func dropCapabilities() error {
 	return nil
 }
 
+// boundingCap returns a capability still in the calling thread's bounding
+// set, if any. It asks prctl(PR_CAPBSET_READ) for every number up to the
+// first the kernel does not know (EINVAL): Landlock, applied by now, may
+// keep /proc out of reach.
+func boundingCap() (int, bool) {
+	for c := 0; c < 64; c++ {
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err != nil || in != 0 {
+			if err != nil && errors.Is(err, unix.EINVAL) {
+				return 0, false // past the kernel's last capability
+			}
+			return c, true
+		}
+	}
+	return 0, false
+}
+
 func lastCap() int {
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
@@ -544,6 +560,12 @@ func runInit(argv []string, sigs chan os.Signal, stderr io.Writer) int {
 	}
 	if err := proc.CloseInherited(); err != nil {
 		return report(stderr, ExitSetupFailed, "%v", err)
+	}
+	// The command inherits this thread's credentials: refuse to start it
+	// from a thread that still has a capability in its bounding set (Main
+	// locked the thread that dropped them).
+	if c, ok := boundingCap(); ok {
+		return report(stderr, ExitSetupFailed, "the thread that would start the command still has capability %d in its bounding set; the command was not run", c)
 	}
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
