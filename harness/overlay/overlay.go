@@ -140,7 +140,17 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 		opts += o
 	}
 	in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
-	if err := unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	// volatile: the layer is thrown away with the run's workspace, so
+	// overlayfs need not sync the upper filesystem. Without it, the last
+	// unmount syncs the whole host filesystem the layer is on (other runs'
+	// writes included) and waits for the disk; fsync inside the mount
+	// does the same. A kernel without the option (before 5.10) mounts
+	// without it.
+	err = unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",volatile")
+	if errors.Is(err, unix.EINVAL) {
+		err = unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	}
+	if err != nil {
 		cleanup()
 		return nil, fmt.Errorf("%w: mount overlayfs at %s: %v", ErrUnavailable, in.Dest, err)
 	}

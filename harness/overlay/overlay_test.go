@@ -140,6 +140,11 @@ func TestTreeShowsTheTreeAndNeverWritesTheSource(t *testing.T) {
 					t.Fatalf("the mount table names %s: %s", hidden, line)
 				}
 			}
+			// The layer is thrown away with the workspace: no unmount or
+			// fsync inside may sync the host filesystem it is on.
+			if !strings.Contains(line, "volatile") && kernelAtLeast(5, 10) { // ",volatile", or "fsync=volatile" from 6.x
+				t.Errorf("the overlay is not volatile: %s", line)
+			}
 		}
 	}
 
@@ -234,4 +239,17 @@ func TestDiscardLeavesNothing(t *testing.T) {
 	if data, err := os.ReadFile(filepath.Join(src, "a.txt")); err != nil || string(data) != "a\n" {
 		t.Fatalf("the source's a.txt reads %q, %v", data, err)
 	}
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
