@@ -403,10 +403,11 @@ func dropCapabilities() error {
 // keep /proc out of reach.
 func boundingCap() (int, bool) {
 	for c := 0; c < 64; c++ {
-		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err != nil || in != 0 {
-			if err != nil && errors.Is(err, unix.EINVAL) {
-				return 0, false // past the kernel's last capability
-			}
+		in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) {
+			return 0, false // past the kernel's last capability
+		}
+		if err != nil || in != 0 {
 			return c, true
 		}
 	}
