@@ -307,6 +307,26 @@ func lastStepEvent(runDir string) string {
 	return last
 }
 
+// rowSource is where the row's source lives for its kind, and the config
+// that owns (or does not own) it.
+func rowSource(work, kind string) (string, config.Config, error) {
+	cfg := config.Config{}
+	switch kind {
+	case "target":
+		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+		return filepath.Join(work, "targets", "sample"), cfg, nil
+	case "not_owned":
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+		return filepath.Join(work, "elsewhere", "sample"), cfg, nil
+	case "":
+		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
+		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
+		return filepath.Join(work, "owned", "sample"), cfg, nil
+	}
+	return "", cfg, fmt.Errorf("unknown source kind %q", kind)
+}
+
 // prepareRow builds the row's world inside work: the stage records, the
 // source, the config, and the harness options.
 func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work string, att *attack) (harness.Options, string, error) {
@@ -315,7 +335,14 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if stage == 0 {
 		stage = 3
 	}
+	srcDir, cfg, err := rowSource(work, st.Source)
+	if err != nil {
+		return harness.Options{}, "", err
+	}
 	runs := filepath.Join(work, "runs")
+	if st.RunsBesideSource {
+		runs = srcDir + "-runs"
+	}
 	records := harness.RecordsDir(runs)
 	if err := os.MkdirAll(records, 0o755); err != nil {
 		return harness.Options{}, "", err
@@ -383,22 +410,6 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		if err := os.WriteFile(gates.RecordPath(records, 2), append(out, '\n'), 0o644); err != nil {
 			return harness.Options{}, "", err
 		}
-	}
-	cfg := config.Config{}
-	srcDir := filepath.Join(work, "owned", "sample")
-	switch st.Source {
-	case "target":
-		srcDir = filepath.Join(work, "targets", "sample")
-		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
-		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
-	case "not_owned":
-		srcDir = filepath.Join(work, "elsewhere", "sample")
-		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
-	case "":
-		cfg.OwnedSources = []string{filepath.Join(work, "owned")}
-		cfg.TargetRoots = []string{filepath.Join(work, "targets")}
-	default:
-		return harness.Options{}, "", fmt.Errorf("unknown source kind %q", st.Source)
 	}
 	if len(st.SourceFiles) == 0 && len(st.SourceSubmodules) == 0 {
 		if err := materialize(ctx, fixtures.SampleOwned, srcDir, o.Clock()); err != nil {
