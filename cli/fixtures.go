@@ -80,6 +80,9 @@ func describeSetup(s fixtures.Setup) string {
 	if s.SourceUntracked != "" {
 		parts = append(parts, "untracked "+s.SourceUntracked+" in the source")
 	}
+	if s.RunsBesideSource {
+		parts = append(parts, "runs directory `<source>-runs`")
+	}
 	if len(s.WarmCaches) > 0 {
 		parts = append(parts, "warm caches "+strings.Join(s.WarmCaches, ", ")+" (host caches made for the row)")
 	}

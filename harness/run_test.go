@@ -288,6 +288,31 @@ func TestStage3PassAndFailures(t *testing.T) {
 		mustValidate(t, set, rep, false)
 	})
 
+	// A task text that names the source is refused before Case starts; one
+	// that names a sibling whose name begins with the source's is not.
+	for _, tc := range []struct {
+		text  string
+		block bool
+	}{
+		{"Keep " + src + "/docs tidy.", true},
+		{"Keep notes in " + src + "-notes.", false},
+	} {
+		t.Run("task text "+tc.text, func(t *testing.T) {
+			o := base
+			spec := *o.Spec
+			spec.Task = tc.text
+			o.Spec = &spec
+			rep, err := harness.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.block != hasCode(rep, ctoharness.BlockTaskInvalid) || tc.block == rep.CaseProcessStarted {
+				t.Fatalf("status %s blockers %v, want blocked %v", rep.Status, rep.Blockers, tc.block)
+			}
+			mustValidate(t, set, rep, !tc.block)
+		})
+	}
+
 	t.Run("artifact write failure", func(t *testing.T) {
 		o := base
 		o.Fault = harness.FaultArtifactPrefix + "patch.diff"

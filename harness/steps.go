@@ -374,10 +374,11 @@ func (r *run) writeContract(ctx context.Context) bool {
 	return r.ok()
 }
 
-// leaksSource returns the source path if s contains it.
+// leaksSource returns the source path if s names it, as itself or as JSON
+// encodes it.
 func (r *run) leaksSource(s string) string {
 	for _, p := range []string{r.repo.Root, r.repo.Given, r.rep.SourceGitDir} {
-		if p != "" && p != "/" && strings.Contains(s, p) {
+		if p != "" && p != "/" && task.RevealsPath([]byte(s), p) {
 			return p
 		}
 	}

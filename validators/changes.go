@@ -85,7 +85,7 @@ func checkContract(v *runView, c collector) {
 		return
 	}
 	for _, p := range []string{v.report.SourcePath, v.report.SourceGitDir} {
-		if p != "" && strings.Contains(string(data), p) {
+		if p != "" && p != "/" && task.RevealsPath(data, p) {
 			c.fail(chk, evidence.TaskFile, "the contract reveals the source path %s", p)
 		}
 	}
@@ -99,7 +99,7 @@ func checkContract(v *runView, c collector) {
 		c.fail(chk, evidence.TaskFile, "run_id %s differs from the report's", ct.RunID)
 	}
 	for _, a := range v.report.Case.Argv {
-		if v.report.SourcePath != "" && strings.Contains(a, v.report.SourcePath) && v.report.CaseLane == ctoharness.LaneReal {
+		if v.report.SourcePath != "" && task.RevealsPath([]byte(a), v.report.SourcePath) && v.report.CaseLane == ctoharness.LaneReal {
 			c.fail(chk, evidence.ReportJSON, "Case's argv reveals the source path")
 		}
 	}
