@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // A kept layer is Go build cache entries compiled from a source's baseline
@@ -162,30 +163,15 @@ func Keep(root, key, upper string) (Kept, error) {
 		if g == nil || !strings.HasPrefix(g[2], g[1]) {
 			return nil
 		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		switch g[3] {
-		case "d":
-			if hex.EncodeToString(sum[:]) != g[2] {
-				return nil // a partial or foreign output file
-			}
-		case "a":
-			a := actionEntry.FindSubmatch(data)
-			if a == nil || string(a[1]) != g[2] {
-				return nil
-			}
-		}
 		dst := filepath.Join(layer, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(dst, data, 0o444); err != nil {
+		sum, size, ok, err := keepEntry(p, dst, g[2], g[3])
+		if err != nil || !ok {
 			return err
 		}
-		m.Files = append(m.Files, keptFile{Name: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
+		m.Files = append(m.Files, keptFile{Name: rel, Size: size, SHA256: sum})
 		return nil
 	})
 	if err != nil {
@@ -206,6 +192,59 @@ func Keep(root, key, upper string) (Kept, error) {
 		return Kept{}, fmt.Errorf("cannot publish the kept build cache layer %s: %w", filepath.Join(root, key), err)
 	}
 	return OpenKept(root, key)
+}
+
+// actionSize is the length of a Go action entry: "v1 ", two hex ids, a
+// 20-wide size and a 20-wide time, each after a space, and a newline.
+const actionSize = 3 + 64 + 1 + 64 + 1 + 20 + 1 + 20 + 1
+
+// keepEntry copies the cache entry src to dst, hashing it on the way, and
+// says whether it was kept: an output file ("d") must hash to id, an
+// action entry ("a") must be Go's one line naming id. The entry is never
+// read whole (an output file may be as large as the warm-up made it) and
+// is opened without following a link or blocking on a FIFO. An entry that
+// fails its check leaves nothing at dst.
+func keepEntry(src, dst, id, kind string) (sum string, size int64, ok bool, err error) {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", 0, false, err
+	}
+	if kind == "a" {
+		if fi.Size() != actionSize {
+			return "", 0, false, nil
+		}
+		data := make([]byte, actionSize+1)
+		n, err := io.ReadFull(in, data)
+		if err != io.ErrUnexpectedEOF || n != actionSize {
+			return "", 0, false, nil // changed size since the stat
+		}
+		a := actionEntry.FindSubmatch(data[:n])
+		if a == nil || string(a[1]) != id {
+			return "", 0, false, nil
+		}
+		s := sha256.Sum256(data[:n])
+		return hex.EncodeToString(s[:]), int64(n), true, os.WriteFile(dst, data[:n], 0o444)
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return "", 0, false, err
+	}
+	h := sha256.New()
+	size, err = io.Copy(io.MultiWriter(h, out), in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	if err != nil || sum != id {
+		_ = os.Remove(dst) // a partial or foreign output file
+		return "", 0, false, err
+	}
+	return sum, size, true, nil
 }
 
 func digest(b []byte) string {

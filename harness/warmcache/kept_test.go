@@ -1,6 +1,7 @@
 package warmcache_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/cto-harness/cto-harness/harness/warmcache"
@@ -71,5 +74,59 @@ func TestKeepAndOpen(t *testing.T) {
 	put(t, k.Layer, "zz/extra", "x")
 	if _, err := warmcache.OpenKept(root, "k1"); !errors.Is(err, warmcache.ErrKeptCorrupt) {
 		t.Errorf("a missing and an extra entry: %v; want ErrKeptCorrupt", err)
+	}
+}
+
+// Keep streams each entry: a large output file is kept whole and checked
+// against its name; one that does not hash to its name, an action entry
+// with a byte more than Go writes, a FIFO and a symlink named like entries
+// leave nothing in the layer.
+func TestKeepStreamsAndChecksEveryEntry(t *testing.T) {
+	upper, root := t.TempDir(), t.TempDir()
+	big := make([]byte, 24<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(big)
+	bigID := hex.EncodeToString(sum[:])
+	put(t, upper, bigID[:2]+"/"+bigID+"-d", string(big))
+	badID := "cd" + bigID[2:]
+	put(t, upper, "cd/"+badID+"-d", string(big[:1<<20])) // does not hash to its name
+	actID := "ab" + bigID[2:]
+	put(t, upper, "ab/"+actID+"-a", fmt.Sprintf("v1 %s %s %20d %20d\n ", actID, bigID, len(big), 1700000000000000000))
+	fifoID, linkID := "ef"+bigID[2:], "01"+bigID[2:]
+	if err := os.MkdirAll(filepath.Join(upper, "ef"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(upper, "ef", fifoID+"-d"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(upper, "01"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(upper, bigID[:2], bigID+"-d"), filepath.Join(upper, "01", linkID+"-d")); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	k, err := warmcache.Keep(root, "k", upper)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("Keep allocated %d bytes for a %d-byte entry: it must stream, not read entries whole", alloc, len(big))
+	}
+	if k.Files != 1 || k.Bytes != int64(len(big)) {
+		t.Fatalf("kept %+v; want only the large output file, %d bytes", k, len(big))
+	}
+	got, err := os.ReadFile(filepath.Join(k.Layer, bigID[:2], bigID+"-d"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("the kept output file differs from the warm-up's (%v)", err)
+	}
+	for _, rel := range []string{"cd/" + badID + "-d", "ab/" + actID + "-a", "ef/" + fifoID + "-d", "01/" + linkID + "-d"} {
+		if _, err := os.Lstat(filepath.Join(k.Layer, filepath.FromSlash(rel))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is in the kept layer (%v)", rel, err)
+		}
 	}
 }
