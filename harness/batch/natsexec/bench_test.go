@@ -2,10 +2,13 @@ package natsexec_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +104,14 @@ func BenchmarkBatch20(b *testing.B) {
 		// workers, one trial each, are the concurrency.
 		func() { nts += run("nats2", len(w.plan.Trials), natsRunner) },
 	}
+	// The machine's own floor, measured in the same rounds: the processes
+	// a trial starts each get fresh namespaces, and how far starting such
+	// processes two at a time beats one at a time is what these cores and
+	// this kernel allow a batch of trials, whatever the executor does.
+	// Hashing, which needs nothing of the kernel, shows what the two cores
+	// give plain computation.
+	var nsSeq, nsPar, cpuSeq, cpuPar time.Duration
+	nsOK := true
 	for n := 0; n < b.N; n++ {
 		for round := 0; round < len(phases); round++ {
 			for i := range phases {
@@ -110,8 +121,26 @@ func BenchmarkBatch20(b *testing.B) {
 				b.StartTimer()
 				phases[(round+i)%len(phases)]()
 			}
+			b.StopTimer()
+			s, p := hashTimes(round%2 == 1)
+			cpuSeq, cpuPar = cpuSeq+s, cpuPar+p
+			b.StartTimer()
+			if nsOK {
+				b.StopTimer()
+				s, p, err := nsStarts(nsStartCount, round%2 == 1)
+				if err != nil {
+					b.Logf("no namespaced start reference: %v", err)
+					nsOK = false
+				}
+				nsSeq, nsPar = nsSeq+s, nsPar+p
+				b.StartTimer()
+			}
 		}
 	}
+	if nsOK {
+		b.ReportMetric(nsPar.Seconds()/nsSeq.Seconds(), "nsstart2/seq")
+	}
+	b.ReportMetric(cpuPar.Seconds()/cpuSeq.Seconds(), "hash2/seq")
 	per := float64(b.N * len(phases))
 	b.ReportMetric(seq.Seconds()/per, "seq-s")
 	b.ReportMetric(par.Seconds()/per, "local2-s")
@@ -139,4 +168,83 @@ func cpuTime() time.Duration {
 		sum += time.Duration(tv.Nano())
 	}
 	return sum
+}
+
+// nsStartCount is how many namespaced processes nsStarts starts each way.
+const nsStartCount = 200
+
+// nsStarts starts n processes of /bin/true, each in new user, mount, PID,
+// network and IPC namespaces (as the sandbox's launcher is started), one
+// at a time and then two at a time (the other way round when parFirst),
+// and returns both times.
+func nsStarts(n int, parFirst bool) (seq, par time.Duration, err error) {
+	start := func() error {
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		}
+		return cmd.Run()
+	}
+	timed := func(conc int) (time.Duration, error) {
+		t := time.Now()
+		errs := make(chan error, conc)
+		for g := 0; g < conc; g++ {
+			go func() {
+				for i := 0; i < n/conc; i++ {
+					if err := start(); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for g := 0; g < conc; g++ {
+			if e := <-errs; e != nil {
+				err = e
+			}
+		}
+		return time.Since(t), err
+	}
+	if parFirst {
+		par, err = timed(2)
+		if err == nil {
+			seq, err = timed(1)
+		}
+		return seq, par, err
+	}
+	seq, err = timed(1)
+	if err == nil {
+		par, err = timed(2)
+	}
+	return seq, par, err
+}
+
+// hashTimes hashes 64 MiB twice over one at a time and two at a time (the
+// other way round when parFirst), and returns both times.
+func hashTimes(parFirst bool) (seq, par time.Duration) {
+	buf := make([]byte, 1<<20)
+	work := func(n int) {
+		for i := 0; i < n; i++ {
+			sha256.Sum256(buf)
+		}
+	}
+	timed := func(conc int) time.Duration {
+		t := time.Now()
+		var wg sync.WaitGroup
+		for g := 0; g < conc; g++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); work(128 / conc) }()
+		}
+		wg.Wait()
+		return time.Since(t)
+	}
+	if parFirst {
+		par = timed(2)
+		return timed(1), par
+	}
+	seq = timed(1)
+	return seq, timed(2)
 }
