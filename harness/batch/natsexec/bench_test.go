@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,19 +121,17 @@ func BenchmarkBatch20(b *testing.B) {
 				phases[(round+i)%len(phases)]()
 			}
 			b.StopTimer()
-			s, p := hashTimes(round%2 == 1)
+			s, p, _ := oneAndTwo(hashCount, round%2 == 1, hashMiB)
 			cpuSeq, cpuPar = cpuSeq+s, cpuPar+p
-			b.StartTimer()
 			if nsOK {
-				b.StopTimer()
-				s, p, err := nsStarts(nsStartCount, round%2 == 1)
+				s, p, err := oneAndTwo(nsStartCount, round%2 == 1, nsStart)
 				if err != nil {
 					b.Logf("no namespaced start reference: %v", err)
 					nsOK = false
 				}
 				nsSeq, nsPar = nsSeq+s, nsPar+p
-				b.StartTimer()
 			}
+			b.StartTimer()
 		}
 	}
 	if nsOK {
@@ -170,30 +167,44 @@ func cpuTime() time.Duration {
 	return sum
 }
 
-// nsStartCount is how many namespaced processes nsStarts starts each way.
-const nsStartCount = 200
+// nsStartCount and hashCount are how many times the references run their
+// job each way.
+const (
+	nsStartCount = 200
+	hashCount    = 128
+)
 
-// nsStarts starts n processes of /bin/true, each in new user, mount, PID,
-// network and IPC namespaces (as the sandbox's launcher is started), one
-// at a time and then two at a time (the other way round when parFirst),
-// and returns both times.
-func nsStarts(n int, parFirst bool) (seq, par time.Duration, err error) {
-	start := func() error {
-		cmd := exec.Command("/bin/true")
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		}
-		return cmd.Run()
+// nsStart starts /bin/true in new user, mount, PID, network and IPC
+// namespaces, as the sandbox's launcher is started.
+func nsStart() error {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
 	}
+	return cmd.Run()
+}
+
+// hashBuf is what hashMiB hashes; nothing writes it.
+var hashBuf = make([]byte, 1<<20)
+
+// hashMiB hashes one MiB: computation that needs nothing of the kernel.
+func hashMiB() error {
+	sha256.Sum256(hashBuf)
+	return nil
+}
+
+// oneAndTwo runs job n times one at a time, and n times split between two
+// goroutines (the other way round when parFirst), and returns both times.
+func oneAndTwo(n int, parFirst bool, job func() error) (seq, par time.Duration, err error) {
 	timed := func(conc int) (time.Duration, error) {
 		t := time.Now()
 		errs := make(chan error, conc)
 		for g := 0; g < conc; g++ {
 			go func() {
 				for i := 0; i < n/conc; i++ {
-					if err := start(); err != nil {
+					if err := job(); err != nil {
 						errs <- err
 						return
 					}
@@ -201,50 +212,28 @@ func nsStarts(n int, parFirst bool) (seq, par time.Duration, err error) {
 				errs <- nil
 			}()
 		}
+		var first error
 		for g := 0; g < conc; g++ {
-			if e := <-errs; e != nil {
-				err = e
+			if e := <-errs; e != nil && first == nil {
+				first = e
 			}
 		}
-		return time.Since(t), err
+		return time.Since(t), first
 	}
+	order := []int{1, 2}
 	if parFirst {
-		par, err = timed(2)
-		if err == nil {
-			seq, err = timed(1)
+		order = []int{2, 1}
+	}
+	for _, conc := range order {
+		d, e := timed(conc)
+		if e != nil {
+			return seq, par, e
 		}
-		return seq, par, err
-	}
-	seq, err = timed(1)
-	if err == nil {
-		par, err = timed(2)
-	}
-	return seq, par, err
-}
-
-// hashTimes hashes 64 MiB twice over one at a time and two at a time (the
-// other way round when parFirst), and returns both times.
-func hashTimes(parFirst bool) (seq, par time.Duration) {
-	buf := make([]byte, 1<<20)
-	work := func(n int) {
-		for i := 0; i < n; i++ {
-			sha256.Sum256(buf)
+		if conc == 1 {
+			seq = d
+		} else {
+			par = d
 		}
 	}
-	timed := func(conc int) time.Duration {
-		t := time.Now()
-		var wg sync.WaitGroup
-		for g := 0; g < conc; g++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); work(128 / conc) }()
-		}
-		wg.Wait()
-		return time.Since(t)
-	}
-	if parFirst {
-		par = timed(2)
-		return timed(1), par
-	}
-	seq = timed(1)
-	return seq, timed(2)
+	return seq, par, nil
 }
