@@ -71,6 +71,9 @@ type Report struct {
 	// in the config, --unsandboxed, a view that showed the key).
 	UnsignedReason string       `json:"unsigned_reason,omitempty"`
 	Agent          *AgentRecord `json:"agent,omitempty"`
+	// Trial binds the run to the batch trial attempt that asked for it;
+	// absent for a run made outside a batch.
+	Trial *TrialBinding `json:"trial,omitempty"`
 }
 
 // Policy is the classification policy the run was held to, recorded so a

@@ -24,6 +24,9 @@ type RunPredicate struct {
 	StartedAt      time.Time          `json:"started_at"`
 	FinishedAt     time.Time          `json:"finished_at"`
 	SignedAt       time.Time          `json:"signed_at"`
+	// Trial repeats report.json's trial binding, so that the signature says
+	// which request the run answers.
+	Trial *ctoharness.TrialBinding `json:"trial,omitempty"`
 }
 
 // GateValues are the gate inputs the run saw.

@@ -105,7 +105,10 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 		if len(workers) == 0 {
 			return usagef("--nats needs at least one worker key (--worker-key FILE, or signing.worker_keys in the config): a worker's result is counted only when its signature verifies")
 		}
-		co, err := newCoordinator(env, set, st, plan, workers, c.NATS, c.AckWait)
+		if keys.Signer == nil {
+			return usagef("--nats signs every trial request, and signing is disabled in the config: remove signing.disabled (the machine key is then used), or configure a key (%s or signing.key_file); list its public key in each worker's signing.coordinator_keys", attest.EnvSigningKeyFile)
+		}
+		co, err := newCoordinator(env, set, st, plan, workers, keys.Signer, c.NATS, c.AckWait)
 		if err != nil {
 			return err
 		}
@@ -193,9 +196,9 @@ func checkStageGates(env *Env) error {
 // validation, and the signature when this machine signs.
 func localVerifier(set *schemas.Set, keys attest.Keys) batch.Verifier {
 	trusted := localTrust(keys)
-	return func(ctx context.Context, a batch.Attempt) []string {
+	return func(ctx context.Context, t batch.Trial, a batch.Attempt) []string {
 		d := batch.Describe(ctx, a.RunDir, set, keys.Signer != nil, trusted)
-		return d.EvidenceErrors
+		return boundTo(t, a, d)
 	}
 }
 

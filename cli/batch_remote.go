@@ -18,9 +18,9 @@ import (
 )
 
 // newCoordinator connects the batch to NATS; its log goes to stderr.
-func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan, workers []attest.PublicKey, url string, ackWait time.Duration) (*natsexec.Coordinator, error) {
+func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan, workers []attest.PublicKey, signer *attest.Signer, url string, ackWait time.Duration) (*natsexec.Coordinator, error) {
 	co, err := natsexec.NewCoordinator(env.Ctx, natsexec.CoordinatorOptions{URL: url, Store: st, BatchID: plan.BatchID, Schemas: set,
-		Workers: workers, AckWait: ackWait, Log: termWriter{env.Stderr}})
+		Workers: workers, Signer: signer, AckWait: ackWait, Log: termWriter{env.Stderr}})
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -30,18 +30,30 @@ func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan,
 // remoteVerifier re-validates, on resume, a run a worker made: relocated,
 // and signed by one of the worker keys.
 func remoteVerifier(set *schemas.Set, workers []attest.PublicKey) batch.Verifier {
-	return func(ctx context.Context, a batch.Attempt) []string {
+	return func(ctx context.Context, t batch.Trial, a batch.Attempt) []string {
 		if a.Worker == "local" {
 			return []string{"the run was made locally, not by a worker; run the batch without --nats to resume it"}
 		}
-		return batch.DescribeWith(ctx, a.RunDir, set, validators.RunOptions{Trusted: workers, RequireSignature: true, Relocated: true}).EvidenceErrors
+		return boundTo(t, a, batch.DescribeWith(ctx, a.RunDir, set, validators.RunOptions{Trusted: workers, RequireSignature: true, Relocated: true}))
 	}
+}
+
+// boundTo is what is wrong with a recorded attempt read again (d): its
+// evidence errors, and a run no longer bound to the trial attempt and
+// request nonce the record names.
+func boundTo(t batch.Trial, a, d batch.Attempt) []string {
+	errs := d.EvidenceErrors
+	if why := batch.CheckBinding(t, a.N, a.Nonce, d.Binding); why != "" {
+		errs = append(errs, why)
+	}
+	return errs
 }
 
 // WorkerCmd is `cto-harness worker`.
 type WorkerCmd struct {
-	NATS    string        `name:"nats" required:"" help:"The NATS JetStream server to take trials from." placeholder:"URL"`
-	AckWait time.Duration `name:"ack-wait" default:"2m" help:"Used only when the workers' consumer does not exist yet (the coordinator sets it): how long a silent worker keeps a trial."`
+	NATS            string        `name:"nats" required:"" help:"The NATS JetStream server to take trials from." placeholder:"URL"`
+	CoordinatorKeys []string      `name:"coordinator-key" sep:"none" type:"path" placeholder:"FILE" help:"A coordinator's public key (PEM), besides the config's signing.coordinator_keys: only requests it signed are run; repeatable."`
+	AckWait         time.Duration `name:"ack-wait" default:"2m" help:"Used only when the workers' consumer does not exist yet (the coordinator sets it): how long a silent worker keeps a trial."`
 }
 
 // Help explains a worker.
@@ -51,8 +63,15 @@ stage-3 run in this machine's runs directory, signs it with this machine's key, 
 directory (without the fixture copy) to the JetStream object store. While a trial runs the worker sends
 in-progress acks; if it dies, the trial goes to another worker after the ack wait.
 
+A request runs only when a coordinator key this worker lists signed it and it has not expired; anything
+else is dropped, logged and never run. The worker's own config decides what a request cannot: every
+allowlist a request names must lie inside the config's network lists, and a coding agent's base URL and
+key variable come from the config's worker.agents, never from the request; a request asking for more is
+refused, with its reason in the result.
+
 Needs: a signing key (CTO_HARNESS_SIGNING_KEY_FILE or the config's signing.key_file) whose public key the
-coordinator lists (its config's signing.worker_keys, or --worker-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
+coordinator lists (its config's signing.worker_keys, or --worker-key); the coordinator's public key
+(signing.coordinator_keys in this machine's config, or --coordinator-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
 the batch's sources at the same paths as on the coordinator, owned in this machine's config. Stages 1 and
 2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
 trial back and stops. See docs/batch.md.`
@@ -71,6 +90,13 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 	if keys.Signer == nil {
 		return usagef("a worker signs every run, and signing is disabled in the config: remove signing.disabled (the machine key is then used), or configure a key (%s or signing.key_file; make one with 'cto-harness keygen')", attest.EnvSigningKeyFile)
 	}
+	coordinators, err := attest.LoadPublicKeys(append(append([]string{}, cfg.Signing.CoordinatorKeys...), c.CoordinatorKeys...))
+	if err != nil {
+		return usagef("coordinator key (--coordinator-key or the config's signing.coordinator_keys): %v", err)
+	}
+	if len(coordinators) == 0 {
+		return usagef("a worker runs only trial requests its coordinator signed: give the coordinator's public key with --coordinator-key FILE, or list it in the config's signing.coordinator_keys")
+	}
 	if err := checkStageGates(env); err != nil {
 		return err
 	}
@@ -79,7 +105,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 		return fmt.Errorf("a worker runs stage-3 trials, which need stages 1 and 2 validated in %s: %w", runs, err)
 	}
 	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
-	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr},
+	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators,
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
 			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
 	if err := w.Run(env.Ctx); err != nil {

@@ -53,6 +53,11 @@ type Options struct {
 	Scenario string
 	Fault    string
 
+	// Trial binds the run to the batch trial attempt that asked for it
+	// (nil outside a batch): recorded in the report, the run_started event
+	// and the signed predicate.
+	Trial *ctoharness.TrialBinding
+
 	// Profile names the execution profile ("" is fast, or agent with an
 	// agent); AllowDangerous runs a
 	// verification the script scanner flags as dangerous (recorded).

@@ -132,12 +132,17 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		Freshness: ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
 	}
 	r.rep.FaultInjection = o.Fault
+	r.rep.Trial = o.Trial
 	r.ev, err = dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
 	if err != nil {
 		r.blockWrite(err, ctoharness.StepGate)
 	}
-	r.emit(ctx, ctoharness.EvRunStarted, map[string]any{"stage": o.Stage, "nonce": r.nonce,
-		"harness_version": ctoharness.Version, "lane": string(o.Lane)})
+	started := map[string]any{"stage": o.Stage, "nonce": r.nonce,
+		"harness_version": ctoharness.Version, "lane": string(o.Lane)}
+	if o.Trial != nil {
+		started["trial"] = o.Trial
+	}
+	r.emit(ctx, ctoharness.EvRunStarted, started)
 
 	// Held until the process ends: `runs prune` detaches the mounts of
 	// runs nobody holds (killed ones), never of this one.

@@ -196,11 +196,15 @@ func checkFreshness(v *runView, c collector) {
 		prev = e.Time
 		if e.Type == ctoharness.EvRunStarted {
 			var d struct {
-				Nonce string `json:"nonce"`
+				Nonce string                   `json:"nonce"`
+				Trial *ctoharness.TrialBinding `json:"trial"`
 			}
 			_ = json.Unmarshal(e.Data, &d)
 			if d.Nonce != f.Nonce {
 				c.fail(chk, evidence.EventsFile, "run_started nonce %q does not match the report's %q", d.Nonce, f.Nonce)
+			}
+			if !sameTrial(d.Trial, r.Trial) {
+				c.fail(chk, evidence.EventsFile, "run_started binds the run to trial %s, report.json to trial %s", describeTrial(d.Trial), describeTrial(r.Trial))
 			}
 		}
 	}

@@ -155,6 +155,23 @@ func checkRunPredicate(v *runView, c collector, raw []byte) {
 		c.fail(chk, evidence.ReportJSON, "the signed predicate (run %s, stage %d, %s, nonce %s) does not match report.json (run %s, stage %d, %s, nonce %s)",
 			p.RunID, p.Stage, p.Status, p.Nonce, r.RunID, r.Stage, r.Status, r.Freshness.Nonce)
 	}
+	if !sameTrial(p.Trial, r.Trial) {
+		c.fail(chk, evidence.ReportJSON, "the signed predicate binds the run to trial %s, report.json to trial %s", describeTrial(p.Trial), describeTrial(r.Trial))
+	}
+}
+
+func sameTrial(a, b *ctoharness.TrialBinding) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func describeTrial(t *ctoharness.TrialBinding) string {
+	if t == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s (attempt %s, request nonce %s)", t.TrialID, t.AttemptID, t.Nonce)
 }
 
 // runValidation is how a stage validation checks one of its runs.

@@ -220,7 +220,7 @@ func TestResumeSkipsFinishedTrials(t *testing.T) {
 		}
 	}
 	started := 0
-	verify := func(ctx context.Context, a batch.Attempt) []string {
+	verify := func(ctx context.Context, _ batch.Trial, a batch.Attempt) []string {
 		return batch.Describe(ctx, a.RunDir, w.set, false, nil).EvidenceErrors
 	}
 	c, err := batch.Execute(context.Background(), p, st, r, batch.Options{Concurrency: 2, Verify: verify, OnEvent: func(e batch.Event) {

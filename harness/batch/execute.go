@@ -18,9 +18,9 @@ type Runner interface {
 	RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, error)
 }
 
-// Verifier re-checks a recorded attempt's evidence (on resume) and returns
+// Verifier re-checks a recorded attempt of a trial (on resume) and returns
 // what is wrong with it; nothing means valid.
-type Verifier func(ctx context.Context, a Attempt) []string
+type Verifier func(ctx context.Context, t Trial, a Attempt) []string
 
 // Event is one step of a batch, for a progress display.
 type Event struct {
@@ -71,7 +71,7 @@ func Execute(ctx context.Context, p Plan, st Store, r Runner, o Options) (Counts
 			last := rec.Last()
 			var bad []string
 			if o.Verify != nil {
-				bad = o.Verify(ctx, *last)
+				bad = o.Verify(ctx, t, *last)
 			}
 			if len(bad) == 0 {
 				c.Done++
@@ -146,7 +146,17 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 		c.Running--
 		mu.Unlock()
 		if ctx.Err() != nil {
-			return nil // stopped by the operator: not an attempt of this trial
+			// Stopped by the operator: not an attempt of this trial, but
+			// the model spend its meter recorded is kept for the totals.
+			if err == nil && (a.InputTokens > 0 || a.OutputTokens > 0 || a.ReportedCost != nil) {
+				a.N, a.ID = n, AttemptID(rec.Trial.ID, n)
+				a.Refused = nil
+				rec.Interrupted = append(rec.Interrupted, a)
+				if err := st.Save(rec); err != nil {
+					return fmt.Errorf("record trial %s: %w", rec.Trial.ID, err)
+				}
+			}
+			return nil
 		}
 		if err != nil {
 			a = Attempt{Outcome: OutcomeInfraFailed, OutcomeSource: "the harness could not make the run", Note: err.Error(),
@@ -197,19 +207,40 @@ type CostOf struct {
 	Basis string // "reported", "estimated" or "none" (no model was called)
 }
 
-// Cost is an attempt's cost: what the agent reported, else an estimate from
-// the spec's price and the tokens, else zero only when no paid model was
-// used (the fake Case, the scripted model server). Otherwise it is unknown (ok false), never a made-up 0.
+// Cost is an attempt's cost from what the harness metered: the metered
+// tokens at the spec's price, else the meter's own estimate (the config's
+// price table), else zero only when no paid model was used (the fake Case,
+// the scripted model server). Only when nothing metered gives a cost does
+// the agent's reported cost stand, as "reported". Otherwise it is unknown
+// (ok false), never a made-up 0.
 func Cost(a Agent, at Attempt) (CostOf, bool) {
+	if est, ok := metered(a, at); ok {
+		return est, true
+	}
 	switch {
-	case at.ReportedCost != nil:
-		return CostOf{*at.ReportedCost, "reported"}, true
-	case a.Price != nil:
-		return CostOf{(float64(at.InputTokens)*a.Price.InputPerMTok + float64(at.OutputTokens)*a.Price.OutputPerMTok) / 1e6, "estimated"}, true
 	case a.Kind == "" || a.Scripted != "":
 		return CostOf{0, "none"}, true // the fake Case or the scripted model server: no paid model
+	case at.ReportedCost != nil:
+		return CostOf{*at.ReportedCost, "reported"}, true
 	}
 	return CostOf{}, false
+}
+
+func metered(a Agent, at Attempt) (CostOf, bool) {
+	switch {
+	case a.Price != nil:
+		return CostOf{(float64(at.InputTokens)*a.Price.InputPerMTok + float64(at.OutputTokens)*a.Price.OutputPerMTok) / 1e6, "estimated"}, true
+	case at.MeteredCost != nil:
+		return CostOf{*at.MeteredCost, "estimated"}, true
+	}
+	return CostOf{}, false
+}
+
+// UnderReported says the agent's reported cost is less than half of what
+// the metered tokens cost: the page flags it, the totals use the estimate.
+func UnderReported(a Agent, at Attempt) bool {
+	est, ok := metered(a, at)
+	return ok && at.ReportedCost != nil && *at.ReportedCost < est.USD/2
 }
 
 // DefaultConcurrency is how many trials this machine runs at once when the

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
@@ -35,13 +36,30 @@ type Local struct {
 	Unchecked bool
 }
 
-// RunTrial makes one stage-3 run of the trial and checks its evidence.
+// RunTrial makes one stage-3 run of the trial, bound to a fresh request
+// nonce, and checks its evidence.
 func (l Local) RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, error) {
-	spec, err := t.Spec(l.Base.Schemas)
+	return l.RunBound(ctx, t, attempt, NewNonce())
+}
+
+// NewNonce is a fresh request nonce: 16 random bytes in hex.
+func NewNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// RunBound makes one stage-3 run of the trial for the request whose nonce
+// is given: the run records the trial binding (trial, attempt, nonce, task
+// digest, source, agent) in its report and signed predicate.
+func (l Local) RunBound(ctx context.Context, t Trial, attempt int, nonce string) (Attempt, error) {
+	spec, err := t.Spec(l.Base.Schemas) // checks the spec against the trial's task digest
 	if err != nil {
 		return Attempt{}, err
 	}
 	o := l.Base
+	b := t.Binding(attempt, nonce)
+	o.Trial = &b
 	o.Stage = 3
 	o.Source = t.Source
 	o.Spec = &spec
@@ -87,6 +105,13 @@ func (l Local) RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, err
 	a.StartedAt = start.UTC()
 	a.DurationMs = clock().Sub(start).Milliseconds()
 	a.Worker = worker
+	a.Nonce = nonce
+	if !l.Unchecked {
+		if why := CheckBinding(t, attempt, nonce, a.Binding); why != "" {
+			a.Outcome, a.OutcomeSource = OutcomeInfraFailed, "the run is not bound to its trial"
+			a.Note = joinNote(a.Note, why)
+		}
+	}
 	if err != nil { // evidence could not be written completely
 		a.Note = joinNote(a.Note, err.Error())
 		a.Outcome = OutcomeInfraFailed
@@ -127,7 +152,7 @@ func Describe(ctx context.Context, runDir string, set *schemas.Set, requireSigna
 // coordinator checks a relocated run against its worker keys).
 func DescribeWith(ctx context.Context, runDir string, set *schemas.Set, vo validators.RunOptions) Attempt {
 	a := Attempt{RunDir: runDir, RunID: filepath.Base(runDir), Blockers: []string{}, EvidenceErrors: []string{}}
-	data, err := os.ReadFile(filepath.Join(runDir, evidence.ReportJSON))
+	data, err := readReport(runDir)
 	if err != nil {
 		a.Outcome, a.OutcomeSource = OutcomeInfraFailed, "no report"
 		a.EvidenceErrors = append(a.EvidenceErrors, err.Error())
@@ -140,11 +165,19 @@ func DescribeWith(ctx context.Context, runDir string, set *schemas.Set, vo valid
 		for _, b := range rep.Blockers {
 			a.Blockers = append(a.Blockers, string(b.Code))
 		}
+		a.Binding = rep.Trial
 		if ag := rep.Agent; ag != nil {
-			a.InputTokens, a.OutputTokens = ag.InputTokens, ag.OutputTokens
+			a.ClaimedInputTokens, a.ClaimedOutputTokens = ag.InputTokens, ag.OutputTokens
 			if ag.ReportedCostUSD > 0 {
 				c := ag.ReportedCostUSD
 				a.ReportedCost = &c
+			}
+			if u := ag.Usage; u != nil {
+				a.InputTokens, a.OutputTokens = u.InputUncached+u.CacheRead+u.CacheWrite, u.Output
+				if u.CostUSD != nil && u.CostSource == ctoharness.CostEstimated {
+					c := *u.CostUSD
+					a.MeteredCost = &c
+				}
 			}
 		}
 	}
@@ -212,4 +245,26 @@ func scripted(o *harness.Options, a Agent, allowed []string) (func(), error) {
 		o.Agent.Model = "scripted-model"
 	}
 	return func() { _ = srv.Close() }, nil
+}
+
+// maxReportBytes bounds the report read before validation.
+const maxReportBytes = 64 << 20
+
+// readReport reads a run's report.json without following a link and
+// without blocking on a FIFO (a run directory may come from a worker), and
+// refuses anything but a regular file of bounded size.
+func readReport(runDir string) ([]byte, error) {
+	f, err := caseworld.Open(runDir, evidence.ReportJSON)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxReportBytes {
+		return nil, fmt.Errorf("%s/%s is larger than %d bytes", runDir, evidence.ReportJSON, maxReportBytes)
+	}
+	return data, nil
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -18,6 +20,7 @@ import (
 type Trial struct {
 	ID         string          `json:"trial_id"`
 	BatchID    string          `json:"batch_id"`
+	SpecDigest string          `json:"spec_digest"` // the batch spec's; the batch id carries its first 12 digits
 	Source     string          `json:"source"`
 	SourceHead string          `json:"source_head"`
 	Task       string          `json:"task"`
@@ -106,7 +109,7 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 			for _, a := range s.Agents {
 				for r := 1; r <= s.Repeats; r++ {
 					p.Trials = append(p.Trials, Trial{
-						ID: TrialID(src, heads[si], tasks[ti].digest, a, r), BatchID: p.BatchID,
+						ID: TrialID(src, heads[si], tasks[ti].digest, a, r), BatchID: p.BatchID, SpecDigest: p.SpecDigest,
 						Source: src, SourceHead: heads[si], Task: t.Name, TaskDigest: tasks[ti].digest, TaskSpec: tasks[ti].raw,
 						Agent: a, Repeat: r, Profile: s.Profile,
 						AllowNet: s.AllowNet, VerifyAllowNet: s.VerifyAllowNet, SetupAllowNet: s.SetupAllowNet,
@@ -152,4 +155,47 @@ func (t Trial) Spec(set *schemas.Set) (task.Spec, error) {
 		return task.Spec{}, fmt.Errorf("trial %s: the task spec does not match its digest %s", t.ID, t.TaskDigest)
 	}
 	return task.Parse(t.TaskSpec, "trial "+t.ID, set.Validator(schemas.TaskSpec))
+}
+
+// Binding is what a run of this trial's attempt, made for the request with
+// the given nonce, must record.
+func (t Trial) Binding(attempt int, nonce string) ctoharness.TrialBinding {
+	return ctoharness.TrialBinding{BatchID: t.BatchID, SpecDigest: t.SpecDigest, TrialID: t.ID, AttemptID: AttemptID(t.ID, attempt),
+		Attempt: attempt, Nonce: nonce, TaskDigest: t.TaskDigest, Source: t.Source, SourceHead: t.SourceHead,
+		Agent: t.Agent.Name, AgentKind: t.Agent.Kind, Model: t.Agent.Model, Repeat: t.Repeat}
+}
+
+// CheckBinding says why a run's recorded binding is not the one the
+// request (trial, attempt, nonce) asked for, naming each field that
+// differs; "" means it is that request's run. A run with no binding, one
+// made for another trial, attempt or batch, or for an earlier request of
+// the same attempt (another nonce) is never the request's.
+func CheckBinding(t Trial, attempt int, nonce string, got *ctoharness.TrialBinding) string {
+	if got == nil {
+		return "the run records no trial binding: it was not made for this request"
+	}
+	want := t.Binding(attempt, nonce)
+	var diff []string
+	field := func(name, w, g string) {
+		if w != g {
+			diff = append(diff, fmt.Sprintf("%s %q, the request's %q", name, g, w))
+		}
+	}
+	field("batch", want.BatchID, got.BatchID)
+	field("spec digest", want.SpecDigest, got.SpecDigest)
+	field("trial", want.TrialID, got.TrialID)
+	field("attempt", want.AttemptID, got.AttemptID)
+	field("attempt number", fmt.Sprint(want.Attempt), fmt.Sprint(got.Attempt))
+	field("request nonce", want.Nonce, got.Nonce)
+	field("task digest", want.TaskDigest, got.TaskDigest)
+	field("source", want.Source, got.Source)
+	field("source HEAD", want.SourceHead, got.SourceHead)
+	field("agent", want.Agent, got.Agent)
+	field("agent kind", want.AgentKind, got.AgentKind)
+	field("model", want.Model, got.Model)
+	field("repeat", fmt.Sprint(want.Repeat), fmt.Sprint(got.Repeat))
+	if len(diff) == 0 {
+		return ""
+	}
+	return "the run is bound to another trial: " + strings.Join(diff, "; ")
 }

@@ -2,8 +2,10 @@ package batch
 
 import (
 	"encoding/json"
+
 	"errors"
 	"fmt"
+	ctoharness "github.com/cto-harness/cto-harness"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,25 +14,37 @@ import (
 
 // Attempt is one run of a trial, kept whatever came of it.
 type Attempt struct {
-	ID             string    `json:"attempt_id"` // AttemptID(trial id, N)
-	N              int       `json:"attempt"`
-	RunID          string    `json:"run_id"`
-	RunDir         string    `json:"run_dir"`
-	Outcome        Outcome   `json:"outcome"`
-	OutcomeSource  string    `json:"outcome_source"`
-	Status         string    `json:"status"`
-	Blockers       []string  `json:"blockers"`
-	StartedAt      time.Time `json:"started_at"`
-	DurationMs     int64     `json:"duration_ms"`
-	InputTokens    int64     `json:"input_tokens"`
-	OutputTokens   int64     `json:"output_tokens"`
-	ReportedCost   *float64  `json:"reported_cost_usd"` // nil: the agent reported none
-	Signed         bool      `json:"signed"`
-	KeyID          string    `json:"key_id"`
-	EvidenceValid  bool      `json:"evidence_valid"`
-	EvidenceErrors []string  `json:"evidence_errors"`
-	Worker         string    `json:"worker"` // "local", or the worker's key id on the NATS path
-	Note           string    `json:"note,omitempty"`
+	ID            string    `json:"attempt_id"` // AttemptID(trial id, N)
+	N             int       `json:"attempt"`
+	RunID         string    `json:"run_id"`
+	RunDir        string    `json:"run_dir"`
+	Outcome       Outcome   `json:"outcome"`
+	OutcomeSource string    `json:"outcome_source"`
+	Status        string    `json:"status"`
+	Blockers      []string  `json:"blockers"`
+	StartedAt     time.Time `json:"started_at"`
+	DurationMs    int64     `json:"duration_ms"`
+	// InputTokens and OutputTokens are what the harness's model meter
+	// counted (every request, however the run ended); the agent's own
+	// closing account is only its claim, kept beside.
+	InputTokens         int64    `json:"input_tokens"`
+	OutputTokens        int64    `json:"output_tokens"`
+	ClaimedInputTokens  int64    `json:"claimed_input_tokens"`
+	ClaimedOutputTokens int64    `json:"claimed_output_tokens"`
+	ReportedCost        *float64 `json:"reported_cost_usd"` // the agent's claim; nil: it reported none
+	// MeteredCost is the meter's estimate from the config's price table
+	// (nil: no price for the model).
+	MeteredCost *float64 `json:"metered_cost_usd,omitempty"`
+	// Nonce is the request nonce the attempt was made for, and Binding the
+	// trial binding its run recorded (nil: none, or not read).
+	Nonce          string                   `json:"request_nonce,omitempty"`
+	Binding        *ctoharness.TrialBinding `json:"trial_binding,omitempty"`
+	Signed         bool                     `json:"signed"`
+	KeyID          string                   `json:"key_id"`
+	EvidenceValid  bool                     `json:"evidence_valid"`
+	EvidenceErrors []string                 `json:"evidence_errors"`
+	Worker         string                   `json:"worker"` // "local", or the worker's key id on the NATS path
+	Note           string                   `json:"note,omitempty"`
 	// Refused are results an executor received for this attempt and would
 	// not count; Execute moves them to the trial record.
 	Refused []Refusal `json:"-"`
@@ -49,6 +63,10 @@ type TrialRecord struct {
 	Trial    Trial     `json:"trial"`
 	Attempts []Attempt `json:"attempts"`
 	Refused  []Refusal `json:"refused"`
+	// Interrupted are attempts the operator stopped: they count for
+	// nothing but the model spend the meter recorded, which the totals
+	// include.
+	Interrupted []Attempt `json:"interrupted,omitempty"`
 }
 
 // Last is the latest attempt, or nil.

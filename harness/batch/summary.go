@@ -129,6 +129,17 @@ type TrialRow struct {
 	Worker     string `json:"worker"`
 	KeyID      string `json:"key_id"`
 	DurationMs int64  `json:"duration_ms"`
+	// RequestNonce is the nonce of the request the row's run answers; its
+	// report's trial binding must carry it.
+	RequestNonce string `json:"request_nonce"`
+	// InputTokens and OutputTokens are metered, over every attempt
+	// (interrupted ones included); ClaimedCostUSD is what the agents
+	// reported, summed, and CostUnderReported flags an attempt whose
+	// reported cost is below half of its metered estimate.
+	InputTokens       int64    `json:"input_tokens"`
+	OutputTokens      int64    `json:"output_tokens"`
+	ClaimedCostUSD    *float64 `json:"claimed_cost_usd"`
+	CostUnderReported bool     `json:"cost_under_reported"`
 }
 
 // CostBases lists Totals.CostBasis values.
@@ -172,8 +183,23 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 					row.ReportHTML = filepath.ToSlash(rel)
 				}
 			}
+			row.RequestNonce = l.Nonce
 			for _, a := range rec.Attempts {
 				row.DurationMs += a.DurationMs
+			}
+		}
+		for _, a := range append(append([]Attempt(nil), rec.Attempts...), rec.Interrupted...) {
+			row.InputTokens += a.InputTokens
+			row.OutputTokens += a.OutputTokens
+			if a.ReportedCost != nil {
+				c := *a.ReportedCost
+				if row.ClaimedCostUSD != nil {
+					c += *row.ClaimedCostUSD
+				}
+				row.ClaimedCostUSD = &c
+			}
+			if UnderReported(t.Agent, a) {
+				row.CostUnderReported = true
 			}
 		}
 		if final {
@@ -207,7 +233,7 @@ type cellAcc struct {
 func (c *cellAcc) add(t Trial, rec TrialRecord, final bool) {
 	c.t.Trials++
 	c.t.Attempts += len(rec.Attempts)
-	for _, a := range rec.Attempts {
+	for _, a := range append(append([]Attempt(nil), rec.Attempts...), rec.Interrupted...) {
 		c.t.InputTokens += a.InputTokens
 		c.t.OutputTokens += a.OutputTokens
 		c.t.DurationMs += a.DurationMs

@@ -65,6 +65,7 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 	}
 	cells := map[[2]string]*Totals{}
 	finished := 0
+	nonces := map[string]string{}
 	for _, row := range s.TrialList {
 		if !row.Final {
 			continue
@@ -99,7 +100,15 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 			fail("trial %s: batch.json names run %s, the directory holds %s", row.TrialID, row.RunID, a.RunID)
 		case row.Worker != "local" && a.KeyID != row.Worker:
 			fail("trial %s: batch.json credits worker %s, the run is signed by %q", row.TrialID, row.Worker, a.KeyID)
+		default:
+			if why := rowBinding(s, row, a); why != "" {
+				fail("trial %s: %s", row.TrialID, why)
+			}
 		}
+		if other, ok := nonces[row.RequestNonce]; ok {
+			fail("trial %s: its run answers request nonce %s, which trial %s's run answers too (a replay)", row.TrialID, row.RequestNonce, other)
+		}
+		nonces[row.RequestNonce] = row.TrialID
 	}
 	if finished != s.Finished {
 		fail("batch.json says %d trials finished, its trial list has %d", s.Finished, finished)
@@ -120,4 +129,20 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 	}
 	v.OK = len(v.Errors) == 0
 	return v
+}
+
+// rowBinding says why the run a row names is not a run of that row's trial
+// attempt (its recorded binding against what batch.json states).
+func rowBinding(s Summary, row TrialRow, a Attempt) string {
+	b := a.Binding
+	if b == nil {
+		return "its run records no trial binding: it was not made for this batch"
+	}
+	if b.BatchID != s.BatchID || b.SpecDigest != s.SpecDigest || b.TrialID != row.TrialID || b.AttemptID != row.AttemptID ||
+		b.Nonce != row.RequestNonce || b.Source != row.Source || b.SourceHead != row.SourceHead || b.Agent != row.Agent || b.Repeat != row.Repeat {
+		return fmt.Sprintf("its run is bound to batch %s, trial %s, attempt %s, request nonce %s, source %s at %s, agent %s, repeat %d; batch.json names batch %s, trial %s, attempt %s, nonce %s, source %s at %s, agent %s, repeat %d",
+			b.BatchID, b.TrialID, b.AttemptID, b.Nonce, b.Source, b.SourceHead, b.Agent, b.Repeat,
+			s.BatchID, row.TrialID, row.AttemptID, row.RequestNonce, row.Source, row.SourceHead, row.Agent, row.Repeat)
+	}
+	return ""
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// setup and the verification without letting them change the host's
 	// copy (package warmcache).
 	Caches *Caches `json:"caches,omitempty"`
+	// Worker is a batch worker's own policy: what a trial request cannot
+	// choose for it.
+	Worker *Worker `json:"worker,omitempty"`
 	// Path is where Load read the config from (absolute); the sandbox hides
 	// it from Case.
 	Path string `json:"-"`
@@ -112,6 +115,20 @@ type NetworkAllow struct {
 	SetupAllow  []string `json:"setup_allow,omitempty"`
 }
 
+// Worker is what a batch worker decides itself, whatever a request says.
+type Worker struct {
+	Agents []WorkerAgent `json:"agents,omitempty"`
+}
+
+// WorkerAgent is the endpoint and key variable a worker gives one kind of
+// coding agent: a request never names the variable that becomes an
+// agent's key, nor where the key is sent.
+type WorkerAgent struct {
+	Kind      string `json:"kind"`
+	BaseURL   string `json:"base_url"`
+	APIKeyEnv string `json:"api_key_env"`
+}
+
 // Toolchain is one toolchain outside the default view: its directories
 // (bound read-only), the PATH entries in them, and its variables.
 type Toolchain struct {
@@ -162,6 +179,9 @@ type Signing struct {
 	// operator's decision, and a spec's digest is its batch's id (rotating a
 	// worker key must not make a new batch).
 	WorkerKeys []string `json:"worker_keys,omitempty"`
+	// CoordinatorKeys are the batch coordinators' public keys: a worker
+	// runs a trial request only when one of them signed it.
+	CoordinatorKeys []string `json:"coordinator_keys,omitempty"`
 	// Disabled is the one way to run unsigned: evidence is signed by
 	// default (a machine key is created on first use), so turning that off
 	// is an explicit, explained choice that health reports.
@@ -235,7 +255,7 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Config, err
 }
 
 func (c Config) signingPaths() []string {
-	out := append(append([]string{}, c.Signing.TrustedKeys...), c.Signing.WorkerKeys...)
+	out := append(append(append([]string{}, c.Signing.TrustedKeys...), c.Signing.WorkerKeys...), c.Signing.CoordinatorKeys...)
 	if c.Signing.KeyFile != "" {
 		out = append(out, c.Signing.KeyFile)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,13 +27,19 @@ type CoordinatorOptions struct {
 	Schemas *schemas.Set
 	// Workers are the keys a result must be signed with to count.
 	Workers []attest.PublicKey
-	AckWait time.Duration // 0: DefaultAckWait
+	// Signer signs every request; workers list its public key.
+	Signer *attest.Signer
+	// RequestTTL bounds how long a request may wait for a worker (0:
+	// DefaultRequestTTL).
+	RequestTTL time.Duration
+	AckWait    time.Duration // 0: DefaultAckWait
 	// MaxRefusals is how many refused results one attempt tolerates before
 	// it gives up (0: 3); the trial then has no counted attempt.
 	MaxRefusals int
 	Log         io.Writer // nil: quiet
 	Clock       func() time.Time
 	NewID       func() string // request ids (default: 24 random hex digits)
+	NewNonce    func() string // request nonces (default: batch.NewNonce)
 }
 
 // Coordinator is a batch.Runner that hands trials to workers.
@@ -64,6 +71,15 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 	}
 	if o.NewID == nil {
 		o.NewID = newID
+	}
+	if o.NewNonce == nil {
+		o.NewNonce = batch.NewNonce
+	}
+	if o.RequestTTL == 0 {
+		o.RequestTTL = DefaultRequestTTL
+	}
+	if o.Signer == nil {
+		return nil, fmt.Errorf("no signing key: a coordinator signs every trial request and workers run only signed ones; configure a key (%s or the config's signing.key_file) and list its public key in each worker's signing.coordinator_keys", attest.EnvSigningKeyFile)
 	}
 	if len(o.Workers) == 0 {
 		return nil, fmt.Errorf("no worker keys: a result is counted only when a configured worker key signed it")
@@ -132,13 +148,16 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 	var refused []batch.Refusal
 	for len(refused) < co.o.MaxRefusals {
 		co.mu.Lock()
-		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, AttemptID: batch.AttemptID(t.ID, attempt), Avoid: append([]string(nil), co.avoid[t.ID]...)}
+		now := co.o.Clock().UTC()
+		req := Request{RequestID: co.o.NewID(), Trial: t, Attempt: attempt, AttemptID: batch.AttemptID(t.ID, attempt), Nonce: co.o.NewNonce(),
+			IssuedAt: now, Expires: now.Add(co.o.RequestTTL), Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
 		co.mu.Unlock()
-		data, err := json.Marshal(req)
+		data, err := SignRequest(ctx, co.o.Signer, req)
 		if err != nil {
-			return batch.Attempt{}, err
+			co.forget(req.RequestID)
+			return batch.Attempt{}, fmt.Errorf("sign the request of trial %s: %w", t.ID, err)
 		}
 		if _, err := co.c.js.Publish(ctx, TrialsPrefix+t.BatchID, data); err != nil {
 			co.forget(req.RequestID)
@@ -154,7 +173,11 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 		}
 		if res.Error != "" {
 			co.avoidWorker(t.ID, res.Worker)
-			return batch.Attempt{Outcome: batch.OutcomeInfraFailed, OutcomeSource: "the worker could not make the run", Worker: res.Worker,
+			src := "the worker could not make the run"
+			if res.Refused {
+				src = "the worker's policy refused the request"
+			}
+			return batch.Attempt{Outcome: batch.OutcomeInfraFailed, OutcomeSource: src, Worker: res.Worker, Nonce: req.Nonce,
 				Note: "worker " + res.Worker + ": " + res.Error, Refused: refused}, nil
 		}
 		a, why := co.fetch(ctx, req, res)
@@ -206,12 +229,25 @@ func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batc
 	}
 	defer obj.Close()
 	dest := filepath.Join(co.o.Store.Dir, "remote", req.RequestID)
+	a, why := co.check(ctx, obj, dest, req, res)
+	if why != "" {
+		// Nothing of a refused archive stays: its digest and the reason
+		// are in the trial record's refusal.
+		if err := os.RemoveAll(dest); err != nil {
+			fmt.Fprintf(co.o.Log, "coordinator: could not remove the refused archive at %s: %v\n", dest, err)
+		}
+	}
+	return a, why
+}
+
+// check unpacks and checks one downloaded archive under dest.
+func (co *Coordinator) check(ctx context.Context, obj io.Reader, dest string, req Request, res Result) (batch.Attempt, string) {
 	// The object store checks its own SHA-256 digest as the download ends
 	// (a mismatch fails the read); the archive's digest is checked against
 	// what the worker published too.
-	runDir, sum, err := unpack(obj, dest, res.RunID)
+	runDir, sum, err := unpack(ctx, obj, dest, res.RunID)
 	if err != nil {
-		return batch.Attempt{}, fmt.Sprintf("unpack %s: %v", res.Object, err)
+		return batch.Attempt{}, fmt.Sprintf("unpack %s (sha256 %s as published): %v", res.Object, res.SHA256, err)
 	}
 	if sum != res.SHA256 {
 		return batch.Attempt{}, fmt.Sprintf("archive digest %s, the worker published %s", sum, res.SHA256)
@@ -227,6 +263,10 @@ func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batc
 	if a.KeyID != res.Worker {
 		return batch.Attempt{}, fmt.Sprintf("it claims worker %s but the run is signed by %s", res.Worker, a.KeyID)
 	}
+	if why := batch.CheckBinding(req.Trial, req.Attempt, req.Nonce, a.Binding); why != "" {
+		return batch.Attempt{}, why
+	}
 	a.Worker = a.KeyID
+	a.Nonce = req.Nonce
 	return a, ""
 }

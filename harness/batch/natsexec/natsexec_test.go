@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,6 +43,7 @@ const (
 	envKey     = "NATSEXEC_TEST_KEY"
 	envOwned   = "NATSEXEC_TEST_OWNED"
 	envAckWait = "NATSEXEC_TEST_ACK_WAIT"
+	envCoord   = "NATSEXEC_TEST_COORDINATOR_KEY" // the coordinator's public key file
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +76,13 @@ func workerMain(url string) int {
 		return 2
 	}
 	ackWait, _ := time.ParseDuration(os.Getenv(envAckWait))
+	coord, err := attest.LoadPublicKey(os.Getenv(envCoord))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	w := newWorkerOn(set, os.Getenv(envRuns), os.Getenv(envOwned), signer)
+	w.Coordinators = []attest.PublicKey{coord}
 	w.URL, w.AckWait, w.Log = url, ackWait, os.Stderr
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -116,6 +124,11 @@ type world struct {
 	url   string
 	plan  batch.Plan
 	store batch.Store
+	// coord signs the coordinator's requests; coordPub is in every
+	// worker's coordinator keys (coordFile is its PEM file).
+	coord     *attest.Signer
+	coordPub  attest.PublicKey
+	coordFile string
 }
 
 func startServer(t testing.TB) string {
@@ -160,6 +173,8 @@ func newWorld(t testing.TB, repeats int) *world {
 	if w.store, err = batch.OpenStore(filepath.Join(dir, "coordinator"), w.plan.BatchID); err != nil {
 		t.Fatal(err)
 	}
+	w.coord, w.coordPub, _ = w.key(t, "coordinator")
+	w.coordFile = filepath.Join(w.dir, "keys", "coordinator", attest.PublicKeyFile)
 	return w
 }
 
@@ -181,7 +196,7 @@ func (w *world) key(t testing.TB, name string) (*attest.Signer, attest.PublicKey
 func (w *world) coordinator(t *testing.T, ackWait time.Duration, workers ...attest.PublicKey) *natsexec.Coordinator {
 	t.Helper()
 	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
-		Schemas: w.set, Workers: workers, AckWait: ackWait, MaxRefusals: 2, Log: testLog{t}})
+		Schemas: w.set, Workers: workers, Signer: w.coord, AckWait: ackWait, MaxRefusals: 2, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +216,7 @@ func (w *world) prepared(t *testing.T, name string, signer *attest.Signer, fault
 	t.Helper()
 	wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", name), w.owned, signer)
 	wk.URL, wk.AckWait, wk.Log, wk.Fetched = w.url, 3*time.Second, testLog{t}, fetched
+	wk.Coordinators = []attest.PublicKey{w.coordPub}
 	wk.Local.Base.Fault = fault
 	return func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -253,7 +269,7 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 		pubs = append(pubs, pub)
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), envWorker+"="+w.url, envRuns+"="+filepath.Join(w.dir, "workers", fmt.Sprint(i)), envKey+"="+keyFile,
-			envOwned+"="+w.owned, envAckWait+"=3s")
+			envOwned+"="+w.owned, envAckWait+"=3s", envCoord+"="+w.coordFile)
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -420,9 +436,12 @@ func TestObjectDigestChecked(t *testing.T) {
 				return
 			}
 			for msg := range msgs.Messages() {
-				var req natsexec.Request
-				_ = json.Unmarshal(msg.Data(), &req)
-				a, err := local.RunTrial(ctx, req.Trial, req.Attempt)
+				req, _, err := natsexec.OpenRequest(ctx, msg.Data(), []attest.PublicKey{w.coordPub}, time.Now())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				a, err := local.RunBound(ctx, req.Trial, req.Attempt, req.Nonce)
 				if err != nil {
 					t.Error(err)
 					return
@@ -503,7 +522,7 @@ func TestStoppedBatchWithdrawsRequests(t *testing.T) {
 	w := newWorld(t, 3)
 	_, pub, _ := w.key(t, "w")
 	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
-		Schemas: w.set, Workers: []attest.PublicKey{pub}, AckWait: 3 * time.Second, Log: testLog{t}})
+		Schemas: w.set, Workers: []attest.PublicKey{pub}, Signer: w.coord, AckWait: 3 * time.Second, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,4 +562,248 @@ func TestStoppedBatchWithdrawsRequests(t *testing.T) {
 			t.Errorf("trial %s has attempts %+v", rec.Trial.ID, rec.Attempts)
 		}
 	}
+}
+
+// publishRequest puts a message on the trials stream as any client could.
+func (w *world) publishRequest(t *testing.T, js jetstream.JetStream, data []byte) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), natsexec.TrialsPrefix+w.plan.BatchID, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Requests nobody trusted signed never run: an unsigned one, one signed by
+// a key the worker does not list, and an expired one the coordinator
+// signed. Each is dropped with its reason; the coordinator's own request
+// runs.
+func TestForgedRequestsNeverRun(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	rogue, _, _ := w.key(t, "rogue")
+	co := w.coordinator(t, 3*time.Second, pub)
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	tr := w.plan.Trials[0]
+	now := time.Now()
+	req := natsexec.Request{RequestID: "forged", Trial: tr, Attempt: 1, AttemptID: batch.AttemptID(tr.ID, 1), Nonce: strings.Repeat("ab", 16),
+		IssuedAt: now, Expires: now.Add(time.Hour)}
+	unsigned, _ := json.Marshal(req)
+	w.publishRequest(t, js, unsigned)
+	byRogue, err := natsexec.SignRequest(context.Background(), rogue, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.publishRequest(t, js, byRogue)
+	stale := req
+	stale.IssuedAt, stale.Expires = now.Add(-2*time.Hour), now.Add(-time.Hour)
+	expired, err := natsexec.SignRequest(context.Background(), w.coord, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.publishRequest(t, js, expired)
+	var mu sync.Mutex
+	var taken []string
+	var dropped []error
+	worker := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "w"), w.owned, signer)
+	worker.URL, worker.AckWait, worker.Log, worker.Coordinators = w.url, 3*time.Second, testLog{t}, []attest.PublicKey{w.coordPub}
+	worker.Fetched = func(r natsexec.Request) { mu.Lock(); taken = append(taken, r.RequestID); mu.Unlock() }
+	worker.Dropped = func(err error) { mu.Lock(); dropped = append(dropped, err); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = worker.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
+		t.Fatalf("done %d: %v", c.Done, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(taken) != 1 || taken[0] == "forged" {
+		t.Errorf("the worker ran requests %v; want only the coordinator's", taken)
+	}
+	want := []string{"not a signed request", "signed by no trusted key", "it expired"}
+	if len(dropped) != len(want) {
+		t.Fatalf("dropped %v, want %d drops", dropped, len(want))
+	}
+	for i, d := range dropped {
+		if !errors.Is(d, natsexec.ErrRequest) || !strings.Contains(d.Error(), want[i]) {
+			t.Errorf("drop %d: %v, want %q", i, d, want[i])
+		}
+	}
+}
+
+// The replay attack: a client with no key takes a genuine, signed,
+// passing run of one batch from the object store and offers it as the
+// answer to another batch's request (whose agent breaks the verification,
+// so no run of it can pass). The run validates against the worker key,
+// but it is bound to the other trial and request nonce: it is refused,
+// nothing of it is kept, and nothing is counted.
+func TestReplayedRunRefused(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	worker := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "w"), w.owned, signer)
+	worker.URL, worker.AckWait, worker.Log, worker.Coordinators = w.url, 3*time.Second, testLog{t}, []attest.PublicKey{w.coordPub}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = worker.Run(ctx) }()
+	co := w.coordinator(t, 3*time.Second, pub)
+	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
+		t.Fatalf("batch A: done %d: %v", c.Done, err)
+	}
+	cancel()
+	<-done
+	genuine := w.records(t)[0].Attempts[0]
+	if genuine.Outcome != batch.OutcomePass {
+		t.Fatalf("batch A's trial: %s", genuine.Outcome)
+	}
+
+	// Batch B: another name and an agent that cannot pass.
+	data, _ := json.Marshal(batch.Spec{Name: "other", Sources: []string{w.plan.Trials[0].Source}, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "broken", Scenario: "break-verification"}}, Repeats: 1, MaxAttempts: 1})
+	spec, err := batch.ParseSpec(data, filepath.Join(w.dir, "other.json"), w.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planB, err := batch.MakePlan(context.Background(), spec, w.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeB, err := batch.OpenStore(filepath.Join(w.dir, "coordinator"), planB.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coB, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: storeB, BatchID: planB.BatchID,
+		Schemas: w.set, Workers: []attest.PublicKey{pub}, Signer: w.coord, AckWait: 3 * time.Second, MaxRefusals: 2, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coB.Close()
+
+	nc, err := nats.Connect(w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	go func() {
+		ctx := context.Background()
+		cons, err := js.Consumer(ctx, natsexec.TrialsStream, natsexec.WorkerConsumer)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		obj, err := js.ObjectStore(ctx, natsexec.RunsBucket)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		archive, err := obj.GetBytes(ctx, natsexec.ObjectName(genuine.ID, pub.ID))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		sum := sha256.Sum256(archive)
+		for i := 0; i < 2; i++ {
+			msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(20*time.Second))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for msg := range msgs.Messages() {
+				req := readUnverified(t, msg.Data())
+				name := natsexec.ObjectName(req.AttemptID, pub.ID)
+				if _, err := obj.PutBytes(ctx, name, archive); err != nil {
+					t.Error(err)
+					return
+				}
+				res, _ := json.Marshal(natsexec.Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
+					AttemptID: req.AttemptID, Worker: pub.ID, RunID: genuine.RunID, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(archive))})
+				if _, err := js.Publish(ctx, natsexec.ResultsPrefix+req.Trial.BatchID, res); err != nil {
+					t.Error(err)
+				}
+				_ = msg.Ack()
+			}
+		}
+	}()
+	c, err := batch.Execute(context.Background(), planB, storeB, coB, batch.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Done != 0 {
+		t.Errorf("%d trials of batch B counted from a replayed run", c.Done)
+	}
+	rec, err := storeB.Load(planB.Trials[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Refused) != 2 {
+		t.Fatalf("refusals %+v, want 2", rec.Refused)
+	}
+	for _, r := range rec.Refused {
+		if !strings.Contains(r.Reason, "bound to another trial") || !strings.Contains(r.Reason, "request nonce") {
+			t.Errorf("refusal %q does not say the run is another trial's", r.Reason)
+		}
+	}
+	if a := rec.Last(); a != nil && a.EvidenceValid {
+		t.Errorf("batch B's trial has a counted attempt: %+v", a)
+	}
+	left, _ := filepath.Glob(filepath.Join(storeB.Dir, "remote", "*"))
+	if len(left) != 0 {
+		t.Errorf("refused archives left unpacked: %v", left)
+	}
+}
+
+// A signed request whose allowlist the worker's config does not grant is
+// refused by the worker, with its reason in the result, and never run.
+func TestRequestBeyondWorkerPolicyRefused(t *testing.T) {
+	w := newWorld(t, 1)
+	signer, pub, _ := w.key(t, "w")
+	plan := w.plan
+	plan.MaxAttempts = 1
+	plan.Trials = append([]batch.Trial(nil), plan.Trials...)
+	plan.Trials[0].VerifyAllowNet = []string{"127.0.0.1:9"}
+	co := w.coordinator(t, 3*time.Second, pub)
+	var ran []string
+	var mu sync.Mutex
+	w.inProcess(t, "w", signer, "", func(r natsexec.Request) { mu.Lock(); ran = append(ran, r.RequestID); mu.Unlock() })
+	if _, err := batch.Execute(context.Background(), plan, w.store, co, batch.Options{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := w.store.Load(plan.Trials[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := rec.Last()
+	if a == nil || a.EvidenceValid || a.RunID != "" || !strings.Contains(a.Note, "refused by the worker's policy") || !strings.Contains(a.Note, "verify_allow_net names 127.0.0.1:9") {
+		t.Fatalf("attempt %+v", a)
+	}
+	runs, _ := filepath.Glob(filepath.Join(w.dir, "workers", "w", "*-s3-*"))
+	if len(runs) != 0 {
+		t.Errorf("the refused request was run: %v", runs)
+	}
+}
+
+// readUnverified decodes a request as an attacker would: without checking
+// its signature.
+func readUnverified(t *testing.T, data []byte) natsexec.Request {
+	t.Helper()
+	env, err := attest.ParseEnvelope(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := attest.ParseStatement(env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pred struct {
+		Request string `json:"request"`
+	}
+	var req natsexec.Request
+	if err := json.Unmarshal(st.Predicate, &pred); err != nil || json.Unmarshal([]byte(pred.Request), &req) != nil {
+		t.Fatalf("the request does not decode: %v", err)
+	}
+	return req
 }

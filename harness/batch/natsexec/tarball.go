@@ -2,6 +2,7 @@ package natsexec
 
 import (
 	"archive/tar"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -51,15 +52,13 @@ func pack(w io.Writer, runDir string) error {
 			return err
 		}
 		name := path.Join(runID, filepath.ToSlash(rel))
-		var link string
 		if info.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
+			// The coordinator accepts directories and regular files only.
+			return fmt.Errorf("%s is a symbolic link: a run directory sent to the coordinator holds only directories and regular files", p)
 		} else if !info.Mode().IsRegular() && !info.IsDir() {
 			return nil // sockets, devices: nothing a run's evidence holds
 		}
-		h, err := tar.FileInfoHeader(info, link)
+		h, err := tar.FileInfoHeader(info, "")
 		if err != nil {
 			return err
 		}
@@ -89,11 +88,13 @@ func pack(w io.Writer, runDir string) error {
 }
 
 // unpack extracts a result archive under dest and returns the run
-// directory. Only directories, regular files and symbolic links are
-// accepted, every name must stay under one RUNID/ top directory, no entry
-// may pass through a symbolic link, nothing is overwritten, and the size and
-// entry count are bounded. It also returns the archive's sha256.
-func unpack(r io.Reader, dest, wantRunID string) (string, string, error) {
+// directory. Only directories and regular files are accepted (a link, hard
+// link, device or FIFO refuses the whole archive, so nothing unpacked can
+// lead a later read elsewhere or block it), every name must stay under one
+// RUNID/ top directory, nothing is overwritten, and the size and entry
+// count are bounded. It stops when ctx is cancelled. It also returns the
+// archive's sha256.
+func unpack(ctx context.Context, r io.Reader, dest, wantRunID string) (string, string, error) {
 	if !runIDPattern.MatchString(wantRunID) {
 		return "", "", fmt.Errorf("%w: run id %q is not a plain name", ErrUnsafeTar, wantRunID)
 	}
@@ -105,6 +106,9 @@ func unpack(r io.Reader, dest, wantRunID string) (string, string, error) {
 	var total int64
 	root := filepath.Join(dest, wantRunID)
 	for n := 0; ; n++ {
+		if err := ctx.Err(); err != nil {
+			return "", "", err
+		}
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -141,18 +145,12 @@ func unpack(r io.Reader, dest, wantRunID string) (string, string, error) {
 			if err != nil {
 				return "", "", fmt.Errorf("%w: %v", ErrUnsafeTar, err)
 			}
-			_, err = io.CopyN(f, tr, hdr.Size)
+			_, err = io.CopyN(f, ctxReader{ctx, tr}, hdr.Size)
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
 			if err != nil {
 				return "", "", err
-			}
-		case tar.TypeSymlink:
-			// Kept as a link (the run's store may hold one); never followed:
-			// noLinkOnPath refuses any later entry beneath it.
-			if err := os.Symlink(hdr.Linkname, target); err != nil {
-				return "", "", fmt.Errorf("%w: %v", ErrUnsafeTar, err)
 			}
 		default:
 			return "", "", fmt.Errorf("%w: entry %q has type %q", ErrUnsafeTar, hdr.Name, hdr.Typeflag)
@@ -189,6 +187,19 @@ func noLinkOnPath(root, dir string) error {
 		}
 	}
 	return nil
+}
+
+// ctxReader stops a long copy at the first cancellation.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 func isDir(p string) bool {

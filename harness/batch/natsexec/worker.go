@@ -9,11 +9,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/egress"
 )
 
 // Worker pulls trials and runs them with its own runs directory and key.
@@ -24,8 +28,14 @@ type Worker struct {
 	Local   batch.Local
 	AckWait time.Duration // used only when the consumer does not exist yet
 	Log     io.Writer
-	// Fetched, when set, is told each time a trial is taken (tests).
+	// Coordinators are the keys a request must be signed with to run
+	// (the config's signing.coordinator_keys and --coordinator-key).
+	Coordinators []attest.PublicKey
+	Clock        func() time.Time // nil: time.Now
+	// Fetched, when set, is told each time a verified trial is taken
+	// (tests); Dropped each time a message is dropped unrun.
 	Fetched func(Request)
+	Dropped func(error)
 }
 
 // Run takes trials until ctx is cancelled. A trial in hand when ctx is
@@ -41,6 +51,12 @@ func (w Worker) Run(ctx context.Context) error {
 	if w.Log == nil {
 		w.Log = io.Discard
 	}
+	if w.Clock == nil {
+		w.Clock = time.Now
+	}
+	if len(w.Coordinators) == 0 {
+		return errors.New("a worker runs only trial requests a coordinator signed, and no coordinator key is configured: list the coordinator's public key in the config's signing.coordinator_keys (or pass --coordinator-key FILE)")
+	}
 	keyID := signer.Public().ID
 	w.Local.Worker = keyID
 	w.Local.Unchecked = true // the coordinator validates the run it downloads
@@ -54,6 +70,7 @@ func (w Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("the workers' consumer: %w", err)
 	}
 	fmt.Fprintf(w.Log, "worker %s: waiting for trials at %s\n", keyID, w.URL)
+	ran := map[string]bool{} // request nonces this process has run
 	for ctx.Err() == nil {
 		msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
@@ -65,24 +82,24 @@ func (w Worker) Run(ctx context.Context) error {
 			continue
 		}
 		for msg := range msgs.Messages() {
-			w.handle(ctx, c, cons, msg, keyID)
+			w.handle(ctx, c, cons, msg, keyID, ran)
 		}
 	}
 	return nil
 }
 
-func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string) {
-	var req Request
-	err := json.Unmarshal(msg.Data(), &req)
-	if err == nil && (req.RequestID == "" || req.Trial.ID == "") {
-		err = errors.New("it names no request or trial")
-	}
-	if err == nil && req.AttemptID != batch.AttemptID(req.Trial.ID, req.Attempt) {
-		// A coordinator of another version, or a forged request.
-		err = fmt.Errorf("its attempt id %q is not attempt %d of trial %s", req.AttemptID, req.Attempt, req.Trial.ID)
+func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string, ran map[string]bool) {
+	req, _, err := OpenRequest(ctx, msg.Data(), w.Coordinators, w.Clock())
+	if err == nil && ran[req.Nonce] {
+		err = fmt.Errorf("%w: request nonce %s was run here already (a replayed request)", ErrRequest, req.Nonce)
 	}
 	if err != nil {
+		// Unsigned, signed by no coordinator of this worker's, expired,
+		// malformed or replayed: never run, never answered.
 		fmt.Fprintf(w.Log, "worker %s: a trial message was dropped: %v\n", keyID, err)
+		if w.Dropped != nil {
+			w.Dropped(err)
+		}
 		_ = msg.Term()
 		return
 	}
@@ -118,6 +135,7 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 			}
 		}
 	}()
+	ran[req.Nonce] = true
 	res := w.run(ctx, c, req, keyID)
 	close(stop)
 	if ctx.Err() != nil {
@@ -153,7 +171,13 @@ func describeResult(r Result) string {
 // run makes the run and uploads it; a failure is reported in the result.
 func (w Worker) run(ctx context.Context, c *conn, req Request, keyID string) Result {
 	res := Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt, AttemptID: req.AttemptID, Worker: keyID}
-	a, err := w.Local.RunTrial(ctx, req.Trial, req.Attempt)
+	trial, why := w.policy(req.Trial)
+	if why != "" {
+		fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d refused: %s\n", keyID, req.Trial.ID, req.Attempt, why)
+		res.Error, res.Refused = "refused by the worker's policy: "+why, true
+		return res
+	}
+	a, err := w.Local.RunBound(ctx, trial, req.Attempt, req.Nonce)
 	if err != nil {
 		res.Error = err.Error()
 		return res
@@ -187,4 +211,56 @@ func (w Worker) run(ctx context.Context, c *conn, req Request, keyID string) Res
 	}
 	res.SHA256, res.Size = hex.EncodeToString(h.Sum(nil)), size
 	return res
+}
+
+// policy applies the worker's own config to a verified request: every
+// allowlist the trial names must be granted by the worker's config network
+// lists (the trial's lists are the run's flags, so they must lie inside
+// what the config grants), and a coding agent's endpoint and key variable
+// come from the worker's config for that kind, never from the request. It
+// returns the trial to run, or why the request is refused.
+func (w Worker) policy(t batch.Trial) (batch.Trial, string) {
+	var grant config.NetworkAllow
+	if n := w.Local.Base.Config.Network; n != nil {
+		grant = *n
+	}
+	for _, l := range []struct {
+		name         string
+		asked, given []string
+	}{{"allow_net", t.AllowNet, grant.CaseAllow}, {"verify_allow_net", t.VerifyAllowNet, grant.VerifyAllow}, {"setup_allow_net", t.SetupAllowNet, grant.SetupAllow}} {
+		asked, err := egress.ParseList(l.asked, egress.SourceFlag, nil)
+		if err != nil {
+			return t, fmt.Sprintf("its %s is invalid: %v", l.name, err)
+		}
+		given, err := egress.ParseList(l.given, egress.SourceConfig, nil)
+		if err != nil {
+			return t, fmt.Sprintf("this worker's config network list for %s is invalid: %v", l.name, err)
+		}
+		if _, refused := egress.Narrow(asked, given); len(refused) > 0 {
+			return t, fmt.Sprintf("its %s names %s, which this worker's config network lists do not grant", l.name, strings.Join(refused, ", "))
+		}
+	}
+	a := t.Agent
+	if a.Kind == "" || a.Scripted != "" {
+		if a.BaseURL != "" || a.APIKeyEnv != "" {
+			return t, "it names a base_url or api_key_env for an agent that takes none (the fake Case or the scripted model server)"
+		}
+		return t, ""
+	}
+	var mine *config.WorkerAgent
+	if wc := w.Local.Base.Config.Worker; wc != nil {
+		for i := range wc.Agents {
+			if wc.Agents[i].Kind == a.Kind {
+				mine = &wc.Agents[i]
+			}
+		}
+	}
+	if mine == nil {
+		return t, fmt.Sprintf("this worker has no endpoint for agent kind %q: list it in the config's worker.agents (kind, base_url, api_key_env)", a.Kind)
+	}
+	if (a.BaseURL != "" && a.BaseURL != mine.BaseURL) || (a.APIKeyEnv != "" && a.APIKeyEnv != mine.APIKeyEnv) {
+		return t, fmt.Sprintf("it names base_url %q and api_key_env %q for %s; this worker gives that agent only its own (worker.agents in its config)", a.BaseURL, a.APIKeyEnv, a.Kind)
+	}
+	t.Agent.BaseURL, t.Agent.APIKeyEnv = mine.BaseURL, mine.APIKeyEnv
+	return t, ""
 }
