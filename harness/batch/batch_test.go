@@ -482,6 +482,23 @@ func TestVerifyDir(t *testing.T) {
 	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); v.OK || !anyContains(v.Errors, "not signed") {
 		t.Errorf("a missing signature under --require-signature: %+v", v)
 	}
+	// One trial's row pointed at the other trial's genuine, signed run: the
+	// run is bound to the other trial and its request nonce is used twice.
+	var orig batch.Summary
+	if err := json.Unmarshal(data, &orig); err != nil {
+		t.Fatal(err)
+	}
+	r0, r1 := &orig.TrialList[0], orig.TrialList[1]
+	r0.RunID, r0.RunDir, r0.ReportHTML, r0.Worker, r0.KeyID, r0.RequestNonce = r1.RunID, r1.RunDir, r1.ReportHTML, r1.Worker, r1.KeyID, r1.RequestNonce
+	r0.Outcome = r1.Outcome
+	replayed, _ := json.Marshal(orig)
+	if err := os.WriteFile(filepath.Join(dir, batch.SummaryJSON), replayed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: opts.Trusted})
+	if v.OK || !anyContains(v.Errors, "its run is bound to batch") || !anyContains(v.Errors, "(a replay)") {
+		t.Errorf("a row naming another trial's run: %+v", v)
+	}
 }
 
 func anyContains(list []string, s string) bool {
