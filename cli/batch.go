@@ -341,6 +341,21 @@ func (c *BatchCompareCmd) Run(g *Globals, env *Env) error {
 	return nil
 }
 
+// uniqueKeys lists each key once (the signer's own key may be trusted
+// explicitly as well), so that a message naming the trusted keys names
+// each once.
+func uniqueKeys(ks []attest.PublicKey) []attest.PublicKey {
+	seen := map[string]bool{}
+	var out []attest.PublicKey
+	for _, k := range ks {
+		if !seen[k.ID] {
+			seen[k.ID] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // localTrust is the keys this machine verifies its own summaries with.
 func localTrust(keys attest.Keys) []attest.PublicKey {
 	out := append([]attest.PublicKey(nil), keys.Trusted...)
@@ -447,7 +462,13 @@ func (c *BatchVerifyCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	res := batch.VerifyDir(env.Ctx, dir, set, batch.VerifyOptions{Trusted: append(localTrust(keys), workers...), RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys)})
+	res := batch.VerifyDir(env.Ctx, dir, set, batch.VerifyOptions{Trusted: uniqueKeys(append(localTrust(keys), workers...)), RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys)})
+	for _, e := range res.Errors {
+		if strings.Contains(e, "signed by no trusted key") {
+			res.Errors = append(res.Errors, "a run signed by a key that is not trusted here: a worker's run needs that worker's public key, given with --worker-key FILE or listed in the config's signing.worker_keys")
+			break
+		}
+	}
 	if c.JSON {
 		if err := printJSON(env.Stdout, res); err != nil {
 			return err
