@@ -214,21 +214,36 @@ func (w *world) inProcess(t *testing.T, name string, signer *attest.Signer, faul
 // the function that starts it.
 func (w *world) prepared(t *testing.T, name string, signer *attest.Signer, fault string, fetched func(natsexec.Request)) func() {
 	t.Helper()
-	wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", name), w.owned, signer)
-	wk.URL, wk.AckWait, wk.Log, wk.Fetched = w.url, 3*time.Second, testLog{t}, fetched
-	wk.Coordinators = []attest.PublicKey{w.coordPub}
+	wk := w.worker(t, name, signer)
+	wk.Fetched = fetched
 	wk.Local.Base.Fault = fault
-	return func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := wk.Run(ctx); err != nil {
-				t.Errorf("worker %s: %v", name, err)
-			}
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-	}
+	return func() { w.start(t, name, wk) }
+}
+
+// worker is a worker of this world (its stage records validated, the
+// coordinator's key trusted), not yet started.
+func (w *world) worker(t *testing.T, name string, signer *attest.Signer) natsexec.Worker {
+	t.Helper()
+	wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", name), w.owned, signer)
+	wk.URL, wk.AckWait, wk.Log = w.url, 3*time.Second, testLog{t}
+	wk.Coordinators = []attest.PublicKey{w.coordPub}
+	return wk
+}
+
+// start runs wk until the returned stop is called or the test ends.
+func (w *world) start(t *testing.T, name string, wk natsexec.Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := wk.Run(ctx); err != nil {
+			t.Errorf("worker %s: %v", name, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 type testLog struct{ t *testing.T }
@@ -608,14 +623,10 @@ func TestForgedRequestsNeverRun(t *testing.T) {
 	var mu sync.Mutex
 	var taken []string
 	var dropped []error
-	worker := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "w"), w.owned, signer)
-	worker.URL, worker.AckWait, worker.Log, worker.Coordinators = w.url, 3*time.Second, testLog{t}, []attest.PublicKey{w.coordPub}
+	worker := w.worker(t, "w", signer)
 	worker.Fetched = func(r natsexec.Request) { mu.Lock(); taken = append(taken, r.RequestID); mu.Unlock() }
 	worker.Dropped = func(err error) { mu.Lock(); dropped = append(dropped, err); mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = worker.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	w.start(t, "w", worker)
 	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
 		t.Fatalf("done %d: %v", c.Done, err)
 	}
@@ -644,17 +655,12 @@ func TestForgedRequestsNeverRun(t *testing.T) {
 func TestReplayedRunRefused(t *testing.T) {
 	w := newWorld(t, 1)
 	signer, pub, _ := w.key(t, "w")
-	worker := newWorkerOn(w.set, filepath.Join(w.dir, "workers", "w"), w.owned, signer)
-	worker.URL, worker.AckWait, worker.Log, worker.Coordinators = w.url, 3*time.Second, testLog{t}, []attest.PublicKey{w.coordPub}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = worker.Run(ctx) }()
+	stop := w.start(t, "w", w.worker(t, "w", signer))
 	co := w.coordinator(t, 3*time.Second, pub)
 	if c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1}); err != nil || c.Done != 1 {
 		t.Fatalf("batch A: done %d: %v", c.Done, err)
 	}
-	cancel()
-	<-done
+	stop() // batch B gets no honest worker
 	genuine := w.records(t)[0].Attempts[0]
 	if genuine.Outcome != batch.OutcomePass {
 		t.Fatalf("batch A's trial: %s", genuine.Outcome)
