@@ -24,10 +24,11 @@ import (
 
 // BatchCmd is `cto-harness batch`.
 type BatchCmd struct {
-	Run     BatchRunCmd     `cmd:"" help:"Run every trial of a batch spec that has no final result yet, then write batch.json and batch.html."`
-	Status  BatchStatusCmd  `cmd:"" help:"Show where a batch stands: trials finished, pending and by outcome."`
-	Compare BatchCompareCmd `cmd:"" help:"Compare two batches, or two agents, task by task."`
-	Verify  BatchVerifyCmd  `cmd:"" help:"Check a batch directory end to end: the signed summary, every trial's run, every count."`
+	Run       BatchRunCmd       `cmd:"" help:"Run every trial of a batch spec that has no final result yet, then write batch.json and batch.html."`
+	Status    BatchStatusCmd    `cmd:"" help:"Show where a batch stands: trials finished, pending and by outcome."`
+	Compare   BatchCompareCmd   `cmd:"" help:"Compare two batches, or two agents, task by task."`
+	Verify    BatchVerifyCmd    `cmd:"" help:"Check a batch directory end to end: the signed summary, every trial's run, every count."`
+	NatsUsers BatchNatsUsersCmd `cmd:"" name:"nats-users" help:"Make the NATS nkeys and the nats-server authorization block of a coordinator and its workers."`
 }
 
 // Help explains batches.
@@ -46,6 +47,7 @@ type BatchRunCmd struct {
 	NATS        string        `name:"nats" help:"Publish the trials to this NATS JetStream server and let 'cto-harness worker' processes run them (see docs/batch.md)." placeholder:"URL"`
 	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM), besides the config's signing.worker_keys; a result is counted only when signed by one of these; repeatable."`
 	AckWait     time.Duration `name:"ack-wait" default:"2m" help:"With --nats: how long a worker may go silent before its trial is given to another worker."`
+	NATSAuth    natsAuthFlags `embed:""`
 }
 
 // Help explains a batch run.
@@ -108,7 +110,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 		if keys.Signer == nil {
 			return usagef("--nats signs every trial request, and signing is disabled in the config: remove signing.disabled (the machine key is then used), or configure a key (%s or signing.key_file); list its public key in each worker's signing.coordinator_keys", attest.EnvSigningKeyFile)
 		}
-		co, err := newCoordinator(env, set, st, plan, workers, keys.Signer, c.NATS, c.AckWait)
+		co, err := newCoordinator(env, set, st, plan, workers, keys.Signer, c.NATS, c.NATSAuth.auth(), c.AckWait)
 		if err != nil {
 			return err
 		}

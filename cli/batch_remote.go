@@ -18,8 +18,8 @@ import (
 )
 
 // newCoordinator connects the batch to NATS; its log goes to stderr.
-func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan, workers []attest.PublicKey, signer *attest.Signer, url string, ackWait time.Duration) (*natsexec.Coordinator, error) {
-	co, err := natsexec.NewCoordinator(env.Ctx, natsexec.CoordinatorOptions{URL: url, Store: st, BatchID: plan.BatchID, Schemas: set,
+func newCoordinator(env *Env, set *schemas.Set, st batch.Store, plan batch.Plan, workers []attest.PublicKey, signer *attest.Signer, url string, auth natsexec.Auth, ackWait time.Duration) (*natsexec.Coordinator, error) {
+	co, err := natsexec.NewCoordinator(env.Ctx, natsexec.CoordinatorOptions{URL: url, Auth: auth, Store: st, BatchID: plan.BatchID, Schemas: set,
 		Workers: workers, Signer: signer, AckWait: ackWait, Log: termWriter{env.Stderr}})
 	if err != nil {
 		return nil, usageError{err}
@@ -53,7 +53,8 @@ func boundTo(t batch.Trial, a, d batch.Attempt) []string {
 type WorkerCmd struct {
 	NATS            string        `name:"nats" required:"" help:"The NATS JetStream server to take trials from." placeholder:"URL"`
 	CoordinatorKeys []string      `name:"coordinator-key" sep:"none" type:"path" placeholder:"FILE" help:"A coordinator's public key (PEM), besides the config's signing.coordinator_keys: only requests it signed are run; repeatable."`
-	AckWait         time.Duration `name:"ack-wait" default:"2m" help:"Used only when the workers' consumer does not exist yet (the coordinator sets it): how long a silent worker keeps a trial."`
+	AckWait         time.Duration `name:"ack-wait" default:"2m" help:"Used only when the server does not say (the coordinator sets the workers' consumer's ack wait): how long a silent worker keeps a trial."`
+	NATSAuth        natsAuthFlags `embed:""`
 }
 
 // Help explains a worker.
@@ -72,7 +73,8 @@ refused, with its reason in the result.
 Needs: a signing key (CTO_HARNESS_SIGNING_KEY_FILE or the config's signing.key_file) whose public key the
 coordinator lists (its config's signing.worker_keys, or --worker-key); the coordinator's public key
 (signing.coordinator_keys in this machine's config, or --coordinator-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
-the batch's sources at the same paths as on the coordinator, owned in this machine's config. Stages 1 and
+the batch's sources at the same paths as on the coordinator, owned in this machine's config; on a server
+with authentication, this worker's NATS nkey (--nats-nkey; 'cto-harness batch nats-users' makes them). Stages 1 and
 2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
 trial back and stops. See docs/batch.md.`
 }
@@ -105,7 +107,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 		return fmt.Errorf("a worker runs stage-3 trials, which need stages 1 and 2 validated in %s: %w", runs, err)
 	}
 	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
-	w := natsexec.Worker{URL: c.NATS, AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators,
+	w := natsexec.Worker{URL: c.NATS, Auth: c.NATSAuth.auth(), AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators,
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
 			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
 	if err := w.Run(env.Ctx); err != nil {

@@ -68,10 +68,22 @@ func TestScripts(t *testing.T) {
 			return os.WriteFile(filepath.Join(e.WorkDir, "harness.json"), []byte(cfg), 0o644)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			// natsserver: start an embedded NATS server with JetStream for
-			// the rest of the script; $NATS_URL names it.
+			// natsserver [INCLUDE]: start an embedded NATS server with
+			// JetStream for the rest of the script; $NATS_URL names it.
+			// With INCLUDE (an authorization block), it admits only the
+			// users that file lists.
 			"natsserver": func(ts *testscript.TestScript, neg bool, args []string) {
-				ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: ts.MkAbs("nats-store"), NoLog: true, NoSigs: true})
+				opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: ts.MkAbs("nats-store")}
+				if len(args) == 1 {
+					// nats-server reads an include relative to the including file.
+					conf := filepath.Join(filepath.Dir(ts.MkAbs(args[0])), "nats-server.conf")
+					ts.Check(os.WriteFile(conf, []byte(fmt.Sprintf("host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude %q\n", ts.MkAbs("nats-store"), filepath.Base(args[0]))), 0o600))
+					var err error
+					opts, err = server.ProcessConfigFile(conf)
+					ts.Check(err)
+				}
+				opts.NoLog, opts.NoSigs = true, true
+				ns, err := server.NewServer(opts)
 				ts.Check(err)
 				ns.Start()
 				if !ns.ReadyForConnections(10 * time.Second) {

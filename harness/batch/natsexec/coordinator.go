@@ -22,6 +22,7 @@ import (
 // CoordinatorOptions configure a coordinator.
 type CoordinatorOptions struct {
 	URL     string
+	Auth    Auth // the coordinator's NATS identity (CoordinatorPermissions)
 	Store   batch.Store
 	BatchID string
 	Schemas *schemas.Set
@@ -84,13 +85,13 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 	if len(o.Workers) == 0 {
 		return nil, fmt.Errorf("no worker keys: a result is counted only when a configured worker key signed it")
 	}
-	c, err := dial(ctx, o.URL, "cto-harness coordinator "+o.BatchID)
+	c, err := dial(o.URL, "cto-harness coordinator "+o.BatchID, coordinatorInbox, o.Auth)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.workerConsumer(ctx, o.AckWait, true); err != nil {
+	if err := c.createStreams(ctx, o.AckWait); err != nil {
 		c.close()
-		return nil, fmt.Errorf("the workers' consumer: %w", err)
+		return nil, err
 	}
 	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, avoid: map[string][]string{}}
 	// An ordered consumer of this batch's results, from now on: a request
@@ -223,7 +224,16 @@ func (co *Coordinator) fetch(ctx context.Context, req Request, res Result) (batc
 	if res.Object != ObjectName(req.AttemptID, res.Worker) {
 		return batch.Attempt{}, fmt.Sprintf("object name %q is not the trial's", res.Object)
 	}
-	obj, err := co.c.obj.Get(ctx, res.Object)
+	// Each worker writes its own bucket only (WorkerPermissions): the run
+	// is read from the bucket of the worker the result names.
+	if !keyIDPattern.MatchString(res.Worker) {
+		return batch.Attempt{}, fmt.Sprintf("it names worker %q, which is not a key id", res.Worker)
+	}
+	store, err := co.c.js.ObjectStore(ctx, WorkerBucket(res.Worker))
+	if err != nil {
+		return batch.Attempt{}, fmt.Sprintf("worker %s's bucket %s: %v", res.Worker, WorkerBucket(res.Worker), err)
+	}
+	obj, err := store.Get(ctx, res.Object)
 	if err != nil {
 		return batch.Attempt{}, fmt.Sprintf("download %s: %v", res.Object, err)
 	}

@@ -8,3 +8,8 @@ func PackForTest(runDir string) ([]byte, error) {
 	err := pack(&b, runDir)
 	return b.Bytes(), err
 }
+
+// The roles' inbox prefixes, for a test's own connections.
+const CoordinatorInbox = coordinatorInbox
+
+var WorkerInbox = workerInbox

@@ -10,18 +10,26 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// conn is a connection with the batch's streams and object store in place.
+// conn is a connection with the batch's streams in place; obj is the
+// worker's own bucket (a worker's connection only).
 type conn struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	obj jetstream.ObjectStore
 }
 
-// dial connects and creates (or binds to) the streams and the bucket. Both
-// sides call it; the configurations are identical, so either may be first.
-func dial(ctx context.Context, url, name string) (*conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+// dial connects with auth; replies come to inbox (the role's own prefix).
+func dial(url, name, inbox string, auth Auth) (*conn, error) {
+	opts, err := auth.options()
 	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.CustomInboxPrefix(inbox))
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+			return nil, fmt.Errorf("connect to NATS at %s: the server refused this client's credentials (give the nkey seed or credentials file its operator made for this role; see docs/batch.md): %w", url, err)
+		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	js, err := jetstream.New(nc)
@@ -29,39 +37,58 @@ func dial(ctx context.Context, url, name string) (*conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	c := &conn{nc: nc, js: js}
+	return &conn{nc: nc, js: js}, nil
+}
+
+// createStreams makes (or updates) the streams and the workers' consumer:
+// the coordinator's part. Workers cannot; they wait for it (bindWorker).
+func (c *conn) createStreams(ctx context.Context, ackWait time.Duration) error {
+	js := c.js
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: TrialsStream, Subjects: []string{TrialsPrefix + ">"},
 		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: replicas(ctx, js, TrialsStream)}); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("JetStream stream %s at %s (is JetStream enabled on the server?): %w", TrialsStream, url, err)
+		return fmt.Errorf("JetStream stream %s (is JetStream enabled on the server, and may this client use $JS.API.>?): %w", TrialsStream, err)
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: ResultsStream, Subjects: []string{ResultsPrefix + ">"},
 		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 7 * 24 * time.Hour, Replicas: replicas(ctx, js, ResultsStream)}); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("JetStream stream %s: %w", ResultsStream, err)
+		return fmt.Errorf("JetStream stream %s: %w", ResultsStream, err)
 	}
-	if c.obj, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: RunsBucket, Storage: jetstream.FileStorage,
-		Description: "cto-harness trial run directories (tar), keyed by attempt id and worker", Replicas: replicas(ctx, js, "OBJ_"+RunsBucket)}); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("JetStream object store %s: %w", RunsBucket, err)
-	}
-	return c, nil
-}
-
-// workerConsumer binds to the shared pull consumer, creating it with ackWait
-// when it does not exist yet (the coordinator's setting wins: it creates or
-// updates it first).
-func (c *conn) workerConsumer(ctx context.Context, ackWait time.Duration, create bool) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{Durable: WorkerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
 		MaxDeliver: -1, MaxAckPending: 10000}
-	if create {
-		return c.js.CreateOrUpdateConsumer(ctx, TrialsStream, cfg)
+	if _, err := js.CreateOrUpdateConsumer(ctx, TrialsStream, cfg); err != nil {
+		return fmt.Errorf("the workers' consumer: %w", err)
 	}
-	cons, err := c.js.Consumer(ctx, TrialsStream, WorkerConsumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return c.js.CreateConsumer(ctx, TrialsStream, cfg)
+	return nil
+}
+
+// bindWorker binds to the workers' consumer, waiting (and saying so once)
+// while no coordinator has created it, and makes the worker's own bucket.
+func (c *conn) bindWorker(ctx context.Context, keyID string, log func(string)) (jetstream.Consumer, error) {
+	var err error
+	bucket := WorkerBucket(keyID)
+	if c.obj, err = c.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: bucket, Storage: jetstream.FileStorage,
+		Description: "cto-harness trial run directories (tar) of worker " + keyID + ", keyed by attempt id",
+		Replicas:    replicas(ctx, c.js, "OBJ_"+bucket)}); err != nil {
+		return nil, fmt.Errorf("JetStream object store %s (may this worker's NATS user use it? see docs/batch.md): %w", bucket, err)
 	}
-	return cons, err
+	said := false
+	for {
+		cons, err := c.js.Consumer(ctx, TrialsStream, WorkerConsumer)
+		if err == nil {
+			return cons, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("the workers' consumer %s on %s: %w", WorkerConsumer, TrialsStream, err)
+		}
+		if !said {
+			log("no trials stream yet: waiting for a coordinator ('cto-harness batch run SPEC --nats URL') to create it")
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (c *conn) close() { c.nc.Close() }

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/fixtures"
@@ -44,6 +45,7 @@ const (
 	envOwned   = "NATSEXEC_TEST_OWNED"
 	envAckWait = "NATSEXEC_TEST_ACK_WAIT"
 	envCoord   = "NATSEXEC_TEST_COORDINATOR_KEY" // the coordinator's public key file
+	envNkey    = "NATSEXEC_TEST_NKEY"            // the worker's NATS nkey seed file
 )
 
 func TestMain(m *testing.M) {
@@ -84,6 +86,7 @@ func workerMain(url string) int {
 	w := newWorkerOn(set, os.Getenv(envRuns), os.Getenv(envOwned), signer)
 	w.Coordinators = []attest.PublicKey{coord}
 	w.URL, w.AckWait, w.Log = url, ackWait, os.Stderr
+	w.Auth.NkeyFile = os.Getenv(envNkey)
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -129,6 +132,7 @@ type world struct {
 	coord     *attest.Signer
 	coordPub  attest.PublicKey
 	coordFile string
+	coordAuth natsexec.Auth // the coordinator's NATS identity (authServer)
 }
 
 func startServer(t testing.TB) string {
@@ -143,6 +147,64 @@ func startServer(t testing.TB) string {
 	}
 	t.Cleanup(ns.Shutdown)
 	return ns.ClientURL()
+}
+
+// authServer replaces the world's server by one started from the
+// configuration ServerAuthorization writes for a coordinator and these
+// workers, each with a fresh nkey: the documented deployment. It returns
+// each worker's nkey seed file; the coordinator's is in w.coordAuth.
+func (w *world) authServer(t testing.TB, workers ...attest.PublicKey) []string {
+	t.Helper()
+	dir := filepath.Join(w.dir, "nats")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nkey := func(name string) (string, string) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		f := filepath.Join(dir, name+".nk")
+		if err := os.WriteFile(f, seed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f, pub
+	}
+	coordSeed, coordPub := nkey("coordinator")
+	users := []natsexec.ServerUser{{Nkey: coordPub, Comment: "the coordinator", Permissions: natsexec.CoordinatorPermissions()}}
+	var seeds []string
+	for i, k := range workers {
+		seed, pub := nkey(fmt.Sprint("worker", i))
+		perms, err := natsexec.WorkerPermissions(k.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, natsexec.ServerUser{Nkey: pub, Comment: "worker " + k.ID, Permissions: perms})
+		seeds = append(seeds, seed)
+	}
+	conf := filepath.Join(dir, "server.conf")
+	text := fmt.Sprintf("host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\n", filepath.Join(dir, "store")) + natsexec.ServerAuthorization(users)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("the server configuration ServerAuthorization wrote does not load: %v\n%s", err, text)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("the authenticated NATS server did not start")
+	}
+	t.Cleanup(ns.Shutdown)
+	w.url, w.coordAuth = ns.ClientURL(), natsexec.Auth{NkeyFile: coordSeed}
+	return seeds
 }
 
 func newWorld(t testing.TB, repeats int) *world {
@@ -195,7 +257,7 @@ func (w *world) key(t testing.TB, name string) (*attest.Signer, attest.PublicKey
 
 func (w *world) coordinator(t *testing.T, ackWait time.Duration, workers ...attest.PublicKey) *natsexec.Coordinator {
 	t.Helper()
-	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
+	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Auth: w.coordAuth, Store: w.store, BatchID: w.plan.BatchID,
 		Schemas: w.set, Workers: workers, Signer: w.coord, AckWait: ackWait, MaxRefusals: 2, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
@@ -266,9 +328,10 @@ func (w *world) records(t *testing.T) []batch.TrialRecord {
 	return out
 }
 
-// Three worker processes; one is killed (SIGKILL) as soon as it starts a
-// trial. Its trial is delivered again after ack_wait, and every trial is
-// counted exactly once.
+// Three worker processes on a server that admits only the documented
+// roles, each worker with its own NATS nkey; one is killed (SIGKILL) as
+// soon as it starts a trial. Its trial is delivered again after ack_wait,
+// and every trial is counted exactly once.
 func TestThreeWorkersOneKilled(t *testing.T) {
 	w := newWorld(t, 6)
 	exe, err := os.Executable()
@@ -276,15 +339,19 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pubs []attest.PublicKey
+	var keyFiles []string
+	for i := 0; i < 3; i++ {
+		_, pub, keyFile := w.key(t, fmt.Sprint("w", i))
+		pubs, keyFiles = append(pubs, pub), append(keyFiles, keyFile)
+	}
+	seeds := w.authServer(t, pubs...)
 	var victim *exec.Cmd
 	victimStarted := make(chan string, 1)
 	var wg sync.WaitGroup
-	for i := 0; i < 3; i++ {
-		_, pub, keyFile := w.key(t, fmt.Sprint("w", i))
-		pubs = append(pubs, pub)
+	for i, keyFile := range keyFiles {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), envWorker+"="+w.url, envRuns+"="+filepath.Join(w.dir, "workers", fmt.Sprint(i)), envKey+"="+keyFile,
-			envOwned+"="+w.owned, envAckWait+"=3s", envCoord+"="+w.coordFile)
+			envOwned+"="+w.owned, envAckWait+"=3s", envCoord+"="+w.coordFile, envNkey+"="+seeds[i])
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -348,6 +415,98 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 		}
 		if rec.Trial.ID == killedTrial {
 			t.Logf("the killed worker's trial %s was finished by worker %s", killedTrial, a.Worker)
+		}
+	}
+}
+
+// The documented server configuration admits the coordinator and the
+// listed workers only, and lets each do its part only: a client without
+// credentials or with an unknown nkey is refused; a worker cannot publish
+// a request, read a stream's state or write another worker's bucket; the
+// coordinator cannot publish a result.
+func TestServerAdmitsOnlyItsRoles(t *testing.T) {
+	w := newWorld(t, 1)
+	_, a, _ := w.key(t, "a")
+	_, b, _ := w.key(t, "b")
+	seeds := w.authServer(t, a, b)
+	w.coordinator(t, 3*time.Second, a, b) // creates the streams
+	if nc, err := nats.Connect(w.url); err == nil || !errors.Is(err, nats.ErrAuthorization) {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Fatalf("a client without credentials: %v, want an authorization error", err)
+	}
+	stranger, _ := nkeys.CreateUser()
+	seed, _ := stranger.Seed()
+	strangerFile := filepath.Join(w.dir, "stranger.nk")
+	if err := os.WriteFile(strangerFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(seedFile, inbox string) (*nats.Conn, jetstream.JetStream, error) {
+		opt, err := nats.NkeyOptionFromSeed(seedFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(w.url, opt, nats.CustomInboxPrefix(inbox), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			return nil, nil, err
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		return nc, js, nil
+	}
+	if _, _, err := connect(strangerFile, "_INBOX"); !errors.Is(err, nats.ErrAuthorization) {
+		t.Fatalf("a client with an nkey the server does not list: %v, want an authorization error", err)
+	}
+	_, coord, err := connect(w.coordAuth.NkeyFile, natsexec.CoordinatorInbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, wa, err := connect(seeds[0], natsexec.WorkerInbox(a.ID))
+	if err != nil {
+		t.Fatalf("worker a's nkey: %v", err)
+	}
+	ctx := context.Background()
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	// Worker a's own bucket: allowed (so the refusals below are the
+	// permissions, not a broken connection).
+	own, err := wa.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: natsexec.WorkerBucket(a.ID)})
+	if err != nil {
+		t.Fatalf("worker a makes its own bucket: %v", err)
+	}
+	if _, err := own.PutBytes(ctx, "x", []byte("run")); err != nil {
+		t.Fatalf("worker a writes its own bucket: %v", err)
+	}
+	if _, err := coord.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: natsexec.WorkerBucket(b.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wa.Publish(short(), natsexec.TrialsPrefix+w.plan.BatchID, []byte("{}")); err == nil {
+		t.Error("worker a published a trial request")
+	}
+	if _, err := wa.ObjectStore(short(), natsexec.WorkerBucket(b.ID)); err == nil {
+		t.Error("worker a opened worker b's bucket")
+	}
+	if _, err := wa.Stream(short(), natsexec.TrialsStream); err == nil {
+		t.Error("worker a read the trials stream's configuration")
+	}
+	if _, err := coord.Publish(short(), natsexec.ResultsPrefix+w.plan.BatchID, []byte("{}")); err == nil {
+		t.Error("the coordinator published a result")
+	}
+	for stream, want := range map[string]uint64{natsexec.TrialsStream: 0, natsexec.ResultsStream: 0, "OBJ_" + natsexec.WorkerBucket(b.ID): 0} {
+		st, err := coord.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != want {
+			t.Errorf("stream %s holds %d messages, want %d: a refused publish got through", stream, info.State.Msgs, want)
 		}
 	}
 }
@@ -439,7 +598,7 @@ func TestObjectDigestChecked(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		obj, err := js.ObjectStore(ctx, natsexec.RunsBucket)
+		obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: natsexec.WorkerBucket(pub.ID)})
 		if err != nil {
 			t.Error(err)
 			return
@@ -536,7 +695,7 @@ func TestRequestWithForeignAttemptIDDropped(t *testing.T) {
 func TestStoppedBatchWithdrawsRequests(t *testing.T) {
 	w := newWorld(t, 3)
 	_, pub, _ := w.key(t, "w")
-	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Store: w.store, BatchID: w.plan.BatchID,
+	co, err := natsexec.NewCoordinator(context.Background(), natsexec.CoordinatorOptions{URL: w.url, Auth: w.coordAuth, Store: w.store, BatchID: w.plan.BatchID,
 		Schemas: w.set, Workers: []attest.PublicKey{pub}, Signer: w.coord, AckWait: 3 * time.Second, Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
@@ -701,7 +860,7 @@ func TestReplayedRunRefused(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		obj, err := js.ObjectStore(ctx, natsexec.RunsBucket)
+		obj, err := js.ObjectStore(ctx, natsexec.WorkerBucket(pub.ID))
 		if err != nil {
 			t.Error(err)
 			return

@@ -22,11 +22,12 @@ import (
 
 // Worker pulls trials and runs them with its own runs directory and key.
 type Worker struct {
-	URL string
+	URL  string
+	Auth Auth // the worker's NATS identity (WorkerPermissions of its key)
 	// Local runs a trial; its Base must carry a signing key: an unsigned
 	// result is never counted.
 	Local   batch.Local
-	AckWait time.Duration // used only when the consumer does not exist yet
+	AckWait time.Duration // the in-progress ack period's base when the server's consumer info lacks one
 	Log     io.Writer
 	// Coordinators are the keys a request must be signed with to run
 	// (the config's signing.coordinator_keys and --coordinator-key).
@@ -60,14 +61,17 @@ func (w Worker) Run(ctx context.Context) error {
 	keyID := signer.Public().ID
 	w.Local.Worker = keyID
 	w.Local.Unchecked = true // the coordinator validates the run it downloads
-	c, err := dial(ctx, w.URL, "cto-harness worker "+keyID)
+	c, err := dial(w.URL, "cto-harness worker "+keyID, workerInbox(keyID), w.Auth)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	cons, err := c.workerConsumer(ctx, w.AckWait, false)
+	cons, err := c.bindWorker(ctx, keyID, func(s string) { fmt.Fprintf(w.Log, "worker %s: %s\n", keyID, s) })
 	if err != nil {
-		return fmt.Errorf("the workers' consumer: %w", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	fmt.Fprintf(w.Log, "worker %s: waiting for trials at %s\n", keyID, w.URL)
 	ran := map[string]bool{} // request nonces this process has run
