@@ -130,8 +130,21 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			Config: cfg, Signing: keys}); err != nil {
 			return fmt.Errorf("a batch runs stage-3 trials, which need stages 1 and 2 validated in %s: %w; run 'cto-harness demo' or 'cto-harness validate-stage 2' there", runs, err)
 		}
-		runner = batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
+		local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
 			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}
+		// What would stop a trial is found before any runs: a missing agent
+		// would otherwise fail every trial as infra_failed, retried.
+		problems, err := local.Precheck(env.Ctx, plan, st)
+		if err != nil {
+			return err
+		}
+		if len(problems) > 0 {
+			for _, p := range problems {
+				fmt.Fprintf(env.Stderr, "cto-harness: %s\n", term(p))
+			}
+			return usagef("the batch cannot run as its spec and this machine are (%d problems above); nothing was run: fix them and run the same command again", len(problems))
+		}
+		runner = local
 		if conc == 0 {
 			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
 		}
@@ -237,18 +250,39 @@ func unknownCost(n int) string {
 func printSummary(w io.Writer, s batch.Summary) {
 	fmt.Fprintf(w, "\n%d of %d trials final\n", s.Finished, s.Trials)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tTASK\tPASSED\tPASS@1\tPASS@K\tAGENT_FAILED\tMODEL_FAILED\tINFRA_FAILED\tPOLICY_BLOCKED\tTOKENS\tCOST\tTIME")
+	fmt.Fprintln(tw, "AGENT\tTASK\tPASSED\tPASS@1\tPASS@K\tPASS^K\tAGENT_FAILED\tMODEL_FAILED\tINFRA_FAILED\tPOLICY_BLOCKED\tTOKENS\tCOST\tTIME")
 	for _, c := range s.Cells {
-		p1, pk := "-", "-"
-		if n := len(c.PassAtK); n > 0 {
-			p1 = fmt.Sprintf("%.2f", c.PassAtK[0].Value)
-			pk = fmt.Sprintf("@%d=%.2f", c.PassAtK[n-1].K, c.PassAtK[n-1].Value)
+		p1, pk, phk := "-", estimate("@", c.PassAtK), estimate("^", c.PassHatK)
+		if len(c.PassAtK) > 0 && c.PassAtK[0].Value != nil {
+			p1 = fmt.Sprintf("%.2f", *c.PassAtK[0].Value)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\n", term(c.Agent), term(c.Task), c.Passes, c.Finished, p1, pk,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\n", term(c.Agent), term(c.Task), passed(c.Totals), p1, pk, phk,
 			c.Outcomes.AgentFailed, c.Outcomes.ModelFailed, c.Outcomes.InfraFailed, c.Outcomes.PolicyBlocked, c.InputTokens+c.OutputTokens,
 			costText(c.Totals), float64(c.DurationMs)/1000)
 	}
 	tw.Flush()
+}
+
+// passed is passes over scored trials, with the unscored ones
+// (infra_failed, model_failed: not the agent's) named beside.
+func passed(t batch.Totals) string {
+	if u := t.Finished - t.Scored; u > 0 {
+		return fmt.Sprintf("%d/%d (+%d unscored)", t.Passes, t.Scored, u)
+	}
+	return fmt.Sprintf("%d/%d", t.Passes, t.Scored)
+}
+
+// estimate is the largest k's value, or that there are not enough scored
+// trials for it.
+func estimate(sign string, p []batch.PassAtK) string {
+	if len(p) == 0 {
+		return "-"
+	}
+	last := p[len(p)-1]
+	if last.Value == nil {
+		return fmt.Sprintf("%s%d: not enough trials", sign, last.K)
+	}
+	return fmt.Sprintf("%s%d=%.2f", sign, last.K, *last.Value)
 }
 
 func costText(t batch.Totals) string {
@@ -309,7 +343,9 @@ type BatchCompareCmd struct {
 func (BatchCompareCmd) Help() string {
 	return `Pairs the two sides task by task (agent and task when neither side names an agent) and prints
 each side's passes and pass rate, the difference (B - A), and how many tasks each side did better on.
-Tasks only one side has are listed, not compared. Both summaries are checked against the batch schema.`
+Rates are over scored trials: infra_failed and model_failed trials (the machine or the model provider
+failed, not the agent) are left out, and a task with no scored trial on one side is listed, not
+compared. Tasks only one side has are listed, not compared. Both summaries are checked against the batch schema.`
 }
 
 // Run executes the command.
@@ -333,10 +369,13 @@ func (c *BatchCompareCmd) Run(g *Globals, env *Env) error {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tA PASSED\tB PASSED\tA RATE\tB RATE\tB-A")
 	for _, p := range cmp.Pairs {
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.2f\t%.2f\t%+.2f\n", term(p.Key), p.APasses, p.AFinished, p.BPasses, p.BFinished, p.ARate, p.BRate, p.Delta)
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.2f\t%.2f\t%+.2f\n", term(p.Key), p.APasses, p.AScored, p.BPasses, p.BScored, p.ARate, p.BRate, p.Delta)
 	}
 	tw.Flush()
-	fmt.Fprintf(env.Stdout, "%d tasks paired: B better on %d, A better on %d, tied on %d; mean difference %+.3f\n", len(cmp.Pairs), cmp.BBetter, cmp.ABetter, cmp.Ties, cmp.MeanDelta)
+	fmt.Fprintf(env.Stdout, "%d tasks compared: B better on %d, A better on %d, tied on %d; mean difference %+.3f (rates over scored trials: infra_failed and model_failed ones are left out)\n", len(cmp.Pairs), cmp.BBetter, cmp.ABetter, cmp.Ties, cmp.MeanDelta)
+	if len(cmp.Unscored) > 0 {
+		fmt.Fprintf(env.Stdout, "not compared, no scored trial on one side (every finished trial failed for the machine's or the model provider's reasons): %s\n", term(strings.Join(cmp.Unscored, ", ")))
+	}
 	if len(cmp.OnlyInA) > 0 || len(cmp.OnlyInB) > 0 {
 		fmt.Fprintf(env.Stdout, "not paired: only in A: %s; only in B: %s\n", term(strings.Join(cmp.OnlyInA, ", ")), term(strings.Join(cmp.OnlyInB, ", ")))
 	}

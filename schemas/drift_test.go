@@ -1313,14 +1313,15 @@ func TestShippedTaskSpecs(t *testing.T) {
 }
 
 func batchSummary() batch.Summary {
-	cost := 0.5
-	tot := batch.Totals{Trials: 2, Finished: 2, Passes: 1, Attempts: 3, Outcomes: batch.OutcomeCounts{Pass: 1, AgentFailed: 1},
+	cost, half, one := 0.5, 0.5, 1.0
+	tot := batch.Totals{Trials: 2, Finished: 2, Scored: 2, Passes: 1, Attempts: 3, Outcomes: batch.OutcomeCounts{Pass: 1, AgentFailed: 1},
 		InputTokens: 10, OutputTokens: 20, CostUSD: &cost, CostBasis: "reported", DurationMs: 1200}
 	unknown := tot
 	unknown.CostUSD, unknown.CostBasis = nil, "unknown"
 	return batch.Summary{SchemaVersion: batch.SummaryVersion, BatchID: "nightly-0123456789ab", Name: "nightly", SpecDigest: hashA, GeneratedAt: t1,
 		MaxAttempts: 2, Trials: 2, Finished: 2, Complete: true,
-		Cells:  []batch.Cell{{Agent: "fake", Task: "note", Totals: tot, PassAtK: []batch.PassAtK{{K: 1, Value: 0.5}, {K: 2, Value: 1}}}},
+		Cells: []batch.Cell{{Agent: "fake", Task: "note", Totals: tot, PassAtK: []batch.PassAtK{{K: 1, Value: &half}, {K: 2, Value: &one}},
+			PassHatK: []batch.PassAtK{{K: 1, Value: &half}, {K: 2, Value: nil}}}},
 		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5}},
 		TrialList: []batch.TrialRow{{TrialID: "t-0123456789abcdef0123", Source: "/src/a", SourceHead: hashA[:40], Task: "note", Agent: "fake", Repeat: 1,
 			AttemptID: "t-0123456789abcdef0123-a1", Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}}}

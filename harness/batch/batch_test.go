@@ -3,6 +3,7 @@ package batch_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -381,19 +382,46 @@ func dumpRecord(t *testing.T, st batch.Store, tr batch.Trial) {
 
 func TestPassAtKAndCompare(t *testing.T) {
 	// 5 trials, 2 passes: pass@1 = 0.4, pass@2 = 1 - (3*2)/(5*4) = 0.7, pass@4 = pass@5 = 1.
+	// Scored trials are the denominators: t2 of y has 4 scored (one
+	// infra_failed), t4 of x none.
 	sum := batch.Summary{Cells: []batch.Cell{
-		{Agent: "x", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 2}},
-		{Agent: "y", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
-		{Agent: "x", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 5, Passes: 5}},
-		{Agent: "y", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 4, Passes: 2}},
-		{Agent: "y", Task: "t3", Totals: batch.Totals{Trials: 1, Finished: 1, Passes: 1}},
+		{Agent: "x", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Scored: 5, Passes: 2}},
+		{Agent: "y", Task: "t1", Totals: batch.Totals{Trials: 5, Finished: 5, Scored: 5, Passes: 5}},
+		{Agent: "x", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 5, Scored: 5, Passes: 5}},
+		{Agent: "y", Task: "t2", Totals: batch.Totals{Trials: 5, Finished: 5, Scored: 4, Passes: 2}},
+		{Agent: "y", Task: "t3", Totals: batch.Totals{Trials: 1, Finished: 1, Scored: 1, Passes: 1}},
+		{Agent: "x", Task: "t4", Totals: batch.Totals{Trials: 2, Finished: 2, Scored: 0, Passes: 0}},
+		{Agent: "y", Task: "t4", Totals: batch.Totals{Trials: 2, Finished: 2, Scored: 2, Passes: 1}},
 	}}
-	got := batch.PassAtKForTest(5, 2)
-	want := []float64{0.4, 0.7, 0.9, 1, 1}
-	for i, w := range want {
-		if got[i].K != i+1 || got[i].Value != w {
-			t.Errorf("pass@%d = %v, want %v", i+1, got[i].Value, w)
+	values := func(p []batch.PassAtK) []float64 {
+		var out []float64
+		for i, e := range p {
+			if e.K != i+1 {
+				t.Errorf("estimate %d is for k=%d", i, e.K)
+			}
+			if e.Value == nil {
+				out = append(out, -1)
+			} else {
+				out = append(out, *e.Value)
+			}
 		}
+		return out
+	}
+	at, hat := batch.PassAtKForTest(5, 5, 2)
+	if got, want := values(at), []float64{0.4, 0.7, 0.9, 1, 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pass@k = %v, want %v", got, want)
+	}
+	// pass^1 = 0.4, pass^2 = (2*1)/(5*4) = 0.1, pass^3.. = 0.
+	if got, want := values(hat), []float64{0.4, 0.1, 0, 0, 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pass^k = %v, want %v", got, want)
+	}
+	// 5 planned, 3 scored with 3 passes: k = 4, 5 are not enough trials.
+	at, hat = batch.PassAtKForTest(5, 3, 3)
+	if got, want := values(at), []float64{1, 1, 1, -1, -1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pass@k with 3 of 5 scored = %v, want %v", got, want)
+	}
+	if got, want := values(hat), []float64{1, 1, 1, -1, -1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pass^k with 3 of 5 scored = %v, want %v", got, want)
 	}
 	cmp := batch.Compare(batch.Side{Label: "x", Summary: sum, Agent: "x"}, batch.Side{Label: "y", Summary: sum, Agent: "y"})
 	if len(cmp.Pairs) != 2 || cmp.BBetter != 1 || cmp.ABetter != 1 || len(cmp.OnlyInB) != 1 || cmp.OnlyInB[0] != "t3" {
@@ -402,12 +430,16 @@ func TestPassAtKAndCompare(t *testing.T) {
 	if p := cmp.Pairs[0]; p.Key != "t1" || p.ARate != 0.4 || p.BRate != 1 || p.Delta < 0.59 || p.Delta > 0.61 {
 		t.Errorf("t1: %+v", p)
 	}
-	if p := cmp.Pairs[1]; p.Key != "t2" || p.BRate != 0.5 || p.BFinishedAll {
-		t.Errorf("t2: %+v", p)
+	if p := cmp.Pairs[1]; p.Key != "t2" || p.BRate != 0.5 || p.BScored != 4 {
+		t.Errorf("t2: %+v (want 2 of 4 scored)", p)
+	}
+	// x never got a scored trial on t4: no rate, so neither side is better.
+	if len(cmp.Unscored) != 1 || cmp.Unscored[0] != "t4" {
+		t.Errorf("unscored pairs %v, want [t4]", cmp.Unscored)
 	}
 	// Whole batches pair by agent and task.
 	whole := batch.Compare(batch.Side{Label: "a", Summary: sum}, batch.Side{Label: "b", Summary: sum})
-	if len(whole.Pairs) != 5 || whole.Ties != 5 {
+	if len(whole.Pairs) != 6 || whole.Ties != 6 || len(whole.Unscored) != 1 {
 		t.Errorf("a batch against itself: %+v", whole)
 	}
 }

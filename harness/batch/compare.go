@@ -50,11 +50,15 @@ func ParseSide(arg string, set *schemas.Set) (Side, error) {
 
 // Pair is one task (and agent, when comparing whole batches) on both sides.
 type Pair struct {
-	Key          string  `json:"key"`
-	APasses      int     `json:"a_passes"`
-	AFinished    int     `json:"a_finished"`
-	BPasses      int     `json:"b_passes"`
-	BFinished    int     `json:"b_finished"`
+	Key       string `json:"key"`
+	APasses   int    `json:"a_passes"`
+	AFinished int    `json:"a_finished"`
+	BPasses   int    `json:"b_passes"`
+	BFinished int    `json:"b_finished"`
+	// AScored and BScored are the denominators of the rates: finished
+	// trials minus the unscored (infra_failed, model_failed) ones.
+	AScored      int     `json:"a_scored"`
+	BScored      int     `json:"b_scored"`
 	ARate        float64 `json:"a_rate"`
 	BRate        float64 `json:"b_rate"`
 	Delta        float64 `json:"delta"` // BRate - ARate
@@ -74,6 +78,10 @@ type Comparison struct {
 	Ties             int
 	MeanDelta        float64
 	OnlyInA, OnlyInB []string
+	// Unscored are the tasks paired but not compared: one side has no
+	// scored trial (every finished one failed for the machine's or the
+	// model provider's reasons), so there is no rate to compare.
+	Unscored []string
 }
 
 // Compare pairs the two sides per task (per agent and task when neither
@@ -119,14 +127,15 @@ func Compare(a, b Side) Comparison {
 	for _, k := range keys {
 		ca, cb := ma[k], mb[k]
 		p := Pair{Key: k, APasses: ca.Passes, AFinished: ca.Finished, BPasses: cb.Passes, BFinished: cb.Finished,
+			AScored: ca.Scored, BScored: cb.Scored,
 			AFinishedAll: ca.Finished == ca.Trials, BFinishedAll: cb.Finished == cb.Trials,
 			ACostUSD: ca.CostUSD, BCostUSD: cb.CostUSD, ADurationMs: ca.DurationMs, BDurationMs: cb.DurationMs}
-		if ca.Finished > 0 {
-			p.ARate = float64(ca.Passes) / float64(ca.Finished)
+		if ca.Scored == 0 || cb.Scored == 0 {
+			out.Unscored = append(out.Unscored, k)
+			continue
 		}
-		if cb.Finished > 0 {
-			p.BRate = float64(cb.Passes) / float64(cb.Finished)
-		}
+		p.ARate = float64(ca.Passes) / float64(ca.Scored)
+		p.BRate = float64(cb.Passes) / float64(cb.Scored)
 		p.Delta = p.BRate - p.ARate
 		switch {
 		case p.Delta > 0:

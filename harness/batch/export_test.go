@@ -1,4 +1,6 @@
 package batch
 
-// PassAtKForTest exposes passAtK.
-func PassAtKForTest(n, c int) []PassAtK { return passAtK(n, c) }
+// PassAtKForTest exposes passAtK and passHatK.
+func PassAtKForTest(planned, n, c int) (at, hat []PassAtK) {
+	return passAtK(planned, n, c), passHatK(planned, n, c)
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
 	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/modelmeter"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -53,32 +55,12 @@ func NewNonce() string {
 // is given: the run records the trial binding (trial, attempt, nonce, task
 // digest, source, agent) in its report and signed predicate.
 func (l Local) RunBound(ctx context.Context, t Trial, attempt int, nonce string) (Attempt, error) {
-	spec, err := t.Spec(l.Base.Schemas) // checks the spec against the trial's task digest
+	b := t.Binding(attempt, nonce)
+	o, stop, err := l.options(t, &b)
 	if err != nil {
 		return Attempt{}, err
 	}
-	o := l.Base
-	b := t.Binding(attempt, nonce)
-	o.Trial = &b
-	o.Stage = 3
-	o.Source = t.Source
-	o.Spec = &spec
-	o.Profile = t.Profile
-	o.AllowNetCase, o.AllowNetVerify, o.AllowNetSetup = t.AllowNet, t.VerifyAllowNet, t.SetupAllowNet
-	if t.Agent.Kind == "" {
-		o.Lane = ctoharness.LaneFake
-		o.Scenario = t.Agent.Scenario
-	} else {
-		o.Lane = ctoharness.LaneReal
-		o.Agent.Name, o.Agent.Model, o.Agent.BaseURL, o.Agent.APIKeyEnv = t.Agent.Kind, t.Agent.Model, t.Agent.BaseURL, t.Agent.APIKeyEnv
-		if t.Agent.Scripted != "" {
-			stop, err := scripted(&o, t.Agent, spec.AllowedPaths)
-			if err != nil {
-				return Attempt{}, fmt.Errorf("trial %s: the scripted model server: %w", t.ID, err)
-			}
-			defer stop()
-		}
-	}
+	defer stop()
 	clock := o.Clock
 	if clock == nil {
 		clock = time.Now
@@ -118,6 +100,93 @@ func (l Local) RunBound(ctx context.Context, t Trial, attempt int, nonce string)
 	}
 	checkHead(t, rep, &a)
 	return a, nil
+}
+
+// options are the harness options of one run of trial t (a scripted
+// agent's model server started; stop ends it).
+func (l Local) options(t Trial, b *ctoharness.TrialBinding) (harness.Options, func(), error) {
+	spec, err := t.Spec(l.Base.Schemas) // checks the spec against the trial's task digest
+	if err != nil {
+		return harness.Options{}, nil, err
+	}
+	o := l.Base
+	o.Trial = b
+	o.Stage = 3
+	o.Source = t.Source
+	o.Spec = &spec
+	o.Profile = t.Profile
+	o.AllowNetCase, o.AllowNetVerify, o.AllowNetSetup = t.AllowNet, t.VerifyAllowNet, t.SetupAllowNet
+	stop := func() {}
+	if t.Agent.Kind == "" {
+		o.Lane = ctoharness.LaneFake
+		o.Scenario = t.Agent.Scenario
+	} else {
+		o.Lane = ctoharness.LaneReal
+		o.Agent.Name, o.Agent.Model, o.Agent.BaseURL, o.Agent.APIKeyEnv = t.Agent.Kind, t.Agent.Model, t.Agent.BaseURL, t.Agent.APIKeyEnv
+		if t.Agent.Scripted != "" {
+			if stop, err = scripted(&o, t.Agent, spec.AllowedPaths); err != nil {
+				return harness.Options{}, nil, fmt.Errorf("trial %s: the scripted model server: %w", t.ID, err)
+			}
+		}
+	}
+	return o, stop, nil
+}
+
+// endpointWait bounds the reachability check of a model endpoint.
+const endpointWait = 3 * time.Second
+
+// Precheck is what would stop the trials that have no final result yet
+// before they run, found without running anything: for each distinct
+// source, task and agent, the dry-run plan's blockers (stage gates, the
+// source owned and clean, the agent installed and its key variable set,
+// the network lists, the verification's scripts) and whether the agent's
+// model endpoint can be reached. Each problem names the trial it was found
+// on and its fix.
+func (l Local) Precheck(ctx context.Context, p Plan, st Store) ([]string, error) {
+	var problems []string
+	seen := map[string]bool{}
+	reached := map[string]error{}
+	for _, t := range p.Trials {
+		key := t.Source + "\x00" + t.TaskDigest + "\x00" + t.Agent.Name
+		if seen[key] {
+			continue
+		}
+		if rec, err := st.Load(t); err != nil {
+			return nil, err
+		} else if rec.Final(p.MaxAttempts) {
+			continue
+		}
+		seen[key] = true
+		where := fmt.Sprintf("agent %s, task %s, source %s", t.Agent.Name, t.Task, t.Source)
+		o, stop, err := l.options(t, nil)
+		if err != nil {
+			problems = append(problems, where+": "+err.Error())
+			continue
+		}
+		dry, err := harness.Plan(ctx, o)
+		stop()
+		if err != nil {
+			problems = append(problems, where+": "+err.Error())
+			continue
+		}
+		for _, b := range dry.Blockers {
+			problems = append(problems, fmt.Sprintf("%s: %s: %s", where, b.Code, b.Message))
+		}
+		if u := t.Agent.BaseURL; u != "" && t.Agent.Scripted == "" {
+			if _, done := reached[u]; !done {
+				pu, err := url.Parse(u)
+				if err == nil {
+					err = modelmeter.Precheck(ctx, pu, endpointWait)
+				}
+				reached[u] = err
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("%s: %s: the model endpoint %s cannot be reached (%v); check the agent's base_url and that the provider is up",
+						where, ctoharness.BlockModelEndpointUnreachable, u, err))
+				}
+			}
+		}
+	}
+	return problems, nil
 }
 
 // trustedWithOwn is the keys a run's signature is checked against: the

@@ -28,6 +28,14 @@ func AllOutcomes() []Outcome {
 // Retryable says whether a trial with this outcome gets another attempt.
 func (o Outcome) Retryable() bool { return o == OutcomeInfraFailed || o == OutcomeModelFailed }
 
+// Scored says whether a final trial with this outcome counts in pass rates
+// and pass@k. infra_failed and model_failed say that the machine or the
+// model provider failed, not the agent: such a trial is unscored (left out
+// of the denominator, and counted as such), as in Inspect.
+func (o Outcome) Scored() bool {
+	return o == OutcomePass || o == OutcomeAgentFailed || o == OutcomePolicyBlocked
+}
+
 func (o Outcome) known() bool {
 	for _, k := range AllOutcomes() {
 		if o == k {

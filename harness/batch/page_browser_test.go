@@ -65,7 +65,7 @@ func TestSummaryPageInBrowser(t *testing.T) {
 	if !strings.Contains(seen.Status, "4 of 4 trials finished (complete)") {
 		t.Errorf("status line %q", seen.Status)
 	}
-	for _, want := range []string{"fine\t2/2\t100%", "broken\t0/2\t0%"} {
+	for _, want := range []string{"fine\t2/2\t0\t100%", "broken\t0/2\t0\t0%"} {
 		if !strings.Contains(seen.Agents, want) {
 			t.Errorf("the agents table does not show %q:\n%s", want, seen.Agents)
 		}

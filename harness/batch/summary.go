@@ -47,8 +47,12 @@ type Summary struct {
 
 // Totals are the sums every row of a summary carries.
 type Totals struct {
-	Trials       int           `json:"trials"`   // planned
-	Finished     int           `json:"finished"` // final
+	Trials   int `json:"trials"`   // planned
+	Finished int `json:"finished"` // final
+	// Scored are the finished trials whose outcome is about the agent
+	// (Outcome.Scored); the rest of Finished are unscored (infra_failed,
+	// model_failed) and stay out of every rate.
+	Scored       int           `json:"scored"`
 	Passes       int           `json:"passes"`
 	Attempts     int           `json:"attempts"`
 	Outcomes     OutcomeCounts `json:"outcomes"`
@@ -90,21 +94,25 @@ type Cell struct {
 	Agent string `json:"agent"`
 	Task  string `json:"task"`
 	Totals
-	PassAtK []PassAtK `json:"pass_at_k"`
+	// PassAtK (some of k attempts pass) and PassHatK (all k pass) for
+	// k = 1 .. the cell's planned trials, over its scored trials; Value is
+	// nil where fewer than k are scored ("not enough trials").
+	PassAtK  []PassAtK `json:"pass_at_k"`
+	PassHatK []PassAtK `json:"pass_hat_k"`
 }
 
-// PassAtK is the unbiased pass@k estimate over the cell's finished trials:
-// 1 - C(n-c, k) / C(n, k) with n trials and c passes.
+// PassAtK is one unbiased estimate over n scored trials with c passes:
+// pass@k = 1 - C(n-c, k) / C(n, k), pass^k = C(c, k) / C(n, k).
 type PassAtK struct {
-	K     int     `json:"k"`
-	Value float64 `json:"value"`
+	K     int      `json:"k"`
+	Value *float64 `json:"value"`
 }
 
 // AgentTotal is one agent over every task.
 type AgentTotal struct {
 	Agent string `json:"agent"`
 	Totals
-	PassRate float64 `json:"pass_rate"` // passes / finished; 0 when none finished
+	PassRate float64 `json:"pass_rate"` // passes / scored; 0 when none is scored
 }
 
 // TrialRow is one trial in batch.json: where it stands and where its evidence is.
@@ -210,13 +218,14 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 	s.Complete = s.Finished == s.Trials
 	for _, k := range cellOrder {
 		a := cells[k]
-		s.Cells = append(s.Cells, Cell{Agent: k[0], Task: k[1], Totals: a.totals(), PassAtK: passAtK(a.t.Finished, a.t.Passes)})
+		s.Cells = append(s.Cells, Cell{Agent: k[0], Task: k[1], Totals: a.totals(), PassAtK: passAtK(a.t.Trials, a.t.Scored, a.t.Passes),
+			PassHatK: passHatK(a.t.Trials, a.t.Scored, a.t.Passes)})
 	}
 	for _, name := range agentOrder {
 		a := agents[name]
 		at := AgentTotal{Agent: name, Totals: a.totals()}
-		if at.Finished > 0 {
-			at.PassRate = float64(at.Passes) / float64(at.Finished)
+		if at.Scored > 0 {
+			at.PassRate = float64(at.Passes) / float64(at.Scored)
 		}
 		s.Agents = append(s.Agents, at)
 	}
@@ -250,6 +259,9 @@ func (c *cellAcc) add(t Trial, rec TrialRecord, final bool) {
 	if final {
 		l := rec.Last()
 		c.t.Finished++
+		if l.Outcome.Scored() {
+			c.t.Scored++
+		}
 		c.t.Outcomes.add(l.Outcome)
 		if l.Outcome == OutcomePass {
 			c.t.Passes++
@@ -278,20 +290,46 @@ func (c *cellAcc) totals() Totals {
 	return t
 }
 
-// passAtK lists pass@k for k = 1..n.
-func passAtK(n, c int) []PassAtK {
-	out := []PassAtK{}
-	for k := 1; k <= n; k++ {
-		v := 1.0
-		if n-c >= k {
-			// C(n-c,k)/C(n,k) = prod_{i=0}^{k-1} (n-c-i)/(n-i)
-			q := 1.0
-			for i := 0; i < k; i++ {
-				q *= float64(n-c-i) / float64(n-i)
-			}
-			v = 1 - q
+// passAtK lists pass@k for k = 1..planned over n scored trials with c
+// passes; nil values where k > n.
+func passAtK(planned, n, c int) []PassAtK {
+	return estimates(planned, n, func(k int) float64 {
+		if n-c < k {
+			return 1
 		}
-		out = append(out, PassAtK{K: k, Value: math.Round(v*1e6) / 1e6})
+		// C(n-c,k)/C(n,k) = prod_{i=0}^{k-1} (n-c-i)/(n-i)
+		q := 1.0
+		for i := 0; i < k; i++ {
+			q *= float64(n-c-i) / float64(n-i)
+		}
+		return 1 - q
+	})
+}
+
+// passHatK lists pass^k, the chance that k trials drawn without
+// replacement all pass: C(c,k)/C(n,k).
+func passHatK(planned, n, c int) []PassAtK {
+	return estimates(planned, n, func(k int) float64 {
+		if c < k {
+			return 0
+		}
+		q := 1.0
+		for i := 0; i < k; i++ {
+			q *= float64(c-i) / float64(n-i)
+		}
+		return q
+	})
+}
+
+func estimates(planned, n int, f func(k int) float64) []PassAtK {
+	out := []PassAtK{}
+	for k := 1; k <= max(planned, n); k++ {
+		e := PassAtK{K: k}
+		if k <= n {
+			v := math.Round(f(k)*1e6) / 1e6
+			e.Value = &v
+		}
+		out = append(out, e)
 	}
 	return out
 }
