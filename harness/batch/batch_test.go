@@ -531,6 +531,23 @@ func TestVerifyDir(t *testing.T) {
 	if v.OK || !anyContains(v.Errors, "its run is bound to batch") || !anyContains(v.Errors, "(a replay)") {
 		t.Errorf("a row naming another trial's run: %+v", v)
 	}
+	// Only the estimates raised: every count stays true, pass@1 does not.
+	var inflated batch.Summary
+	if err := json.Unmarshal(data, &inflated); err != nil {
+		t.Fatal(err)
+	}
+	one := 1.0
+	for i := range inflated.Cells {
+		inflated.Cells[i].PassAtK[0].Value = &one
+	}
+	raised, _ := json.Marshal(inflated)
+	if err := os.WriteFile(filepath.Join(dir, batch.SummaryJSON), raised, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: opts.Trusted})
+	if v.OK || !anyContains(v.Errors, "pass@k or pass^k is not what 0 passes of 1 scored trials give") {
+		t.Errorf("an inflated pass@1: %+v", v)
+	}
 }
 
 func anyContains(list []string, s string) bool {

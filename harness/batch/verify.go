@@ -78,6 +78,9 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 		}
 		t.Finished++
 		t.Outcomes.add(Outcome(row.Outcome))
+		if Outcome(row.Outcome).Scored() {
+			t.Scored++
+		}
 		if row.Outcome == string(OutcomePass) {
 			t.Passes++
 		}
@@ -119,9 +122,12 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 		if got == nil {
 			got = &Totals{}
 		}
-		if got.Finished != c.Finished || got.Passes != c.Passes || got.Outcomes != c.Outcomes {
-			fail("%s/%s: batch.json counts %d passed of %d (%+v), its trial list %d of %d (%+v)", c.Agent, c.Task,
-				c.Passes, c.Finished, c.Outcomes, got.Passes, got.Finished, got.Outcomes)
+		if got.Finished != c.Finished || got.Scored != c.Scored || got.Passes != c.Passes || got.Outcomes != c.Outcomes {
+			fail("%s/%s: batch.json counts %d passed of %d scored, %d finished (%+v), its trial list %d of %d scored, %d finished (%+v)", c.Agent, c.Task,
+				c.Passes, c.Scored, c.Finished, c.Outcomes, got.Passes, got.Scored, got.Finished, got.Outcomes)
+		}
+		if !sameEstimates(c.PassAtK, passAtK(c.Trials, got.Scored, got.Passes)) || !sameEstimates(c.PassHatK, passHatK(c.Trials, got.Scored, got.Passes)) {
+			fail("%s/%s: batch.json's pass@k or pass^k is not what %d passes of %d scored trials give", c.Agent, c.Task, got.Passes, got.Scored)
 		}
 		delete(cells, [2]string{c.Agent, c.Task})
 	}
@@ -130,6 +136,18 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 	}
 	v.OK = len(v.Errors) == 0
 	return v
+}
+
+func sameEstimates(a, b []PassAtK) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].K != b[i].K || (a[i].Value == nil) != (b[i].Value == nil) || (a[i].Value != nil && *a[i].Value != *b[i].Value) {
+			return false
+		}
+	}
+	return true
 }
 
 // rowBinding says why the run a row names is not a run of that row's trial
