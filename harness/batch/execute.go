@@ -18,6 +18,13 @@ type Runner interface {
 	RunTrial(ctx context.Context, t Trial, attempt int) (Attempt, error)
 }
 
+// QueueRunner is a Runner whose attempts wait in a queue before they run
+// (NATS): it calls started when a worker has taken the attempt, so that a
+// progress display counts running and queued attempts apart.
+type QueueRunner interface {
+	RunTrialStarted(ctx context.Context, t Trial, attempt int, started func()) (Attempt, error)
+}
+
 // Verifier re-checks a recorded attempt of a trial (on resume) and returns
 // what is wrong with it; nothing means valid.
 type Verifier func(ctx context.Context, t Trial, a Attempt) []string
@@ -32,10 +39,12 @@ type Event struct {
 
 // Counts is where a batch stands.
 type Counts struct {
-	Total, Done, Running, Failed, Skipped, Retries int
-	Tokens                                         int64
-	CostUSD                                        float64 // reported or estimated costs so far
-	CostUnknown                                    int     // finished trials whose cost is unknown
+	// Running are attempts being made; Queued are published attempts no
+	// worker has taken yet (a QueueRunner only).
+	Total, Done, Running, Queued, Failed, Skipped, Retries int
+	Tokens                                                 int64
+	CostUSD                                                float64 // reported or estimated costs so far
+	CostUnknown                                            int     // finished trials whose cost is unknown
 }
 
 // Options configure Execute.
@@ -133,18 +142,50 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 			return nil
 		}
 		n := len(rec.Attempts) + 1
+		qr, queued := r.(QueueRunner)
 		mu.Lock()
-		c.Running++
+		if queued {
+			c.Queued++
+		} else {
+			c.Running++
+		}
 		if made > 0 || n > 1 {
 			c.Retries++
 			emit("retry", rec.Trial, rec.Last())
 		}
-		emit("start", rec.Trial, nil)
+		if !queued {
+			emit("start", rec.Trial, nil)
+		}
 		mu.Unlock()
-		a, err := r.RunTrial(ctx, rec.Trial, n)
-		mu.Lock()
-		c.Running--
-		mu.Unlock()
+		var a Attempt
+		var err error
+		if queued {
+			var once sync.Once
+			running := false
+			a, err = qr.RunTrialStarted(ctx, rec.Trial, n, func() {
+				once.Do(func() {
+					mu.Lock()
+					c.Queued--
+					c.Running++
+					running = true
+					emit("start", rec.Trial, nil)
+					mu.Unlock()
+				})
+			})
+			once.Do(func() {}) // no start from now on (before mu: the start takes it)
+			mu.Lock()
+			if running {
+				c.Running--
+			} else {
+				c.Queued--
+			}
+			mu.Unlock()
+		} else {
+			a, err = r.RunTrial(ctx, rec.Trial, n)
+			mu.Lock()
+			c.Running--
+			mu.Unlock()
+		}
 		if ctx.Err() != nil {
 			// Stopped by the operator: not an attempt of this trial, but
 			// the model spend its meter recorded is kept for the totals.

@@ -231,6 +231,9 @@ func DescribeWith(ctx context.Context, runDir string, set *schemas.Set, vo valid
 	var rep ctoharness.Report
 	if json.Unmarshal(data, &rep) == nil {
 		a.RunID, a.Status, a.Signed, a.KeyID = rep.RunID, string(rep.Status), rep.Signed, rep.SigningKeyID
+		if f := rep.Freshness; !f.StartedAt.IsZero() && f.FinishedAt.After(f.StartedAt) {
+			a.StartedAt, a.DurationMs = f.StartedAt.UTC(), f.FinishedAt.Sub(f.StartedAt).Milliseconds()
+		}
 		for _, b := range rep.Blockers {
 			a.Blockers = append(a.Blockers, string(b.Code))
 		}

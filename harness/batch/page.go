@@ -25,9 +25,9 @@ var pageTmpl = template.Must(template.New("batch").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("$%.4f (%s)", *t.CostUSD, t.CostBasis)
 	},
-	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
+	"pct":      func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
 	"unscored": func(t Totals) int { return t.Finished - t.Scored },
-	"secs": func(ms int64) string { return fmt.Sprintf("%.1fs", float64(ms)/1000) },
+	"secs":     func(ms int64) string { return fmt.Sprintf("%.1fs", float64(ms)/1000) },
 	"pk": func(sign string, p []PassAtK) string {
 		var b bytes.Buffer
 		for i, x := range p {
@@ -58,8 +58,8 @@ th{background:#f3f3f3}.pass{color:#176d2c}.fail{color:#a11}.pending{color:#777}
 {{range .Agents}}<tr><td>{{.Agent}}</td><td>{{.Passes}}/{{.Scored}}</td><td>{{unscored .Totals}}</td><td>{{pct .PassRate}}</td><td>{{.Outcomes.Pass}}</td><td>{{.Outcomes.AgentFailed}}</td><td>{{.Outcomes.ModelFailed}}</td><td>{{.Outcomes.InfraFailed}}</td><td>{{.Outcomes.PolicyBlocked}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td></tr>
 {{end}}</table></div>
 <h2>Agent × task</h2>
-<div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th></tr>
-{{range .Cells}}<tr><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Passes}}/{{.Scored}} of {{.Trials}}</td><td>{{unscored .Totals}}</td><td>{{pk "@" .PassAtK}}</td><td>{{pk "^" .PassHatK}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td></tr>
+<div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th><th>queued</th></tr>
+{{range .Cells}}<tr><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Passes}}/{{.Scored}} of {{.Trials}}</td><td>{{unscored .Totals}}</td><td>{{pk "@" .PassAtK}}</td><td>{{pk "^" .PassHatK}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td><td>{{secs .QueueMs}}</td></tr>
 {{end}}</table></div>
 <h2>Trials</h2>
 <div class="wrap"><table id="trials"><tr><th>trial</th><th>agent</th><th>task</th><th>repeat</th><th>source</th><th>outcome</th><th>attempts</th><th>refused results</th><th>worker</th><th>evidence</th></tr>

@@ -23,7 +23,10 @@ type Attempt struct {
 	Status        string    `json:"status"`
 	Blockers      []string  `json:"blockers"`
 	StartedAt     time.Time `json:"started_at"`
-	DurationMs    int64     `json:"duration_ms"`
+	DurationMs    int64     `json:"duration_ms"` // the run's
+	// QueueMs is the wait before a worker took the attempt and the
+	// transfer of its run (NATS); 0 for a local run.
+	QueueMs int64 `json:"queue_ms,omitempty"`
 	// InputTokens and OutputTokens are what the harness's model meter
 	// counted (every request, however the run ended); the agent's own
 	// closing account is only its claim, kept beside.

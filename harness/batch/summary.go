@@ -61,8 +61,9 @@ type Totals struct {
 	// CostUSD is nil when some attempt's cost is unknown (no reported cost
 	// and no price in the spec): a sum would understate it.
 	CostUSD    *float64 `json:"cost_usd"`
-	CostBasis  string   `json:"cost_basis"` // reported, estimated, none, mixed or unknown
-	DurationMs int64    `json:"duration_ms"`
+	CostBasis  string   `json:"cost_basis"`  // reported, estimated, none, mixed or unknown
+	DurationMs int64    `json:"duration_ms"` // the runs' own time
+	QueueMs    int64    `json:"queue_ms"`    // waiting for a worker, and transfer (NATS)
 }
 
 // OutcomeCounts counts finished trials by outcome.
@@ -137,6 +138,7 @@ type TrialRow struct {
 	Worker     string `json:"worker"`
 	KeyID      string `json:"key_id"`
 	DurationMs int64  `json:"duration_ms"`
+	QueueMs    int64  `json:"queue_ms"`
 	// RequestNonce is the nonce of the request the row's run answers; its
 	// report's trial binding must carry it.
 	RequestNonce string `json:"request_nonce"`
@@ -194,6 +196,7 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 			row.RequestNonce = l.Nonce
 			for _, a := range rec.Attempts {
 				row.DurationMs += a.DurationMs
+				row.QueueMs += a.QueueMs
 			}
 		}
 		for _, a := range append(append([]Attempt(nil), rec.Attempts...), rec.Interrupted...) {
@@ -246,6 +249,7 @@ func (c *cellAcc) add(t Trial, rec TrialRecord, final bool) {
 		c.t.InputTokens += a.InputTokens
 		c.t.OutputTokens += a.OutputTokens
 		c.t.DurationMs += a.DurationMs
+		c.t.QueueMs += a.QueueMs
 		if cost, ok := Cost(t.Agent, a); ok {
 			c.cost += cost.USD
 			if c.bases == nil {

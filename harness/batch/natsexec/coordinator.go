@@ -50,6 +50,8 @@ type Coordinator struct {
 	sub  jetstream.ConsumeContext
 	mu   sync.Mutex
 	wait map[string]chan Result // by request id
+	// starts are the started callbacks of the requests waited for.
+	starts map[string]func()
 	// avoid is, per trial, the workers whose attempt failed for the
 	// machine's reasons.
 	avoid map[string][]string
@@ -93,7 +95,7 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 		c.close()
 		return nil, err
 	}
-	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, avoid: map[string][]string{}}
+	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, starts: map[string]func(){}, avoid: map[string][]string{}}
 	// An ordered consumer of this batch's results, from now on: a request
 	// made before this coordinator started is made again, not awaited.
 	cons, err := c.js.OrderedConsumer(ctx, ResultsStream, jetstream.OrderedConsumerConfig{
@@ -130,9 +132,19 @@ func (co *Coordinator) deliver(msg jetstream.Msg) {
 		fmt.Fprintf(co.o.Log, "coordinator: a result that does not decode was ignored: %v\n", err)
 		return
 	}
+	if r.Started {
+		co.mu.Lock()
+		start := co.starts[r.RequestID]
+		co.mu.Unlock()
+		if start != nil {
+			start()
+		}
+		return
+	}
 	co.mu.Lock()
 	ch := co.wait[r.RequestID]
 	delete(co.wait, r.RequestID)
+	delete(co.starts, r.RequestID)
 	co.mu.Unlock()
 	if ch == nil {
 		// A second answer to one request (the trial was redelivered and two
@@ -146,6 +158,12 @@ func (co *Coordinator) deliver(msg jetstream.Msg) {
 
 // RunTrial publishes one attempt and waits for a result it can count.
 func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int) (batch.Attempt, error) {
+	return co.RunTrialStarted(ctx, t, attempt, func() {})
+}
+
+// RunTrialStarted is RunTrial telling started when a worker says it has
+// taken the attempt.
+func (co *Coordinator) RunTrialStarted(ctx context.Context, t batch.Trial, attempt int, started func()) (batch.Attempt, error) {
 	var refused []batch.Refusal
 	for len(refused) < co.o.MaxRefusals {
 		co.mu.Lock()
@@ -154,6 +172,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 			IssuedAt: now, Expires: now.Add(co.o.RequestTTL), Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
+		co.starts[req.RequestID] = started
 		co.mu.Unlock()
 		data, err := SignRequest(ctx, co.o.Signer, req)
 		if err != nil {
@@ -191,8 +210,14 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 			co.avoidWorker(t.ID, a.Worker)
 		}
 		a.Refused = refused
-		// Wall time from publishing to a counted result, queueing included.
-		a.StartedAt, a.DurationMs = sent.UTC(), co.o.Clock().Sub(sent).Milliseconds()
+		// The time is the run's own (its report's start and finish); the
+		// rest of the wall time from publishing to a counted result is
+		// queue wait and transfer.
+		wall := co.o.Clock().Sub(sent).Milliseconds()
+		if a.StartedAt.IsZero() {
+			a.StartedAt, a.DurationMs = sent.UTC(), wall
+		}
+		a.QueueMs = max(0, wall-a.DurationMs)
 		return a, nil
 	}
 	return batch.Attempt{Outcome: batch.OutcomeInfraFailed, OutcomeSource: "every result was refused",
@@ -202,6 +227,7 @@ func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int)
 func (co *Coordinator) forget(id string) {
 	co.mu.Lock()
 	delete(co.wait, id)
+	delete(co.starts, id)
 	co.mu.Unlock()
 }
 

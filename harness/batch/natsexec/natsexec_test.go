@@ -388,12 +388,21 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := batch.Execute(ctx, w.plan, w.store, co, batch.Options{Concurrency: len(w.plan.Trials)})
+	var maxRunning, maxQueued int
+	progress := func(e batch.Event) {
+		maxRunning, maxQueued = max(maxRunning, e.Counts.Running), max(maxQueued, e.Counts.Queued)
+	}
+	c, err := batch.Execute(ctx, w.plan, w.store, co, batch.Options{Concurrency: len(w.plan.Trials), OnEvent: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Done != 6 {
 		t.Fatalf("%d of 6 trials done", c.Done)
+	}
+	// Running counts what workers took: never more than the three workers,
+	// while the rest wait in the queue.
+	if maxRunning > 3 || maxRunning == 0 || maxQueued < 3 {
+		t.Errorf("at most %d running and %d queued at once; want 1..3 running (3 workers) and at least 3 of 6 queued", maxRunning, maxQueued)
 	}
 	if killedTrial == "" {
 		t.Fatal("the victim worker never started a trial")
@@ -414,7 +423,15 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 			t.Errorf("trial %s is counted from the killed worker", rec.Trial.ID)
 		}
 		if rec.Trial.ID == killedTrial {
-			t.Logf("the killed worker's trial %s was finished by worker %s", killedTrial, a.Worker)
+			t.Logf("the killed worker's trial %s was finished by worker %s (run %d ms, queued %d ms)", killedTrial, a.Worker, a.DurationMs, a.QueueMs)
+			// Its time is the run's; the ack wait before redelivery (3 s)
+			// is queue time.
+			if a.QueueMs < 2500 || a.DurationMs >= a.QueueMs {
+				t.Errorf("the redelivered trial: run %d ms, queued %d ms; want the 3 s ack wait in the queue time", a.DurationMs, a.QueueMs)
+			}
+		}
+		if a.DurationMs <= 0 {
+			t.Errorf("trial %s: run time %d ms", rec.Trial.ID, a.DurationMs)
 		}
 	}
 }

@@ -168,6 +168,10 @@ type Result struct {
 	// Refused says the worker would not run the request: its policy does
 	// not allow what the request asks (Error says what).
 	Refused bool `json:"refused,omitempty"`
+	// Started is a progress message, not a result: the worker has taken
+	// the request and its run begins. It moves the attempt from queued to
+	// running on the coordinator's display, and nothing else.
+	Started bool `json:"started,omitempty"`
 }
 
 // ObjectName is a result archive's key: the attempt id (the trial id and

@@ -119,6 +119,11 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 		w.Fetched(req)
 	}
 	fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d started\n", keyID, req.Trial.ID, req.Attempt)
+	if data, err := json.Marshal(Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
+		AttemptID: req.AttemptID, Worker: keyID, Started: true}); err == nil {
+		// Progress only: a lost one costs the coordinator's display.
+		_ = c.nc.Publish(ResultsPrefix+req.Trial.BatchID, data)
+	}
 	// Keep the trial ours while it runs: an in-progress ack resets the
 	// server's ack-wait timer. Should this process die, the acks stop and
 	// the trial is delivered to another worker after ack_wait.
