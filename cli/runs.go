@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -102,13 +103,15 @@ type RunsPruneCmd struct {
 
 // Help explains prune.
 func (RunsPruneCmd) Help() string {
-	return `Removes every run directory under the runs directory except the newest --keep runs and every run that a
-stage validation record (RUNS_DIR/validation/stage-N.json) names, together with its runtime workspace
+	return `Removes every run directory under the runs directory except the newest --keep runs, every run that a
+stage validation record (RUNS_DIR/validation/stage-N.json) names and every run a batch's trial record
+(RUNS_DIR/batches/<id>/trials/*.json) names, together with its runtime workspace
 (RUNS_DIR/work/<run_id>), and every workspace whose run directory is gone (a killed run's). First it
 detaches the mounts a killed run left below the runs directory (its overlay fixture or verification
 checkout); a run in progress holds a lock on its directory, and its mounts are never touched. Directories
-whose report.json cannot be read are left alone. If a stage record
-cannot be read, nothing is removed: the run it protects would be unknown. With --caches it also removes
+whose report.json cannot be read are left alone. If a stage or trial record
+cannot be read, nothing is removed: the run it protects would be unknown. To let a batch's runs go,
+remove its directory (RUNS_DIR/batches/<id>) first. With --caches it also removes
 the Go build caches kept between runs (caches.go); do that while no run is in progress.`
 }
 
@@ -152,13 +155,25 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	for _, k := range p.Caches {
 		fmt.Fprintf(env.Stdout, "%s the kept build cache %s\n", verb, term(k))
 	}
-	protected := 0
+	stage, batches := 0, map[string]int{}
 	for _, r := range p.Kept {
-		if r.Protected {
-			protected++
+		switch {
+		case r.ProtectedBy == "stage record":
+			stage++
+		case r.Protected:
+			batches[strings.TrimPrefix(r.ProtectedBy, "batch ")]++
 		}
 	}
-	fmt.Fprintf(env.Stdout, "%s %d runs; kept %d (%d named by stage records)\n", verb, len(p.Removed), len(p.Kept), protected)
+	byBatch := ""
+	if len(batches) > 0 {
+		var names []string
+		for b, n := range batches {
+			names = append(names, fmt.Sprintf("%s (%d)", b, n))
+		}
+		sort.Strings(names)
+		byBatch = "; named by batches: " + term(strings.Join(names, ", "))
+	}
+	fmt.Fprintf(env.Stdout, "%s %d runs; kept %d (%d named by stage records%s)\n", verb, len(p.Removed), len(p.Kept), stage, byBatch)
 	return nil
 }
 

@@ -49,7 +49,9 @@ type Run struct {
 	// Usage is an agent run's model spend (null for other runs and for
 	// agents that never started).
 	Usage     *ctoharness.ModelUsage `json:"usage,omitempty"`
-	Protected bool                   `json:"protected"` // a stage validation record names it
+	Protected bool                   `json:"protected"` // a stage validation record or a batch's trial record names it
+	// ProtectedBy says what names it: "stage record" or "batch <id>".
+	ProtectedBy string `json:"protected_by,omitempty"`
 	Problem   string                 `json:"problem,omitempty"`
 }
 
@@ -120,7 +122,9 @@ func List(runsDir string, f Filter) ([]Run, error) {
 		if r == nil {
 			continue // not a run: validation/, sources/, matrix/
 		}
-		r.Protected = protected[r.RunID] || protected[r.Dir]
+		if by := firstNonEmpty(protected[r.RunID], protected[r.Dir]); by != "" {
+			r.Protected, r.ProtectedBy = true, by
+		}
 		if (f.Status != "" && r.Status != f.Status) || (f.Stage != 0 && r.Stage != f.Stage) {
 			continue
 		}
@@ -204,10 +208,19 @@ func (r *Run) fill(s summary) {
 func RecordsDir(runsDir string) string { return filepath.Join(runsDir, "validation") }
 
 // Protected returns the run ids and run directories that stage validation
-// records name. A record that cannot be read makes it an error: without it,
-// nobody can say which run must be kept.
-func Protected(runsDir string) (map[string]bool, error) {
-	out := map[string]bool{}
+// records and batches' trial records (RUNS_DIR/batches/<id>/trials/*.json)
+// name, each with what names it. A record that cannot be read makes it an
+// error: without it, nobody can say which run must be kept.
+func Protected(runsDir string) (map[string]string, error) {
+	out := map[string]string{}
+	add := func(runID, runDir, by string) {
+		if runID != "" && out[runID] == "" {
+			out[runID] = by
+		}
+		if runDir != "" && out[filepath.Clean(runDir)] == "" {
+			out[filepath.Clean(runDir)] = by
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(RecordsDir(runsDir), "stage-*.json"))
 	if err != nil {
 		return nil, err
@@ -227,12 +240,45 @@ func Protected(runsDir string) (map[string]bool, error) {
 		if err := json.Unmarshal(data, &rec); err != nil || (rec.RunID == "" && rec.RunDir == "") {
 			return nil, fmt.Errorf("stage record %s is malformed, so the run it protects is unknown; fix or remove it first", p)
 		}
-		if rec.RunID != "" {
-			out[rec.RunID] = true
+		add(rec.RunID, rec.RunDir, "stage record")
+	}
+	// Every attempt a batch recorded: its summary and 'batch verify' read
+	// them, and a resumed batch would run a pruned trial again.
+	trials, err := filepath.Glob(filepath.Join(runsDir, "batches", "*", "trials", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range trials {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read batch trial record %s: %w", p, err)
 		}
-		if rec.RunDir != "" {
-			out[filepath.Clean(rec.RunDir)] = true
+		var rec struct {
+			Attempts []struct {
+				RunID  string `json:"run_id"`
+				RunDir string `json:"run_dir"`
+			} `json:"attempts"`
+			Interrupted []struct {
+				RunID  string `json:"run_id"`
+				RunDir string `json:"run_dir"`
+			} `json:"interrupted"`
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return nil, fmt.Errorf("batch trial record %s is malformed, so the runs it names are unknown; fix or remove it first: %w", p, err)
+		}
+		by := "batch " + filepath.Base(filepath.Dir(filepath.Dir(p)))
+		for _, a := range append(rec.Attempts, rec.Interrupted...) {
+			add(a.RunID, a.RunDir, by)
 		}
 	}
 	return out, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
 }
