@@ -989,3 +989,65 @@ func readUnverified(t *testing.T, data []byte) natsexec.Request {
 	}
 	return req
 }
+
+// A worker whose run outlives what the trial's limits allow stops its
+// in-progress acks (MaxHold here; by default the task's timeouts and a
+// margin), so a stuck run does not keep its trial from other workers: the
+// server gives the trial to another worker, and it is counted once.
+func TestStuckTrialGoesToAnotherWorker(t *testing.T) {
+	w := newWorld(t, 1)
+	spec := harness.DefaultSpec()
+	spec.CaseTimeoutSeconds = 4
+	specFile := filepath.Join(w.dir, "slow-task.json")
+	data, _ := json.Marshal(spec)
+	if err := os.WriteFile(specFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = json.Marshal(batch.Spec{Name: "stuck", Sources: []string{filepath.Join(w.owned, "a")}, Tasks: []batch.TaskRef{{Name: "slow", Spec: specFile}},
+		Agents: []batch.Agent{{Name: "hangs", Scenario: "hang"}}, Repeats: 1, MaxAttempts: 1})
+	bs, err := batch.ParseSpec(data, filepath.Join(w.dir, "stuck.json"), w.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.plan, err = batch.MakePlan(context.Background(), bs, w.set); err != nil {
+		t.Fatal(err)
+	}
+	if w.store, err = batch.OpenStore(filepath.Join(w.dir, "coordinator"), w.plan.BatchID); err != nil {
+		t.Fatal(err)
+	}
+	a, apub, _ := w.key(t, "a")
+	b, bpub, _ := w.key(t, "b")
+	co := w.coordinator(t, time.Second, apub, bpub)
+	var mu sync.Mutex
+	took := map[string][]string{}
+	first := make(chan struct{})
+	var once sync.Once
+	wa := w.worker(t, "a", a)
+	wa.MaxHold = 500 * time.Millisecond
+	wa.Fetched = func(r natsexec.Request) {
+		mu.Lock()
+		took["a"] = append(took["a"], r.RequestID)
+		mu.Unlock()
+		once.Do(func() { close(first) })
+	}
+	w.start(t, "a", wa)
+	wb := w.worker(t, "b", b)
+	wb.Fetched = func(r natsexec.Request) { mu.Lock(); took["b"] = append(took["b"], r.RequestID); mu.Unlock() }
+	go func() {
+		<-first
+		w.start(t, "b", wb)
+	}()
+	c, err := batch.Execute(context.Background(), w.plan, w.store, co, batch.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(took["a"]) == 0 || len(took["b"]) == 0 || took["b"][0] != took["a"][0] {
+		t.Fatalf("requests taken: %v; want worker b to get worker a's stuck request", took)
+	}
+	rec := w.records(t)[0]
+	if c.Done != 1 || len(rec.Attempts) != 1 {
+		t.Errorf("done %d, attempts %+v: want the trial counted once", c.Done, rec.Attempts)
+	}
+}

@@ -33,6 +33,9 @@ type Worker struct {
 	// (the config's signing.coordinator_keys and --coordinator-key).
 	Coordinators []attest.PublicKey
 	Clock        func() time.Time // nil: time.Now
+	// MaxHold caps how long in-progress acks keep one trial (0: the task's
+	// timeouts and a margin, see maxHold).
+	MaxHold time.Duration
 	// Fetched, when set, is told each time a verified trial is taken
 	// (tests); Dropped each time a message is dropped unrun.
 	Fetched func(Request)
@@ -131,13 +134,22 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
 		ackWait = info.Config.AckWait
 	}
+	// The extension is capped by what the trial's own limits allow: a run
+	// that outlives them is stuck, and its trial goes to another worker.
+	hold := w.maxHold(req.Trial)
 	stop := make(chan struct{})
 	go func() {
 		t := time.NewTicker(ackWait / 3)
 		defer t.Stop()
+		capped := time.NewTimer(hold)
+		defer capped.Stop()
 		for {
 			select {
 			case <-stop:
+				return
+			case <-capped.C:
+				fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d has run for %s, longer than its limits allow: no more in-progress acks, so the server may give it to another worker\n",
+					keyID, req.Trial.ID, req.Attempt, hold)
 				return
 			case <-t.C:
 				_ = msg.InProgress()
@@ -168,6 +180,28 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 		fmt.Fprintf(w.Log, "worker %s: ack trial %s: %v (it may run again; it is counted once)\n", keyID, req.Trial.ID, err)
 	}
 	fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d finished: %s\n", keyID, req.Trial.ID, req.Attempt, describeResult(res))
+}
+
+// holdMargin is the time a run may take beyond its task's own timeouts
+// (copy, proofs, checkout, validation, upload).
+const holdMargin = 15 * time.Minute
+
+// maxHold is how long the worker keeps a trial with in-progress acks: the
+// task's Case, setup and verification timeouts and holdMargin (or
+// MaxHold, when set).
+func (w Worker) maxHold(t batch.Trial) time.Duration {
+	if w.MaxHold > 0 {
+		return w.MaxHold
+	}
+	spec, err := t.Spec(w.Local.Base.Schemas)
+	if err != nil {
+		return holdMargin
+	}
+	secs := spec.CaseTimeoutSeconds + spec.Verification.TimeoutSeconds
+	if spec.Setup != nil {
+		secs += spec.Setup.TimeoutSeconds
+	}
+	return time.Duration(secs)*time.Second + holdMargin
 }
 
 func describeResult(r Result) string {
