@@ -52,7 +52,7 @@ type Run struct {
 	Protected bool                   `json:"protected"` // a stage validation record or a batch's trial record names it
 	// ProtectedBy says what names it: "stage record" or "batch <id>".
 	ProtectedBy string `json:"protected_by,omitempty"`
-	Problem   string                 `json:"problem,omitempty"`
+	Problem     string `json:"problem,omitempty"`
 }
 
 // summary is the part of report.json the list needs; decoding only it keeps
