@@ -11,19 +11,22 @@ type BlockerCode string
 
 // Gate and stage-ladder blockers.
 const (
-	BlockStageUnknown          BlockerCode = "STAGE_UNKNOWN"
-	BlockStageNotApproved      BlockerCode = "STAGE_NOT_APPROVED"
-	BlockAllowCaseMissing      BlockerCode = "GATE_ALLOW_CASE_MISSING"
-	BlockCaseStageMissing      BlockerCode = "GATE_CASE_STAGE_MISSING"
-	BlockCaseStageMismatch     BlockerCode = "GATE_CASE_STAGE_MISMATCH"
-	BlockBackendNotAllowed     BlockerCode = "GATE_BACKEND_NOT_ALLOWED"
-	BlockPrevStageMissing      BlockerCode = "PREVIOUS_STAGE_EVIDENCE_MISSING"
-	BlockPrevStageInvalid      BlockerCode = "PREVIOUS_STAGE_EVIDENCE_INVALID"
-	BlockPrevStageStale        BlockerCode = "PREVIOUS_STAGE_EVIDENCE_STALE"
-	BlockPrevStageTampered     BlockerCode = "PREVIOUS_STAGE_EVIDENCE_TAMPERED"
-	BlockPrevStageSchema       BlockerCode = "PREVIOUS_STAGE_SCHEMA_MISMATCH"
-	BlockConfigInvalid         BlockerCode = "CONFIG_INVALID"
-	BlockTaskInvalid           BlockerCode = "TASK_INVALID"
+	BlockStageUnknown      BlockerCode = "STAGE_UNKNOWN"
+	BlockStageNotApproved  BlockerCode = "STAGE_NOT_APPROVED"
+	BlockAllowCaseMissing  BlockerCode = "GATE_ALLOW_CASE_MISSING"
+	BlockCaseStageMissing  BlockerCode = "GATE_CASE_STAGE_MISSING"
+	BlockCaseStageMismatch BlockerCode = "GATE_CASE_STAGE_MISMATCH"
+	BlockBackendNotAllowed BlockerCode = "GATE_BACKEND_NOT_ALLOWED"
+	BlockPrevStageMissing  BlockerCode = "PREVIOUS_STAGE_EVIDENCE_MISSING"
+	BlockPrevStageInvalid  BlockerCode = "PREVIOUS_STAGE_EVIDENCE_INVALID"
+	BlockPrevStageStale    BlockerCode = "PREVIOUS_STAGE_EVIDENCE_STALE"
+	BlockPrevStageTampered BlockerCode = "PREVIOUS_STAGE_EVIDENCE_TAMPERED"
+	BlockPrevStageSchema   BlockerCode = "PREVIOUS_STAGE_SCHEMA_MISMATCH"
+	BlockConfigInvalid     BlockerCode = "CONFIG_INVALID"
+	BlockTaskInvalid       BlockerCode = "TASK_INVALID"
+	// BlockTaskRequired: a run on the user's own repository was given no
+	// task: the built-in sample task would grade none of its tests.
+	BlockTaskRequired          BlockerCode = "TASK_REQUIRED"
 	BlockCaseCommandMissing    BlockerCode = "CASE_COMMAND_MISSING"
 	BlockSandboxUnavailable    BlockerCode = "SANDBOX_UNAVAILABLE"
 	BlockGovernanceUnavailable BlockerCode = "GOVERNANCE_UNAVAILABLE"
@@ -173,6 +176,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
 		BlockUnsafeFileName, BlockSourceBusy, BlockLFSObjectMissing,
 		BlockModelEndpointUnreachable, BlockModelAPIError, BlockModelRateLimited, BlockModelStalled,
+		BlockTaskRequired,
 	}
 }
 

@@ -71,6 +71,10 @@ type Report struct {
 	// in the config, --unsandboxed, a view that showed the key).
 	UnsignedReason string       `json:"unsigned_reason,omitempty"`
 	Agent          *AgentRecord `json:"agent,omitempty"`
+	// SampleTask says the built-in sample task ran on the user's own
+	// repository (--sample-task, chosen on purpose): the verdict covers
+	// that task only, not the repository's tests.
+	SampleTask bool `json:"sample_task,omitempty"`
 	// Trial binds the run to the batch trial attempt that asked for it;
 	// absent for a run made outside a batch.
 	Trial *TrialBinding `json:"trial,omitempty"`

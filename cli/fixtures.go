@@ -77,6 +77,9 @@ func describeSetup(s fixtures.Setup) string {
 	if s.SourceModify != "" {
 		parts = append(parts, "source file "+s.SourceModify+" modified")
 	}
+	if s.NoTask {
+		parts = append(parts, "no task spec (run without --task)")
+	}
 	if s.SourceUntracked != "" {
 		parts = append(parts, "untracked "+s.SourceUntracked+" in the source")
 	}

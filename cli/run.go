@@ -22,7 +22,8 @@ import (
 type RunCmd struct {
 	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
 	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds. Default: the built-in sample task." type:"existingfile" placeholder:"FILE"`
+	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds (docs/tasks.md). A stage-3 run on your repository needs one." type:"existingfile" placeholder:"FILE"`
+	SampleTask     bool     `name:"sample-task" help:"Without --task, run the built-in sample task (a note in CASE_NOTES.md) on purpose: the verdict then covers that task only, none of the repository's tests."`
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
 	Profile        string   `name:"profile" placeholder:"NAME" help:"one of: strict,fast,smoke,yolo,agent. The execution profile (default fast; agent with --agent): it sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
@@ -100,6 +101,10 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		RunsDir: g.runsDir(env), Config: cfg, Getenv: env.Getenv, Deep: c.Deep, Unsandboxed: c.Unsandboxed, SelfExe: env.Self, Schemas: set,
 		Profile: c.Profile, KeepWork: c.KeepWork, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
+		RequireTask: c.Stage == 3 && !c.SampleTask,
+	}
+	if c.SampleTask && spec != nil {
+		return usagef("--sample-task and --task exclude each other: --task runs your task, --sample-task the built-in one")
 	}
 	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {
 		if _, err := egress.ParseEndpoint(e); err != nil {
@@ -136,6 +141,9 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	return nil
 }
 
+// sampleTaskNote says what a --sample-task verdict covers.
+const sampleTaskNote = "task: the built-in sample task (--sample-task): the verdict covers that task only, none of the repository's tests"
+
 // runLine is the --json output of run.
 type runLine struct {
 	RunID                   string               `json:"run_id"`
@@ -148,19 +156,23 @@ type runLine struct {
 	Blockers                []ctoharness.Blocker `json:"blockers"`
 	Signed                  bool                 `json:"signed"`
 	KeyID                   string               `json:"key_id,omitempty"`
+	SampleTask              bool                 `json:"sample_task,omitempty"`
 }
 
 func (c *RunCmd) print(env *Env, rep *ctoharness.Report) {
 	if c.JSON {
 		_ = printJSON(env.Stdout, runLine{RunID: rep.RunID, RunDir: rep.RunArtifactDir, Status: rep.Status, Outcome: rep.Outcome,
 			Stage: rep.Stage, CaseProcessStarted: rep.CaseProcessStarted, SourceRepositoryMutated: rep.SourceRepositoryMutated, Blockers: rep.Blockers,
-			Signed: rep.Signed, KeyID: rep.SigningKeyID})
+			Signed: rep.Signed, KeyID: rep.SigningKeyID, SampleTask: rep.SampleTask})
 		return
 	}
 	fmt.Fprintf(env.Stdout, "run %s: %s (stage %d, %s backend, lane %s)\n", term(rep.RunID), term(rep.Status), rep.Stage, term(rep.Backend), term(rep.CaseLane))
 	fmt.Fprintf(env.Stdout, "outcome: %s\n", term(rep.Outcome))
 	fmt.Fprintf(env.Stdout, "evidence: %s\n", term(rep.RunArtifactDir))
 	fmt.Fprintln(env.Stdout, term(signedLine(rep.Signed, rep.SigningKeyID)))
+	if rep.SampleTask {
+		fmt.Fprintln(env.Stdout, sampleTaskNote)
+	}
 	for _, b := range rep.Blockers {
 		fmt.Fprintf(env.Stdout, "blocker: %s at %s: %s\n", term(b.Code), term(b.Step), term(b.Message))
 	}

@@ -126,6 +126,11 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			spec = &s
 		}
 	}
+	if spec == nil && o.RequireTask {
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
+			Message: "no task was given: give --task FILE (see docs/tasks.md), or --sample-task to run the built-in sample task on purpose"})
+		return plan, nil
+	}
 	if spec == nil {
 		s := DefaultSpec()
 		spec = &s

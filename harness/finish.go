@@ -110,6 +110,9 @@ func Markdown(rep *ctoharness.Report) []byte {
 	fmt.Fprintf(&b, "- source: %s\n- fixture: %s\n- run artifact dir: %s\n- runtime workspace root: %s\n",
 		mdPath(rep.SourcePath), mdPath(rep.FixturePath), mdPath(rep.RunArtifactDir), mdPath(rep.RuntimeWorkspaceRoot))
 	fmt.Fprintf(&b, "- started: %s, finished: %s\n\n", rep.Freshness.StartedAt.Format("2006-01-02T15:04:05.000Z07:00"), rep.Freshness.FinishedAt.Format("2006-01-02T15:04:05.000Z07:00"))
+	if rep.SampleTask {
+		b.WriteString("**The built-in sample task ran (--sample-task):** the verdict covers that task only, none of the repository's tests.\n\n")
+	}
 	b.WriteString("## Blockers\n\n")
 	if len(rep.Blockers) == 0 {
 		b.WriteString("none\n")

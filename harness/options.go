@@ -33,6 +33,11 @@ type Options struct {
 	Stage    int
 	Source   string     // required for stage 3; stages 1–2 default to the embedded artificial fixture
 	Spec     *task.Spec // nil selects the built-in task for the source
+	// RequireTask refuses (TASK_REQUIRED) a run on the user's own
+	// repository with no Spec, before Case starts: the built-in sample
+	// task would grade none of the repository's tests. The CLI sets it
+	// unless --sample-task is given.
+	RequireTask bool
 	Lane     ctoharness.Lane
 	CaseCmd  []string // the real lane's Case command
 	RunsDir  string

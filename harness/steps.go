@@ -132,11 +132,19 @@ func (r *run) classify(ctx context.Context) bool {
 	if repo.Separate() {
 		r.rep.SourceGitDir = repo.GitDir
 	}
+	if r.o.Spec == nil && builtin == "" && r.o.RequireTask {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
+			Message: fmt.Sprintf("no task was given for %s: the built-in sample task (a note in CASE_NOTES.md) would grade none of its tests; "+
+				"give --task FILE (see docs/tasks.md), or --sample-task to run the sample task on purpose", repo.Root)})
+		r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
+		return false
+	}
 	spec, err := r.taskSpec(builtin)
 	if err != nil {
 		r.blockErr(err, ctoharness.StepClassify)
 		return false
 	}
+	r.rep.SampleTask = r.o.Spec == nil && builtin == ""
 	r.spec = spec
 	r.rep.AllowedPaths = append([]string{}, spec.AllowedPaths...)
 	r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true})

@@ -522,6 +522,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if st.ClockStepMs != 0 {
 		opts.Clock = steppedClock(o.Clock, time.Duration(st.ClockStepMs)*time.Millisecond)
 	}
+	if st.NoTask {
+		opts.Spec, opts.RequireTask = nil, true
+	}
 	if opts.Signing, err = rowSigning(ctx, st, o, work, records); err != nil {
 		return harness.Options{}, "", err
 	}
