@@ -71,6 +71,9 @@ type Report struct {
 	// in the config, --unsandboxed, a view that showed the key).
 	UnsignedReason string       `json:"unsigned_reason,omitempty"`
 	Agent          *AgentRecord `json:"agent,omitempty"`
+	// HiddenTests are the task's verification files Case never saw (absent
+	// when the task has none).
+	HiddenTests *HiddenTests `json:"hidden_tests,omitempty"`
 	// SampleTask says the built-in sample task ran on the user's own
 	// repository (--sample-task, chosen on purpose): the verdict covers
 	// that task only, not the repository's tests.
@@ -78,6 +81,20 @@ type Report struct {
 	// Trial binds the run to the batch trial attempt that asked for it;
 	// absent for a run made outside a batch.
 	Trial *TrialBinding `json:"trial,omitempty"`
+}
+
+// HiddenTests records a task's hidden tests: read and digested before Case
+// started, checked against that digest and laid over the verification
+// checkout after it ended, archived in the run directory.
+type HiddenTests struct {
+	Dir    string `json:"dir"`
+	Digest string `json:"digest"` // sha256 over each file's path, mode and content sha256, in path order
+	Files  int    `json:"files"`
+	Bytes  int64  `json:"bytes"`
+	// Overridden are the paths of Case's result the hidden files replaced.
+	Overridden []string `json:"overridden"`
+	// Archive is the run directory's tar of the files laid ("" until laid).
+	Archive string `json:"archive,omitempty"`
 }
 
 // Policy is the classification policy the run was held to, recorded so a

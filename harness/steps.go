@@ -26,6 +26,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -145,9 +146,80 @@ func (r *run) classify(ctx context.Context) bool {
 		return false
 	}
 	r.rep.SampleTask = r.o.Spec == nil && builtin == ""
+	if spec.HiddenTests != "" {
+		rec, err := r.hiddenTests(ctx, spec.HiddenTests, repo.Root)
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
+			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
+			return false
+		}
+		r.rep.HiddenTests = rec
+	}
 	r.spec = spec
 	r.rep.AllowedPaths = append([]string{}, spec.AllowedPaths...)
-	r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true})
+	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
+	if h := r.rep.HiddenTests; h != nil {
+		// Fixed in the event chain before Case starts: the criteria cannot
+		// change once the result is known.
+		data["hidden_tests_digest"] = h.Digest
+	}
+	r.emit(ctx, ctoharness.EvSourceClassified, data)
+	return true
+}
+
+// hiddenTests reads the task's hidden test directory before Case starts
+// and says why it cannot be used: outside the source (whose copy Case
+// gets), and with the sandbox (which hides it from Case).
+func (r *run) hiddenTests(ctx context.Context, dir, sourceRoot string) (*ctoharness.HiddenTests, error) {
+	set, err := hidden.Read(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("%v; fix the task's hidden_tests", err)
+	}
+	real, err := filepath.EvalSymlinks(set.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("hidden tests %s: %v", set.Dir, err)
+	}
+	if insideAnyPath(real, []string{sourceRoot}) {
+		return nil, fmt.Errorf("the hidden tests %s lie inside the source %s, whose copy Case works in: keep them outside the repository", set.Dir, sourceRoot)
+	}
+	if r.o.Unsandboxed {
+		return nil, fmt.Errorf("the task has hidden tests (%s), and --unsandboxed lets Case read any file: run it sandboxed", set.Dir)
+	}
+	return set.Record(), nil
+}
+
+// layHidden lays the hidden tests over the verification checkout, after
+// checking they are still what was digested before Case started, and
+// archives them in the run directory.
+func (r *run) layHidden(ctx context.Context, work string) bool {
+	h := r.rep.HiddenTests
+	if h == nil {
+		return true
+	}
+	fail := func(err error) bool {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
+		r.skipVerify("the hidden tests could not be laid over the checkout")
+		return false
+	}
+	set, err := hidden.Read(ctx, h.Dir)
+	if err != nil {
+		return fail(err)
+	}
+	if set.Digest != h.Digest {
+		return fail(fmt.Errorf("the hidden tests in %s changed during the run (digest %s before Case, %s now): run again", h.Dir, h.Digest, set.Digest))
+	}
+	r.tr.Trace(ctoharness.TraceWrite, work)
+	over, err := hidden.Lay(ctx, set, work)
+	h.Overridden = over
+	if err != nil {
+		return fail(err)
+	}
+	if err := r.dir.WriteStream(ctx, evidence.HiddenTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
+		r.blockWrite(err, ctoharness.StepVerify)
+		r.skipVerify(evidence.HiddenTar + " could not be written")
+		return false
+	}
+	h.Archive = evidence.HiddenTar
 	return true
 }
 
@@ -769,6 +841,10 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 			r.skipVerify("the verification command's sandbox could not be built")
 			return
 		}
+	}
+	if !r.layHidden(ctx, work) {
+		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+		return
 	}
 	if !r.setup(ctx, work, scratch) {
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})

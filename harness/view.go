@@ -108,6 +108,9 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		read = tsk.ReadPaths
 	}
 	hide := append(append(sandbox.DefaultHide(), cfg.HidePaths...), tsk.HidePaths...)
+	if d := r.spec.HiddenTests; d != "" {
+		hide = append(hide, d) // laid into the verification's checkout; never shown to Case
+	}
 	// The harness user's own home, wherever it is.
 	if home := r.o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
 		hide = append(hide, filepath.Clean(home))

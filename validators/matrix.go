@@ -309,6 +309,33 @@ func lastStepEvent(runDir string) string {
 
 // rowSource is where the row's source lives for its kind, and the config
 // that owns (or does not own) it.
+// rowHiddenTests writes a row's hidden test files into a directory inside
+// a configured read path of the view, so that only the harness hiding
+// them keeps them from Case. It returns the directory ("" without files).
+func rowHiddenTests(work string, files map[string]string, cfg *config.Config) (string, error) {
+	if len(files) == 0 {
+		return "", nil
+	}
+	shared := filepath.Join(work, "shared")
+	dir := filepath.Join(shared, "hidden")
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = &config.Sandbox{}
+	}
+	if !slices.Contains(cfg.Sandbox.ViewPaths.ReadPaths, shared) {
+		cfg.Sandbox.ViewPaths.ReadPaths = append(cfg.Sandbox.ViewPaths.ReadPaths, shared)
+	}
+	return dir, nil
+}
+
 func rowSource(work, kind string) (string, config.Config, error) {
 	cfg := config.Config{}
 	switch kind {
@@ -465,6 +492,11 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		cfg.Sandbox = &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{shared}}}
 		gitDirRepl = strings.NewReplacer("{source_git_dir}", gd, "{source_git_dirs}", filepath.Dir(gd))
 	}
+	hiddenDir, err := rowHiddenTests(work, st.HiddenTests, &cfg)
+	if err != nil {
+		return harness.Options{}, "", err
+	}
+	hiddenRepl := strings.NewReplacer("{hidden}", hiddenDir)
 	warmRepl, warmEnv, err := warmCaches(work, st.WarmCaches, &cfg)
 	if err != nil {
 		return harness.Options{}, "", err
@@ -481,9 +513,10 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.CaseTimeoutSeconds = st.CaseTimeoutSeconds
 	}
 	if st.Verification != "" {
-		spec.Verification.Command = warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(st.Verification)))
+		spec.Verification.Command = hiddenRepl.Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(st.Verification))))
 	}
 	spec.FixtureGit = st.FixtureGit
+	spec.HiddenTests = hiddenDir
 	if st.AllowedPaths != nil {
 		spec.AllowedPaths = st.AllowedPaths
 	}
@@ -509,7 +542,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, runlist.WorkDir, runID, "scratch")
 	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{listener}", att.listenAddr(),
-		"{secret}", att.secretName).Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario))))
+		"{secret}", att.secretName).Replace(hiddenRepl.Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario)))))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: withEnv(gateEnv(o.HostEnv, allow, caseStage), warmEnv), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
 		Scenario: scenario, Fault: st.Fault, Unsandboxed: st.Unsandboxed, Profile: st.Profile,

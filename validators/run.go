@@ -59,6 +59,7 @@ func runChecks() []runCheck {
 		{"trace_roots", checkTrace},
 		{"sandbox_view", checkSandboxView},
 		{"tests", checkTests},
+		{"hidden_tests", checkHiddenTests},
 		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
 		{"report_page", checkReportPage},

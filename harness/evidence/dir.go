@@ -34,7 +34,8 @@ const (
 	PatchFile    = "patch.diff"
 	TestLog      = "test.log"
 	SetupLog     = "setup.log"
-	WarmUpLog    = "warmup.log" // the kept build cache's warm-up (harness/keptcache.go)
+	HiddenTar    = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
+	WarmUpLog    = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)
 	BackendDir   = "backend"
 	CaseStdout   = "backend/case.stdout.log"
 	CaseStderr   = "backend/case.stderr.log"

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 )
@@ -45,6 +46,10 @@ type Spec struct {
 	// before the verification command runs; Case never sees it.
 	Setup              *Verification `json:"setup,omitempty"`
 	CaseTimeoutSeconds int           `json:"case_timeout_seconds,omitempty"`
+	// HiddenTests is a directory of verification files Case never sees
+	// (relative paths are relative to the spec file): they are laid over
+	// the fresh checkout of the result before setup and verification.
+	HiddenTests string `json:"hidden_tests,omitempty"`
 	// FixtureGit says what Case may change in its fixture's .git: "block"
 	// (the default) blocks a change outside the parts git writes in
 	// everyday use (config, hooks, attributes, replace refs …); "allow"
@@ -133,9 +138,12 @@ type Contract struct {
 	Verification       Verification `json:"verification"`
 	CaseTimeoutSeconds int          `json:"case_timeout_seconds"`
 	// FixtureGit is the spec's fixture_git, "block" when it gave none.
-	FixtureGit string               `json:"fixture_git,omitempty"`
-	Limits     ctoharness.Limits    `json:"limits"`
-	Evidence   EvidenceExpectations `json:"evidence_expectations"`
+	FixtureGit string `json:"fixture_git,omitempty"`
+	// HiddenTests says that the verification also runs tests Case is not
+	// shown (not where they are or what they hold).
+	HiddenTests bool                 `json:"hidden_tests,omitempty"`
+	Limits      ctoharness.Limits    `json:"limits"`
+	Evidence    EvidenceExpectations `json:"evidence_expectations"`
 }
 
 // forbidGitChange is the base action a task with fixture_git: allow drops.
@@ -158,7 +166,15 @@ func Load(ctx context.Context, path string, validate func([]byte) error) (Spec, 
 	if err != nil {
 		return Spec{}, fmt.Errorf("read task spec %s: %w", path, err)
 	}
-	return Parse(data, path, validate)
+	s, err := Parse(data, path, validate)
+	if err == nil && s.HiddenTests != "" && !filepath.IsAbs(s.HiddenTests) {
+		abs, aerr := filepath.Abs(filepath.Join(filepath.Dir(path), s.HiddenTests))
+		if aerr != nil {
+			return Spec{}, fmt.Errorf("task spec %s: hidden_tests %q: %w", path, s.HiddenTests, aerr)
+		}
+		s.HiddenTests = abs
+	}
+	return s, err
 }
 
 // Parse decodes and validates spec bytes; origin names them in errors.
@@ -210,6 +226,7 @@ func NewContract(s Spec, runID, fixturePath string) Contract {
 		Verification:       s.Verification,
 		CaseTimeoutSeconds: s.CaseTimeoutSeconds,
 		FixtureGit:         fixtureGit,
+		HiddenTests:        s.HiddenTests != "",
 		Limits:             limits(s.Limits),
 		Evidence: EvidenceExpectations{
 			EventStream:    "stdout, one JSON object per line",

@@ -69,6 +69,17 @@ func readLeak(path string) func(*caseRun) error {
 	}
 }
 
+// writeFile writes "exit 0" at rel in the fixture, and nothing else: a
+// Case that replaces the check it is judged by instead of doing the task.
+func writeFile(rel string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(c.root, filepath.FromSlash(rel))), 0o755); err != nil {
+			return err
+		}
+		return c.write(rel, "exit 0\n")
+	}
+}
+
 // listDir lists DIR; an absent or empty directory counts as denied.
 func listDir(dir string) func(*caseRun) error {
 	return func(c *caseRun) error {

@@ -1,0 +1,281 @@
+// Package hidden is the pipeline step that lays a task's hidden tests over
+// the verification checkout: files Case never saw, read from a directory
+// of the task's own, checked against the digest recorded before Case
+// started, written over Case's result right before setup and
+// verification, and kept in the evidence as an archive.
+package hidden
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+)
+
+// Caps on a hidden test directory: it is read whole into memory, so that
+// what is laid and archived is exactly what was digested.
+const (
+	MaxFiles = 10000
+	MaxBytes = 32 << 20
+)
+
+// ErrHidden marks a hidden test directory that cannot be used.
+var ErrHidden = errors.New("hidden tests")
+
+// File is one hidden file.
+type File struct {
+	Path string // slash-separated, relative to the directory
+	Exec bool
+	data []byte
+}
+
+// Set is a hidden test directory as read, with its digest.
+type Set struct {
+	Dir    string
+	Digest string // sha256 over each file's path, mode and content digest, in path order
+	Files  []File
+	Bytes  int64
+}
+
+// Read reads dir whole: directories and regular files only (a link, device
+// or FIFO refuses it), no name with a .git component, within the caps.
+func Read(ctx context.Context, dir string) (Set, error) {
+	if !filepath.IsAbs(dir) {
+		return Set{}, fmt.Errorf("%w: %s is not an absolute path", ErrHidden, dir)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return Set{}, fmt.Errorf("%w: %v", ErrHidden, err)
+	}
+	if !st.IsDir() {
+		return Set{}, fmt.Errorf("%w: %s is not a directory (a link to one is not followed)", ErrHidden, dir)
+	}
+	s := Set{Dir: filepath.Clean(dir)}
+	err = filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.Dir, p)
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if hasGitComponent(rel) {
+			return fmt.Errorf("%s: a hidden test may not write into a .git directory", rel)
+		}
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file or directory (%s)", rel, d.Type())
+		}
+		return s.add(p, rel)
+	})
+	if err != nil {
+		return Set{}, fmt.Errorf("%w in %s: %v", ErrHidden, dir, err)
+	}
+	if len(s.Files) == 0 {
+		return Set{}, fmt.Errorf("%w: %s holds no file", ErrHidden, dir)
+	}
+	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Path < s.Files[j].Path })
+	s.Digest = digest(s.Files)
+	return s, nil
+}
+
+func (s *Set) add(p, rel string) error {
+	if len(s.Files) >= MaxFiles {
+		return fmt.Errorf("more than %d files", MaxFiles)
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", rel)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxBytes-s.Bytes+1))
+	if err != nil {
+		return err
+	}
+	if s.Bytes += int64(len(data)); s.Bytes > MaxBytes {
+		return fmt.Errorf("more than %d bytes in all", MaxBytes)
+	}
+	s.Files = append(s.Files, File{Path: rel, Exec: st.Mode()&0o111 != 0, data: data})
+	return nil
+}
+
+func hasGitComponent(rel string) bool {
+	for _, c := range strings.Split(rel, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+// Record is what the report says of the set before it is laid.
+func (s Set) Record() *ctoharness.HiddenTests {
+	return &ctoharness.HiddenTests{Dir: s.Dir, Digest: s.Digest, Files: len(s.Files), Bytes: s.Bytes, Overridden: []string{}}
+}
+
+// Lay writes every file of s into checkout, replacing what the result has
+// at its path, and returns the paths that existed there (Case's result
+// had them). Nothing of the checkout is followed: a component that is a
+// link, or a file where a directory is needed, is removed first, so a
+// link Case committed cannot send a hidden file outside the checkout.
+// Nothing runs in the checkout while it is laid.
+func Lay(ctx context.Context, s Set, checkout string) ([]string, error) {
+	overridden := []string{}
+	for _, f := range s.Files {
+		if err := ctx.Err(); err != nil {
+			return overridden, err
+		}
+		existed, err := layOne(checkout, f)
+		if err != nil {
+			return overridden, fmt.Errorf("%w: lay %s over the checkout: %v", ErrHidden, f.Path, err)
+		}
+		if existed {
+			overridden = append(overridden, f.Path)
+		}
+	}
+	return overridden, nil
+}
+
+func layOne(checkout string, f File) (bool, error) {
+	parts := strings.Split(f.Path, "/")
+	dir := checkout
+	for _, c := range parts[:len(parts)-1] {
+		dir = filepath.Join(dir, c)
+		st, err := os.Lstat(dir)
+		switch {
+		case err == nil && st.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(dir); err != nil { // a link or a file: the hidden tree wins
+				return false, err
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return false, err
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return false, err
+		}
+	}
+	target := filepath.Join(dir, parts[len(parts)-1])
+	existed := false
+	if st, err := os.Lstat(target); err == nil {
+		existed = true
+		if st.IsDir() {
+			err = os.RemoveAll(target)
+		} else {
+			err = os.Remove(target)
+		}
+		if err != nil {
+			return true, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	mode := os.FileMode(0o644)
+	if f.Exec {
+		mode = 0o755
+	}
+	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, mode)
+	if err != nil {
+		return existed, err
+	}
+	if _, err := out.Write(f.data); err != nil {
+		out.Close()
+		return existed, err
+	}
+	return existed, out.Close()
+}
+
+// WriteArchive writes s as a tar (paths, modes and contents as digested)
+// for the evidence.
+func WriteArchive(w io.Writer, s Set) error {
+	tw := tar.NewWriter(w)
+	for _, f := range s.Files {
+		mode := int64(0o644)
+		if f.Exec {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: f.Path, Mode: mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// ReadArchive reads an archive WriteArchive wrote (regular files only,
+// within the caps) and digests it as Read does: a validator checks the
+// evidence's archive against the digest recorded before Case started.
+func ReadArchive(r io.Reader) (Set, error) {
+	var s Set
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Set{}, fmt.Errorf("%w: archive: %v", ErrHidden, err)
+		}
+		if hdr.Typeflag != tar.TypeReg || hdr.Name == "" || strings.HasPrefix(hdr.Name, "/") || hasDotDot(hdr.Name) {
+			return Set{}, fmt.Errorf("%w: archive entry %q is not a plain relative file", ErrHidden, hdr.Name)
+		}
+		if len(s.Files) >= MaxFiles || s.Bytes+hdr.Size > MaxBytes {
+			return Set{}, fmt.Errorf("%w: archive exceeds %d files or %d bytes", ErrHidden, MaxFiles, MaxBytes)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+		if err != nil {
+			return Set{}, fmt.Errorf("%w: archive: %v", ErrHidden, err)
+		}
+		s.Bytes += int64(len(data))
+		s.Files = append(s.Files, File{Path: hdr.Name, Exec: hdr.Mode&0o111 != 0, data: data})
+	}
+	sort.Slice(s.Files, func(i, j int) bool { return s.Files[i].Path < s.Files[j].Path })
+	s.Digest = digest(s.Files)
+	return s, nil
+}
+
+func hasDotDot(p string) bool {
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." || c == "." || c == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func digest(files []File) string {
+	h := sha256.New()
+	for _, f := range files {
+		sum := sha256.Sum256(f.data)
+		fmt.Fprintf(h, "%s\x00%v\x00%x\n", f.Path, f.Exec, sum)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
