@@ -30,25 +30,25 @@ import (
 // Options configure one run. Clock and the id generators are injected so that
 // tests are deterministic.
 type Options struct {
-	Stage    int
-	Source   string     // required for stage 3; stages 1–2 default to the embedded artificial fixture
-	Spec     *task.Spec // nil selects the built-in task for the source
+	Stage  int
+	Source string     // required for stage 3; stages 1–2 default to the embedded artificial fixture
+	Spec   *task.Spec // nil selects the built-in task for the source
 	// RequireTask refuses (TASK_REQUIRED) a run on the user's own
 	// repository with no Spec, before Case starts: the built-in sample
 	// task would grade none of the repository's tests. The CLI sets it
 	// unless --sample-task is given.
 	RequireTask bool
-	Lane     ctoharness.Lane
-	CaseCmd  []string // the real lane's Case command
-	RunsDir  string
-	Config   config.Config
-	Getenv   func(string) string
-	Deep     bool
-	SelfExe  string // the harness binary, re-executed as the fake Case
-	Schemas  *schemas.Set
-	Clock    func() time.Time
-	NewRunID func(stage int, now time.Time) string
-	NewNonce func() string
+	Lane        ctoharness.Lane
+	CaseCmd     []string // the real lane's Case command
+	RunsDir     string
+	Config      config.Config
+	Getenv      func(string) string
+	Deep        bool
+	SelfExe     string // the harness binary, re-executed as the fake Case
+	Schemas     *schemas.Set
+	Clock       func() time.Time
+	NewRunID    func(stage int, now time.Time) string
+	NewNonce    func() string
 
 	// Scenario and Fault are for the failure machinery only: they pick the
 	// fake Case's behaviour and inject a fault ("artifact:NAME" makes that
