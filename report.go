@@ -83,6 +83,27 @@ type Report struct {
 	Trial *TrialBinding `json:"trial,omitempty"`
 }
 
+// TestResultsSummary is what the verification's own test report said,
+// test by test in tests.json and summed here.
+type TestResultsSummary struct {
+	Format   string `json:"format"`
+	Path     string `json:"path"`
+	Artifact string `json:"artifact"` // tests.json; "" when the report could not be read
+	Total    int    `json:"total"`
+	Pass     int    `json:"pass"`
+	Fail     int    `json:"fail"`
+	Error    int    `json:"error"`
+	Skip     int    `json:"skip"`
+	XFail    int    `json:"xfail"`
+	// Failing are the first 20 failed or errored tests' ids.
+	Failing []string `json:"failing"`
+	// Problem says why no result could be read ("" when they were).
+	Problem string `json:"problem,omitempty"`
+	// Planted says a file was at the report's path before the verification
+	// ran (Case's result held it): it was removed, never read.
+	Planted bool `json:"planted,omitempty"`
+}
+
 // HiddenTests records a task's hidden tests: read and digested before Case
 // started, checked against that digest and laid over the verification
 // checkout after it ended, archived in the run directory.
@@ -290,27 +311,30 @@ func AllTestClasses() []TestClass {
 
 // TestsRecord is the verification command's outcome.
 type TestsRecord struct {
-	Command          string        `json:"command"`
-	ExitCode         *int          `json:"exit_code"`
-	Classification   TestClass     `json:"classification"`
-	Reason           string        `json:"reason,omitempty"`
-	Counts           *TestCounts   `json:"counts"`
-	DurationMs       int64         `json:"duration_ms"`
-	TimeoutSeconds   int           `json:"timeout_seconds"`
-	TimedOut         bool          `json:"timed_out"`
-	Truncated        bool          `json:"truncated"`
-	LogPath          string        `json:"log_path"`
-	Target           string        `json:"target"`
-	Profile          string        `json:"profile"`
-	Refusal          string        `json:"refusal,omitempty"`
-	ScopeReason      string        `json:"scope_reason,omitempty"`
-	CountsFormat     string        `json:"counts_format,omitempty"`
-	Reruns           int           `json:"reruns"`
-	StdoutInline     string        `json:"stdout_inline"`
-	StderrInline     string        `json:"stderr_inline"`
-	Findings         []ScanFinding `json:"findings"`
-	Scripts          []string      `json:"scripts"`
-	DangerousAllowed bool          `json:"dangerous_allowed"`
+	Command string `json:"command"`
+	// Results are the per-test results of the task's test_results report
+	// (absent when the task names none).
+	Results          *TestResultsSummary `json:"results,omitempty"`
+	ExitCode         *int                `json:"exit_code"`
+	Classification   TestClass           `json:"classification"`
+	Reason           string              `json:"reason,omitempty"`
+	Counts           *TestCounts         `json:"counts"`
+	DurationMs       int64               `json:"duration_ms"`
+	TimeoutSeconds   int                 `json:"timeout_seconds"`
+	TimedOut         bool                `json:"timed_out"`
+	Truncated        bool                `json:"truncated"`
+	LogPath          string              `json:"log_path"`
+	Target           string              `json:"target"`
+	Profile          string              `json:"profile"`
+	Refusal          string              `json:"refusal,omitempty"`
+	ScopeReason      string              `json:"scope_reason,omitempty"`
+	CountsFormat     string              `json:"counts_format,omitempty"`
+	Reruns           int                 `json:"reruns"`
+	StdoutInline     string              `json:"stdout_inline"`
+	StderrInline     string              `json:"stderr_inline"`
+	Findings         []ScanFinding       `json:"findings"`
+	Scripts          []string            `json:"scripts"`
+	DangerousAllowed bool                `json:"dangerous_allowed"`
 	// VerifiedCommit and VerifiedTree name the fresh checkout the command
 	// ran on; the tree must be the result tree.
 	VerifiedCommit string `json:"verified_commit,omitempty"`

@@ -144,6 +144,16 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if rep.Tests.Reason != "" {
 		fmt.Fprintf(&b, "- reason: %s\n", mdText(rep.Tests.Reason))
 	}
+	if t := rep.Tests.Results; t != nil {
+		fmt.Fprintf(&b, "- test report %s (%s): %d tests, %d passed, %d failed, %d errored, %d skipped, %d expected failures\n",
+			mdText(t.Path), mdText(t.Format), t.Total, t.Pass, t.Fail, t.Error, t.Skip, t.XFail)
+		if len(t.Failing) > 0 {
+			fmt.Fprintf(&b, "- failing: %s\n", mdText(strings.Join(t.Failing, ", ")))
+		}
+		if t.Problem != "" {
+			fmt.Fprintf(&b, "- test report problem: %s\n", mdText(t.Problem))
+		}
+	}
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
 		mdText(orNone(rep.Commits.SourceHead)), mdText(orNone(rep.Commits.SourceTree)), mdText(orNone(rep.Commits.BaselineCommit)),
 		mdText(orNone(rep.Commits.BaselineTree)), mdText(orNone(rep.Commits.ResultCommit)), mdText(orNone(rep.Commits.ResultTree)))

@@ -27,6 +27,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -862,6 +863,15 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
 	gitBefore := r.checkoutGit(ctx, work)
+	planted := false
+	if tr := r.spec.TestResults; tr != nil {
+		var perr error
+		if planted, perr = results.Clear(work, *tr); perr != nil {
+			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, perr, "the verification's test report path"), ctoharness.StepVerify)
+			r.skipVerify("a file at the test report's path could not be removed")
+			return
+		}
+	}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
@@ -874,6 +884,14 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
+	judged := false // the test report blocked a command that exited 0
+	if tr := r.spec.TestResults; tr != nil && rec.ExitCode != nil && err == nil {
+		var ok bool
+		if ok, judged = r.readResults(ctx, work, *tr, planted); !ok {
+			return
+		}
+		rec = r.rep.Tests
+	}
 	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
 		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)}
@@ -883,6 +901,9 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
 	}
 	r.emit(ctx, ctoharness.EvVerificationDone, done)
+	if judged {
+		return
+	}
 	if !r.o.Unsandboxed {
 		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
@@ -922,6 +943,36 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s%s; see %s", rec.Command, rec.Reason, unreached, evidence.TestLog)
 		}
 	}
+}
+
+// readResults reads the verification's test report into tests.json and
+// the report, and blocks a command that exited 0 on results that show no
+// test passing, or a test failing. It returns ok false when the evidence
+// could not be written, and blocked when the results blocked the run.
+func (r *run) readResults(ctx context.Context, work string, tr task.TestResults, planted bool) (ok, blocked bool) {
+	file, sum := results.Read(work, tr, r.runID, planted)
+	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+	if sum.Artifact != "" {
+		if err := r.dir.WriteJSON(ctx, evidence.TestsJSON, schemas.Tests, file); err != nil {
+			r.blockWrite(err, ctoharness.StepVerify)
+			return false, false
+		}
+	}
+	r.rep.Tests.Results = &sum
+	if r.rep.Tests.Classification != ctoharness.TestPass {
+		return true, false // the exit code already failed it; the results say which tests
+	}
+	if code, msg := results.Verdict(sum); code != "" {
+		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: msg})
+		if code == ctoharness.BlockTestNotRun {
+			r.rep.Tests.Classification = ctoharness.TestNotRun
+		} else {
+			r.rep.Tests.Classification = ctoharness.TestFailure
+		}
+		r.rep.Tests.Reason = msg
+		return true, true
+	}
+	return true, false
 }
 
 // cleanEnd proves the fixture's end state. Once Case has worked in it (the

@@ -111,6 +111,7 @@ func checkArtifactSchemas(v *runView, c collector) {
 	kinds := map[string]schemas.Kind{
 		evidence.TaskFile: schemas.TaskContract, evidence.SourceBefore: schemas.SourceProof, evidence.SourceAfter: schemas.SourceProof,
 		evidence.NonMutation: schemas.NonMutation, evidence.CleanStart: schemas.FixtureProof, evidence.CleanEnd: schemas.FixtureProof,
+		evidence.TestsJSON: schemas.Tests,
 	}
 	for name, kind := range kinds {
 		if !v.files[name] {

@@ -26,6 +26,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -517,6 +518,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	}
 	spec.FixtureGit = st.FixtureGit
 	spec.HiddenTests = hiddenDir
+	if r := st.TestResults; r != nil {
+		spec.TestResults = &task.TestResults{Format: testresults.Format(r.Format), Path: r.Path}
+	}
 	if st.AllowedPaths != nil {
 		spec.AllowedPaths = st.AllowedPaths
 	}

@@ -60,6 +60,7 @@ func runChecks() []runCheck {
 		{"sandbox_view", checkSandboxView},
 		{"tests", checkTests},
 		{"hidden_tests", checkHiddenTests},
+		{"test_results", checkTestResults},
 		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
 		{"report_page", checkReportPage},

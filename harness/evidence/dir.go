@@ -35,6 +35,7 @@ const (
 	TestLog      = "test.log"
 	SetupLog     = "setup.log"
 	HiddenTar    = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
+	TestsJSON    = "tests.json"       // per-test results of the task's test report (harness/step/results)
 	WarmUpLog    = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)
 	BackendDir   = "backend"
 	CaseStdout   = "backend/case.stdout.log"

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/testresults"
 )
 
 // Default limits used when a spec leaves them out.
@@ -36,6 +38,12 @@ type Verification struct {
 	TimeoutSeconds int    `json:"timeout_seconds"`
 }
 
+// TestResults is where the verification writes its test report.
+type TestResults struct {
+	Format testresults.Format `json:"format"`
+	Path   string             `json:"path"` // relative to the checkout root
+}
+
 // Spec is what a user writes (--task FILE).
 type Spec struct {
 	Task             string       `json:"task"`
@@ -46,6 +54,10 @@ type Spec struct {
 	// before the verification command runs; Case never sees it.
 	Setup              *Verification `json:"setup,omitempty"`
 	CaseTimeoutSeconds int           `json:"case_timeout_seconds,omitempty"`
+	// TestResults names the machine-readable test report the verification
+	// writes (format and path in the checkout): the per-test results are
+	// read from it, never from the command's free text.
+	TestResults *TestResults `json:"test_results,omitempty"`
 	// HiddenTests is a directory of verification files Case never sees
 	// (relative paths are relative to the spec file): they are laid over
 	// the fresh checkout of the result before setup and verification.
@@ -187,6 +199,11 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return Spec{}, fmt.Errorf("task spec %s: %w", origin, err)
+	}
+	if tr := s.TestResults; tr != nil {
+		if p := filepath.ToSlash(filepath.Clean(tr.Path)); filepath.IsAbs(tr.Path) || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+			return Spec{}, fmt.Errorf("task spec %s: test_results.path %q must be a path inside the checkout (relative, no ..)", origin, tr.Path)
+		}
 	}
 	for _, p := range s.AllowedPaths {
 		if err := CheckPattern(p); err != nil {

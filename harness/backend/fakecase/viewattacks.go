@@ -80,6 +80,17 @@ func writeFile(rel string) func(*caseRun) error {
 	}
 }
 
+// plantTAP makes the canned change and leaves a passing TAP report at rel,
+// for a verification that would read it instead of writing its own.
+func plantTAP(rel string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		return c.write(rel, "TAP version 13\n1..1\nok 1 - planted by Case\n")
+	}
+}
+
 // listDir lists DIR; an absent or empty directory counts as denied.
 func listDir(dir string) func(*caseRun) error {
 	return func(c *caseRun) error {
