@@ -99,9 +99,29 @@ type TestResultsSummary struct {
 	Failing []string `json:"failing"`
 	// Problem says why no result could be read ("" when they were).
 	Problem string `json:"problem,omitempty"`
+	// Grading is the verdict of the task's fail_to_pass and pass_to_pass
+	// lists on these results (absent without lists).
+	Grading *Grading `json:"grading,omitempty"`
 	// Planted says a file was at the report's path before the verification
 	// ran (Case's result held it): it was removed, never read.
 	Planted bool `json:"planted,omitempty"`
+}
+
+// Grading holds each listed test to its rule: a fail-to-pass test must
+// pass (or be an expected failure); a pass-to-pass test must pass, be an
+// expected failure, or be skipped; a listed test absent from the results
+// counts as failed. Passed is true only when every listed test holds.
+type Grading struct {
+	Passed     bool         `json:"passed"`
+	FailToPass []GradedTest `json:"fail_to_pass"`
+	PassToPass []GradedTest `json:"pass_to_pass"`
+}
+
+// GradedTest is one listed test and what the result's report said of it.
+type GradedTest struct {
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"` // the report's outcome, or "missing"
+	OK      bool   `json:"ok"`
 }
 
 // HiddenTests records a task's hidden tests: read and digested before Case

@@ -958,8 +958,27 @@ func (r *run) readResults(ctx context.Context, work string, tr task.TestResults,
 			return false, false
 		}
 	}
+	if sum.Problem == "" {
+		sum.Grading = results.Grade(r.spec.FailToPass, r.spec.PassToPass, file.Tests)
+	}
 	r.rep.Tests.Results = &sum
-	if r.rep.Tests.Classification != ctoharness.TestPass {
+	cls := r.rep.Tests.Classification
+	if g := sum.Grading; g != nil && (cls == ctoharness.TestPass || cls == ctoharness.TestFailure) {
+		// With lists, the listed tests decide, not the exit code: a test
+		// that fails on the baseline and the result alike does not fail
+		// the change.
+		if msg := results.GradingVerdict(g); msg != "" {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify, Message: msg})
+			r.rep.Tests.Classification, r.rep.Tests.Reason = ctoharness.TestFailure, msg
+			return true, true
+		}
+		if cls == ctoharness.TestFailure {
+			r.rep.Tests.Classification = ctoharness.TestPass
+			r.rep.Tests.Reason = "the command failed, and every listed test holds on the result: the lists decide (" + r.rep.Tests.Reason + ")"
+		}
+		return true, true
+	}
+	if cls != ctoharness.TestPass {
 		return true, false // the exit code already failed it; the results say which tests
 	}
 	if code, msg := results.Verdict(sum); code != "" {

@@ -521,6 +521,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	if r := st.TestResults; r != nil {
 		spec.TestResults = &task.TestResults{Format: testresults.Format(r.Format), Path: r.Path}
 	}
+	spec.FailToPass, spec.PassToPass = st.FailToPass, st.PassToPass
 	if st.AllowedPaths != nil {
 		spec.AllowedPaths = st.AllowedPaths
 	}

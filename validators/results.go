@@ -46,7 +46,48 @@ func checkTestResults(v *runView, c collector) {
 	if f.RunID != v.report.RunID || string(f.Format) != sum.Format || f.Path != sum.Path {
 		c.fail(chk, evidence.TestsJSON, "tests.json is of run %s, format %s, path %s; the report says %s, %s, %s", f.RunID, f.Format, f.Path, v.report.RunID, sum.Format, sum.Path)
 	}
+	if g := sum.Grading; g != nil {
+		checkGrading(c, g, f.Tests, v.report.Status == ctoharness.StatusPass)
+		return
+	}
 	if v.report.Status == ctoharness.StatusPass && (sum.Fail+sum.Error > 0 || sum.Pass+sum.XFail == 0) {
 		c.fail(chk, evidence.ReportJSON, "a passing run whose test report shows %d passed, %d failed and %d errored tests", sum.Pass+sum.XFail, sum.Fail, sum.Error)
+	}
+}
+
+// checkGrading grades the listed tests again from tests.json: each one's
+// outcome, whether it holds, and the verdict.
+func checkGrading(c collector, g *ctoharness.Grading, tests []testresults.Result, passed bool) {
+	const chk = "test_results"
+	by := map[string]string{}
+	for _, t := range tests {
+		by[t.ID] = string(t.Outcome)
+	}
+	all := true
+	for _, list := range []struct {
+		name  string
+		tests []ctoharness.GradedTest
+		ok    func(string) bool
+	}{
+		{"fail_to_pass", g.FailToPass, func(o string) bool { return o == "pass" || o == "xfail" }},
+		{"pass_to_pass", g.PassToPass, func(o string) bool { return o == "pass" || o == "xfail" || o == "skip" }},
+	} {
+		for _, gt := range list.tests {
+			want, found := by[gt.ID]
+			if !found {
+				want = "missing"
+			}
+			ok := found && list.ok(want)
+			if gt.Outcome != want || gt.OK != ok {
+				c.fail(chk, evidence.TestsJSON, "%s test %s is graded %s (ok %v); tests.json makes it %s (ok %v)", list.name, gt.ID, gt.Outcome, gt.OK, want, ok)
+			}
+			all = all && ok
+		}
+	}
+	if g.Passed != all {
+		c.fail(chk, evidence.ReportJSON, "the grading says passed=%v; its listed tests make it %v", g.Passed, all)
+	}
+	if passed && !all {
+		c.fail(chk, evidence.ReportJSON, "a passing run whose listed tests do not all hold")
 	}
 }

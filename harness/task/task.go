@@ -58,6 +58,11 @@ type Spec struct {
 	// writes (format and path in the checkout): the per-test results are
 	// read from it, never from the command's free text.
 	TestResults *TestResults `json:"test_results,omitempty"`
+	// FailToPass and PassToPass are the tests (ids as test_results gives
+	// them) the change must make pass and must keep passing: with either
+	// list, these tests decide the verdict, not the command's exit code.
+	FailToPass []string `json:"fail_to_pass,omitempty"`
+	PassToPass []string `json:"pass_to_pass,omitempty"`
 	// HiddenTests is a directory of verification files Case never sees
 	// (relative paths are relative to the spec file): they are laid over
 	// the fresh checkout of the result before setup and verification.
@@ -204,6 +209,9 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error
 		if p := filepath.ToSlash(filepath.Clean(tr.Path)); filepath.IsAbs(tr.Path) || p == "." || p == ".." || strings.HasPrefix(p, "../") {
 			return Spec{}, fmt.Errorf("task spec %s: test_results.path %q must be a path inside the checkout (relative, no ..)", origin, tr.Path)
 		}
+	}
+	if (len(s.FailToPass) > 0 || len(s.PassToPass) > 0) && s.TestResults == nil {
+		return Spec{}, fmt.Errorf("task spec %s: fail_to_pass and pass_to_pass name tests of a test report: give test_results (format and path) too", origin)
 	}
 	for _, p := range s.AllowedPaths {
 		if err := CheckPattern(p); err != nil {

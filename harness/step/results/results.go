@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -137,4 +138,60 @@ func Verdict(sum ctoharness.TestResultsSummary) (ctoharness.BlockerCode, string)
 		return ctoharness.BlockTestsFailed, fmt.Sprintf("the command exited 0, yet its test report %s lists %d failed and %d errored tests (%v)", sum.Path, sum.Fail, sum.Error, sum.Failing)
 	}
 	return "", ""
+}
+
+// Grade holds the listed tests to their rules on the result's tests (see
+// ctoharness.Grading); nil without lists.
+func Grade(failToPass, passToPass []string, tests []testresults.Result) *ctoharness.Grading {
+	if len(failToPass) == 0 && len(passToPass) == 0 {
+		return nil
+	}
+	by := make(map[string]testresults.Outcome, len(tests))
+	for _, t := range tests {
+		by[t.ID] = t.Outcome
+	}
+	g := &ctoharness.Grading{Passed: true, FailToPass: []ctoharness.GradedTest{}, PassToPass: []ctoharness.GradedTest{}}
+	grade := func(id string, ok func(testresults.Outcome) bool) ctoharness.GradedTest {
+		o, found := by[id]
+		gt := ctoharness.GradedTest{ID: id, Outcome: "missing"}
+		if found {
+			gt.Outcome, gt.OK = string(o), ok(o)
+		}
+		g.Passed = g.Passed && gt.OK
+		return gt
+	}
+	for _, id := range failToPass {
+		g.FailToPass = append(g.FailToPass, grade(id, func(o testresults.Outcome) bool {
+			return o == testresults.Pass || o == testresults.XFail // a skip never makes a test pass
+		}))
+	}
+	for _, id := range passToPass {
+		g.PassToPass = append(g.PassToPass, grade(id, func(o testresults.Outcome) bool {
+			return o == testresults.Pass || o == testresults.XFail || o == testresults.Skip
+		}))
+	}
+	return g
+}
+
+// GradingVerdict is what blocks a run the lists graded ("" when every
+// listed test held).
+func GradingVerdict(g *ctoharness.Grading) string {
+	var bad []string
+	for _, t := range g.FailToPass {
+		if !t.OK {
+			bad = append(bad, fmt.Sprintf("fail-to-pass %s is %s", t.ID, t.Outcome))
+		}
+	}
+	for _, t := range g.PassToPass {
+		if !t.OK {
+			bad = append(bad, fmt.Sprintf("pass-to-pass %s is %s", t.ID, t.Outcome))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	if len(bad) > maxFailing {
+		bad = append(bad[:maxFailing], fmt.Sprintf("and %d more", len(bad)-maxFailing))
+	}
+	return "the listed tests do not hold on the result: " + strings.Join(bad, ", ")
 }

@@ -87,3 +87,36 @@ func TestReadAndVerdict(t *testing.T) {
 		}
 	}
 }
+
+// The grading rules, each on its own: a listed test missing from the
+// results fails; a skip keeps a pass-to-pass test and never passes a
+// fail-to-pass one; an expected failure counts as a pass.
+func TestGradeRules(t *testing.T) {
+	tests := []testresults.Result{
+		{ID: "fixed", Outcome: testresults.Pass}, {ID: "xf", Outcome: testresults.XFail}, {ID: "skipped", Outcome: testresults.Skip},
+		{ID: "broken", Outcome: testresults.Fail}, {ID: "errored", Outcome: testresults.Error},
+	}
+	if results.Grade(nil, nil, tests) != nil {
+		t.Error("no lists, yet a grading")
+	}
+	for _, c := range []struct {
+		f2p, p2p []string
+		passed   bool
+		verdict  string
+	}{
+		{[]string{"fixed", "xf"}, []string{"skipped", "xf"}, true, ""},
+		{[]string{"absent"}, nil, false, "fail-to-pass absent is missing"},
+		{[]string{"skipped"}, nil, false, "fail-to-pass skipped is skip"},
+		{nil, []string{"broken"}, false, "pass-to-pass broken is fail"},
+		{nil, []string{"errored", "absent"}, false, "pass-to-pass errored is error, pass-to-pass absent is missing"},
+	} {
+		g := results.Grade(c.f2p, c.p2p, tests)
+		if g == nil || g.Passed != c.passed || len(g.FailToPass) != len(c.f2p) || len(g.PassToPass) != len(c.p2p) {
+			t.Errorf("%v / %v: grading %+v, want passed %v", c.f2p, c.p2p, g, c.passed)
+			continue
+		}
+		if msg := results.GradingVerdict(g); (c.verdict == "") != (msg == "") || !strings.Contains(msg, c.verdict) {
+			t.Errorf("%v / %v: verdict %q, want %q", c.f2p, c.p2p, msg, c.verdict)
+		}
+	}
+}
