@@ -19,11 +19,23 @@ type Runner interface {
 }
 
 // QueueRunner is a Runner whose attempts wait in a queue before they run
-// (NATS): it calls started when a worker has taken the attempt, so that a
-// progress display counts running and queued attempts apart.
+// (NATS): it says where an attempt stands, so that a progress display
+// counts what workers run apart from what waits for one and what is being
+// checked.
 type QueueRunner interface {
-	RunTrialStarted(ctx context.Context, t Trial, attempt int, started func()) (Attempt, error)
+	RunTrialTracked(ctx context.Context, t Trial, attempt int, at func(AttemptState)) (Attempt, error)
 }
+
+// AttemptState is where an attempt of a QueueRunner stands.
+type AttemptState int
+
+// Attempt states: published and waiting for a worker; taken by a worker;
+// answered, its result being checked.
+const (
+	Queued AttemptState = iota
+	Running
+	Checking
+)
 
 // Verifier re-checks a recorded attempt of a trial (on resume) and returns
 // what is wrong with it; nothing means valid.
@@ -144,43 +156,39 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 		n := len(rec.Attempts) + 1
 		qr, queued := r.(QueueRunner)
 		mu.Lock()
-		if queued {
-			c.Queued++
-		} else {
-			c.Running++
-		}
 		if made > 0 || n > 1 {
 			c.Retries++
 			emit("retry", rec.Trial, rec.Last())
-		}
-		if !queued {
-			emit("start", rec.Trial, nil)
 		}
 		mu.Unlock()
 		var a Attempt
 		var err error
 		if queued {
-			var once sync.Once
-			running := false
-			a, err = qr.RunTrialStarted(ctx, rec.Trial, n, func() {
-				once.Do(func() {
-					mu.Lock()
-					c.Queued--
-					c.Running++
-					running = true
+			state, ended := AttemptState(-1), false
+			move := func(to AttemptState) {
+				mu.Lock()
+				defer mu.Unlock()
+				if ended { // a late word on an attempt that ended changes nothing
+					return
+				}
+				ended = to == -1
+				if to == state {
+					return
+				}
+				c.count(state, -1)
+				c.count(to, 1)
+				state = to
+				if to == Running {
 					emit("start", rec.Trial, nil)
-					mu.Unlock()
-				})
-			})
-			once.Do(func() {}) // no start from now on (before mu: the start takes it)
-			mu.Lock()
-			if running {
-				c.Running--
-			} else {
-				c.Queued--
+				}
 			}
-			mu.Unlock()
+			a, err = qr.RunTrialTracked(ctx, rec.Trial, n, move)
+			move(-1)
 		} else {
+			mu.Lock()
+			c.Running++
+			emit("start", rec.Trial, nil)
+			mu.Unlock()
 			a, err = r.RunTrial(ctx, rec.Trial, n)
 			mu.Lock()
 			c.Running--
@@ -231,6 +239,16 @@ func runTrial(ctx context.Context, p Plan, st Store, r Runner, rec TrialRecord, 
 		}
 	}
 	return nil
+}
+
+// count adds d to the counter of state s (none for -1 and Checking).
+func (c *Counts) count(s AttemptState, d int) {
+	switch s {
+	case Queued:
+		c.Queued += d
+	case Running:
+		c.Running += d
+	}
 }
 
 func addCost(c *Counts, t Trial, a Attempt) {

@@ -158,12 +158,13 @@ func (co *Coordinator) deliver(msg jetstream.Msg) {
 
 // RunTrial publishes one attempt and waits for a result it can count.
 func (co *Coordinator) RunTrial(ctx context.Context, t batch.Trial, attempt int) (batch.Attempt, error) {
-	return co.RunTrialStarted(ctx, t, attempt, func() {})
+	return co.RunTrialTracked(ctx, t, attempt, func(batch.AttemptState) {})
 }
 
-// RunTrialStarted is RunTrial telling started when a worker says it has
-// taken the attempt.
-func (co *Coordinator) RunTrialStarted(ctx context.Context, t batch.Trial, attempt int, started func()) (batch.Attempt, error) {
+// RunTrialTracked is RunTrial telling at where the attempt stands: queued
+// when published, running when a worker says it took it, checking when a
+// worker's answer arrived.
+func (co *Coordinator) RunTrialTracked(ctx context.Context, t batch.Trial, attempt int, at func(batch.AttemptState)) (batch.Attempt, error) {
 	var refused []batch.Refusal
 	for len(refused) < co.o.MaxRefusals {
 		co.mu.Lock()
@@ -172,8 +173,9 @@ func (co *Coordinator) RunTrialStarted(ctx context.Context, t batch.Trial, attem
 			IssuedAt: now, Expires: now.Add(co.o.RequestTTL), Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
-		co.starts[req.RequestID] = started
+		co.starts[req.RequestID] = func() { at(batch.Running) }
 		co.mu.Unlock()
+		at(batch.Queued)
 		data, err := SignRequest(ctx, co.o.Signer, req)
 		if err != nil {
 			co.forget(req.RequestID)
@@ -187,6 +189,7 @@ func (co *Coordinator) RunTrialStarted(ctx context.Context, t batch.Trial, attem
 		var res Result
 		select {
 		case res = <-ch:
+			at(batch.Checking)
 		case <-ctx.Done():
 			co.forget(req.RequestID)
 			return batch.Attempt{}, ctx.Err()
