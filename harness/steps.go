@@ -159,10 +159,13 @@ func (r *run) classify(ctx context.Context) bool {
 	r.spec = spec
 	r.rep.AllowedPaths = append([]string{}, spec.AllowedPaths...)
 	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
+	// Fixed in the event chain before Case starts: the criteria cannot
+	// change once the result is known.
 	if h := r.rep.HiddenTests; h != nil {
-		// Fixed in the event chain before Case starts: the criteria cannot
-		// change once the result is known.
 		data["hidden_tests_digest"] = h.Digest
+	}
+	if len(spec.FailToPass) > 0 || len(spec.PassToPass) > 0 {
+		data["fail_to_pass"], data["pass_to_pass"] = nonNil(spec.FailToPass), nonNil(spec.PassToPass)
 	}
 	r.emit(ctx, ctoharness.EvSourceClassified, data)
 	return true

@@ -68,21 +68,31 @@ func checkHiddenTests(v *runView, c collector) {
 	}
 }
 
-// classifiedDigest is the hidden tests digest the last source_classified
-// event fixed.
-func (v *runView) classifiedDigest() (string, bool) {
-	var d string
-	found := false
+// classified is what the last source_classified event fixed of the
+// criteria before Case started.
+type classified struct {
+	Digest     string   `json:"hidden_tests_digest"`
+	FailToPass []string `json:"fail_to_pass"`
+	PassToPass []string `json:"pass_to_pass"`
+}
+
+func (v *runView) classified() classified {
+	var out classified
 	for _, e := range v.events {
 		if e.Type != ctoharness.EvSourceClassified {
 			continue
 		}
-		var data struct {
-			Digest string `json:"hidden_tests_digest"`
-		}
-		if json.Unmarshal(e.Data, &data) == nil && data.Digest != "" {
-			d, found = data.Digest, true
+		var data classified
+		if json.Unmarshal(e.Data, &data) == nil {
+			out = data
 		}
 	}
-	return d, found
+	return out
+}
+
+// classifiedDigest is the hidden tests digest the last source_classified
+// event fixed.
+func (v *runView) classifiedDigest() (string, bool) {
+	d := v.classified().Digest
+	return d, d != ""
 }

@@ -3,6 +3,7 @@ package validators
 import (
 	"encoding/json"
 	"os"
+	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -47,12 +48,25 @@ func checkTestResults(v *runView, c collector) {
 		c.fail(chk, evidence.TestsJSON, "tests.json is of run %s, format %s, path %s; the report says %s, %s, %s", f.RunID, f.Format, f.Path, v.report.RunID, sum.Format, sum.Path)
 	}
 	if g := sum.Grading; g != nil {
+		fixed := v.classified()
+		if !slices.Equal(ids(g.FailToPass), fixed.FailToPass) || !slices.Equal(ids(g.PassToPass), fixed.PassToPass) {
+			c.fail(chk, evidence.EventsFile, "the graded lists (fail_to_pass %v, pass_to_pass %v) are not the ones the source_classified event fixed before Case started (%v, %v)",
+				ids(g.FailToPass), ids(g.PassToPass), fixed.FailToPass, fixed.PassToPass)
+		}
 		checkGrading(c, g, f.Tests, v.report.Status == ctoharness.StatusPass)
 		return
 	}
 	if v.report.Status == ctoharness.StatusPass && (sum.Fail+sum.Error > 0 || sum.Pass+sum.XFail == 0) {
 		c.fail(chk, evidence.ReportJSON, "a passing run whose test report shows %d passed, %d failed and %d errored tests", sum.Pass+sum.XFail, sum.Fail, sum.Error)
 	}
+}
+
+func ids(g []ctoharness.GradedTest) []string {
+	out := make([]string, len(g))
+	for i, t := range g {
+		out[i] = t.ID
+	}
+	return out
 }
 
 // checkGrading grades the listed tests again from tests.json: each one's
