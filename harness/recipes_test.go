@@ -187,3 +187,66 @@ func TestRecipeCMake(t *testing.T) {
 		"verification": {"command": "cmake -S . -B build && cmake --build build && cd build && ctest --output-on-failure", "timeout_seconds": 300}}`,
 		config.Config{}, nil, "100% tests passed")
 }
+
+// runGraded runs a recipe with a test report and returns the report's
+// per-test summary of a passing, validated run.
+func runGraded(t *testing.T, src, spec string) *ctoharness.TestResultsSummary {
+	t.Helper()
+	requireSandbox(t)
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.Source = src
+	o.Config = config.Config{OwnedSources: []string{src}}
+	s, err := task.Parse([]byte(spec), "graded recipe", set.Validator(schemas.TaskSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Spec = &s
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Status != ctoharness.StatusPass || rep.Tests.Results == nil {
+		log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+		t.Fatalf("status %s, blockers %v, results %+v\ntest.log:\n%s", rep.Status, rep.Blockers, rep.Tests.Results, log)
+	}
+	mustValidate(t, set, rep, true)
+	return rep.Tests.Results
+}
+
+// Node's own test runner writing TAP: each test read from the report.
+func TestRecipeNodeTestReport(t *testing.T) {
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the Node test report recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"index.js": "exports.greet = (n) => `hello, ${n}`;\n",
+		"test/greet.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\nconst { greet } = require('../index.js');\n\n" +
+			"test('greets the world', () => assert.strictEqual(greet('world'), 'hello, world'));\ntest('greets nobody', () => assert.strictEqual(greet(''), 'hello, '));\n",
+		"docs/README.md": "# recipe\n",
+	})
+	r := runGraded(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"test_results": {"format": "tap", "path": "results.tap"}, "fail_to_pass": ["greets the world"], "pass_to_pass": ["greets nobody"],
+		"verification": {"command": "node --test --test-reporter=tap --test-reporter-destination=results.tap", "timeout_seconds": 120}}`)
+	if r.Total != 2 || r.Pass != 2 || r.Grading == nil || !r.Grading.Passed {
+		t.Errorf("results %+v, grading %+v: want both tests read and graded", r, r.Grading)
+	}
+}
+
+// pytest's JUnit XML (the distribution's pytest), graded by its ids.
+func TestRecipePytestJUnit(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import pytest").Run(); err != nil {
+		t.Skip("/usr/bin/python3 has no pytest (apt-get install python3-pytest): the pytest JUnit recipe is not checked")
+	}
+	src := recipeRepo(t, map[string]string{
+		"src/recipe/__init__.py": "def greet(name):\n    return 'hello, ' + name\n",
+		"tests/test_greet.py":    "import pytest\n\nfrom recipe import greet\n\n\ndef test_greet():\n    assert greet('world') == 'hello, world'\n\n\n@pytest.mark.xfail(reason='not yet')\ndef test_shout():\n    assert greet('x') == 'HELLO, X'\n",
+		"docs/README.md":         "# recipe\n",
+	})
+	r := runGraded(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
+		"test_results": {"format": "junit", "path": "report.xml"}, "fail_to_pass": ["tests.test_greet.test_greet"],
+		"verification": {"command": "PYTHONPATH=src python3 -m pytest -q -p no:cacheprovider --junitxml=report.xml", "timeout_seconds": 120}}`)
+	if r.Total != 2 || r.Pass != 1 || r.XFail != 1 || r.Grading == nil || !r.Grading.Passed {
+		t.Errorf("results %+v, grading %+v: want one pass, one expected failure, the listed test graded", r, r.Grading)
+	}
+}
