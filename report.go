@@ -71,6 +71,9 @@ type Report struct {
 	// in the config, --unsandboxed, a view that showed the key).
 	UnsignedReason string       `json:"unsigned_reason,omitempty"`
 	Agent          *AgentRecord `json:"agent,omitempty"`
+	// Criteria are what the verdict is judged by, fixed before Case
+	// started (absent when the run was refused before its task was read).
+	Criteria *TaskCriteria `json:"task_criteria,omitempty"`
 	// HiddenTests are the task's verification files Case never saw (absent
 	// when the task has none).
 	HiddenTests *HiddenTests `json:"hidden_tests,omitempty"`
@@ -122,6 +125,20 @@ type GradedTest struct {
 	ID      string `json:"id"`
 	Outcome string `json:"outcome"` // the report's outcome, or "missing"
 	OK      bool   `json:"ok"`
+}
+
+// TaskCriteria are what a run's verdict is judged by, fixed in the
+// source_classified event before Case starts and repeated in the signed
+// predicate: the task spec's digest (sha256 of its JSON as the harness read
+// it, a batch trial's task_digest), the hidden tests' digest, the test
+// report and the graded lists.
+type TaskCriteria struct {
+	SpecDigest        string   `json:"spec_digest"`
+	HiddenTestsDigest string   `json:"hidden_tests_digest,omitempty"`
+	TestResults       string   `json:"test_results,omitempty"` // "format:path"
+	FailToPass        []string `json:"fail_to_pass"`
+	PassToPass        []string `json:"pass_to_pass"`
+	SampleTask        bool     `json:"sample_task,omitempty"`
 }
 
 // HiddenTests records a task's hidden tests: read and digested before Case

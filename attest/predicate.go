@@ -27,6 +27,9 @@ type RunPredicate struct {
 	// Trial repeats report.json's trial binding, so that the signature says
 	// which request the run answers.
 	Trial *ctoharness.TrialBinding `json:"trial,omitempty"`
+	// Task repeats report.json's task_criteria: the signature says what the
+	// verdict was judged by.
+	Task *ctoharness.TaskCriteria `json:"task,omitempty"`
 }
 
 // GateValues are the gate inputs the run saw.

@@ -97,7 +97,7 @@ func (r *run) predicate() attest.RunPredicate {
 		Harness: attest.HarnessIdentity{Version: ctoharness.Version, SchemaVersion: ctoharness.SchemaVersion,
 			BinaryBuildID: attest.BuildID(r.o.SelfExe)},
 		FinalEventHash: rep.Freshness.FinalEventHash, StartedAt: rep.Freshness.StartedAt, FinishedAt: rep.Freshness.FinishedAt,
-		SignedAt: r.o.Clock().UTC(), Trial: rep.Trial}
+		SignedAt: r.o.Clock().UTC(), Trial: rep.Trial, Task: rep.Criteria}
 	if r.prev != nil {
 		p.Gate.PreviousRecord = &attest.PreviousStage{Stage: r.prev.Stage, RunID: r.prev.RunID, RecordDigest: r.prev.RecordDigest,
 			SignatureVerified: r.prev.VerifiedBy != "", KeyID: r.prev.VerifiedBy}

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,6 +163,9 @@ func (r *run) classify(ctx context.Context) bool {
 	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
 	// Fixed in the event chain before Case starts: the criteria cannot
 	// change once the result is known.
+	crit := criteria(spec, r.rep)
+	r.rep.Criteria = crit
+	data["task_spec_digest"] = crit.SpecDigest
 	if h := r.rep.HiddenTests; h != nil {
 		data["hidden_tests_digest"] = h.Digest
 	}
@@ -169,6 +174,21 @@ func (r *run) classify(ctx context.Context) bool {
 	}
 	r.emit(ctx, ctoharness.EvSourceClassified, data)
 	return true
+}
+
+// criteria are what the run's verdict will be judged by.
+func criteria(spec task.Spec, rep *ctoharness.Report) *ctoharness.TaskCriteria {
+	raw, _ := json.Marshal(spec) // the same digest a batch trial's task_digest is
+	sum := sha256.Sum256(raw)
+	c := &ctoharness.TaskCriteria{SpecDigest: hex.EncodeToString(sum[:]), FailToPass: nonNil(spec.FailToPass), PassToPass: nonNil(spec.PassToPass),
+		SampleTask: rep.SampleTask}
+	if h := rep.HiddenTests; h != nil {
+		c.HiddenTestsDigest = h.Digest
+	}
+	if tr := spec.TestResults; tr != nil {
+		c.TestResults = string(tr.Format) + ":" + tr.Path
+	}
+	return c
 }
 
 // hiddenTests reads the task's hidden test directory before Case starts

@@ -3,6 +3,7 @@ package validators
 import (
 	"encoding/json"
 	"os"
+	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -71,6 +72,7 @@ func checkHiddenTests(v *runView, c collector) {
 // classified is what the last source_classified event fixed of the
 // criteria before Case started.
 type classified struct {
+	SpecDigest string   `json:"task_spec_digest"`
 	Digest     string   `json:"hidden_tests_digest"`
 	FailToPass []string `json:"fail_to_pass"`
 	PassToPass []string `json:"pass_to_pass"`
@@ -95,4 +97,39 @@ func (v *runView) classified() classified {
 func (v *runView) classifiedDigest() (string, bool) {
 	d := v.classified().Digest
 	return d, d != ""
+}
+
+// checkCriteria holds the report's task criteria to what the
+// source_classified event fixed before Case started, and to the report's
+// own hidden tests, test report and grading: criteria changed once the
+// result was known do not pass.
+func checkCriteria(v *runView, c collector) {
+	const chk = "task_criteria"
+	cr := v.report.Criteria
+	if cr == nil {
+		if v.report.HiddenTests != nil || v.report.Tests.Results != nil {
+			c.fail(chk, evidence.ReportJSON, "the run has hidden tests or a test report, and no task criteria")
+		}
+		return
+	}
+	fixed := v.classified()
+	if cr.SpecDigest != fixed.SpecDigest {
+		c.fail(chk, evidence.EventsFile, "task spec digest %s, the source_classified event fixed %q before Case started", cr.SpecDigest, fixed.SpecDigest)
+	}
+	if cr.HiddenTestsDigest != fixed.Digest || (v.report.HiddenTests != nil) != (cr.HiddenTestsDigest != "") ||
+		(v.report.HiddenTests != nil && v.report.HiddenTests.Digest != cr.HiddenTestsDigest) {
+		c.fail(chk, evidence.ReportJSON, "hidden tests digest %q in the criteria, %q fixed before Case started", cr.HiddenTestsDigest, fixed.Digest)
+	}
+	if !slices.Equal(cr.FailToPass, fixed.FailToPass) || !slices.Equal(cr.PassToPass, fixed.PassToPass) {
+		c.fail(chk, evidence.ReportJSON, "graded lists %v / %v in the criteria, %v / %v fixed before Case started", cr.FailToPass, cr.PassToPass, fixed.FailToPass, fixed.PassToPass)
+	}
+	if t := v.report.Tests.Results; t != nil && cr.TestResults != t.Format+":"+t.Path {
+		c.fail(chk, evidence.ReportJSON, "the criteria name test report %q, the run read %s:%s", cr.TestResults, t.Format, t.Path)
+	}
+	if cr.SampleTask != v.report.SampleTask {
+		c.fail(chk, evidence.ReportJSON, "sample_task %v in the criteria, %v in the report", cr.SampleTask, v.report.SampleTask)
+	}
+	if tb := v.report.Trial; tb != nil && tb.TaskDigest != cr.SpecDigest {
+		c.fail(chk, evidence.ReportJSON, "the run judged task %s, its trial binding names task %s", cr.SpecDigest, tb.TaskDigest)
+	}
 }

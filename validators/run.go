@@ -61,6 +61,7 @@ func runChecks() []runCheck {
 		{"tests", checkTests},
 		{"hidden_tests", checkHiddenTests},
 		{"test_results", checkTestResults},
+		{"task_criteria", checkCriteria},
 		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
 		{"report_page", checkReportPage},

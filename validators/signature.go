@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -157,6 +158,9 @@ func checkRunPredicate(v *runView, c collector, raw []byte) {
 	}
 	if !sameTrial(p.Trial, r.Trial) {
 		c.fail(chk, evidence.ReportJSON, "the signed predicate binds the run to trial %s, report.json to trial %s", describeTrial(p.Trial), describeTrial(r.Trial))
+	}
+	if !reflect.DeepEqual(p.Task, r.Criteria) {
+		c.fail(chk, evidence.ReportJSON, "the signed predicate's task criteria %+v are not report.json's %+v", p.Task, r.Criteria)
 	}
 }
 
