@@ -100,6 +100,9 @@ type TestResultsSummary struct {
 	XFail    int    `json:"xfail"`
 	// Failing are the first 20 failed or errored tests' ids.
 	Failing []string `json:"failing"`
+	// Flaky are the tests that failed in one run of the verification and
+	// passed in a later one (flake reruns).
+	Flaky []string `json:"flaky,omitempty"`
 	// Problem says why no result could be read ("" when they were).
 	Problem string `json:"problem,omitempty"`
 	// Grading is the verdict of the task's fail_to_pass and pass_to_pass

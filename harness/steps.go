@@ -33,6 +33,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -895,6 +896,18 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 			return
 		}
 	}
+	// Each run's test report is read as soon as it ends (and removed, so
+	// that a rerun writes its own): a test that fails and then passes on a
+	// rerun is told apart from the others.
+	var reports []report
+	if tr := r.spec.TestResults; tr != nil {
+		in.AfterRun = func(int) {
+			file, sum := results.Read(work, *tr, r.runID, planted)
+			r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+			reports = append(reports, report{file, sum})
+			_, _ = results.Clear(work, *tr)
+		}
+	}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec := out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
@@ -910,7 +923,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 	judged := false // the test report blocked a command that exited 0
 	if tr := r.spec.TestResults; tr != nil && rec.ExitCode != nil && err == nil {
 		var ok bool
-		if ok, judged = r.readResults(ctx, work, *tr, planted); !ok {
+		if ok, judged = r.readResults(ctx, *tr, reports); !ok {
 			return
 		}
 		rec = r.rep.Tests
@@ -972,9 +985,16 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 // the report, and blocks a command that exited 0 on results that show no
 // test passing, or a test failing. It returns ok false when the evidence
 // could not be written, and blocked when the results blocked the run.
-func (r *run) readResults(ctx context.Context, work string, tr task.TestResults, planted bool) (ok, blocked bool) {
-	file, sum := results.Read(work, tr, r.runID, planted)
-	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+func (r *run) readResults(ctx context.Context, tr task.TestResults, reports []report) (ok, blocked bool) {
+	if len(reports) == 0 {
+		return true, false
+	}
+	file, sum := reports[len(reports)-1].file, reports[len(reports)-1].sum
+	var runs [][]testresults.Result
+	for _, rp := range reports {
+		runs = append(runs, rp.file.Tests)
+	}
+	sum.Flaky = results.Flaky(runs)
 	if sum.Artifact != "" {
 		if err := r.dir.WriteJSON(ctx, evidence.TestsJSON, schemas.Tests, file); err != nil {
 			r.blockWrite(err, ctoharness.StepVerify)
@@ -986,7 +1006,13 @@ func (r *run) readResults(ctx context.Context, work string, tr task.TestResults,
 	}
 	r.rep.Tests.Results = &sum
 	cls := r.rep.Tests.Classification
-	if g := sum.Grading; g != nil && (cls == ctoharness.TestPass || cls == ctoharness.TestFailure) {
+	if g := sum.Grading; g != nil && (cls == ctoharness.TestPass || cls == ctoharness.TestFailure || cls == ctoharness.TestFlake) {
+		if fl := results.FlakyListed(sum.Flaky, g); len(fl) > 0 {
+			msg := fmt.Sprintf("listed tests failed, then passed on a rerun: %s (flaky: the task, or the change, does not decide them)", strings.Join(fl, ", "))
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockTestFlake, Step: ctoharness.StepVerify, Message: msg})
+			r.rep.Tests.Classification, r.rep.Tests.Reason = ctoharness.TestFlake, msg
+			return true, true
+		}
 		// With lists, the listed tests decide, not the exit code: a test
 		// that fails on the baseline and the result alike does not fail
 		// the change.
@@ -995,7 +1021,7 @@ func (r *run) readResults(ctx context.Context, work string, tr task.TestResults,
 			r.rep.Tests.Classification, r.rep.Tests.Reason = ctoharness.TestFailure, msg
 			return true, true
 		}
-		if cls == ctoharness.TestFailure {
+		if cls != ctoharness.TestPass {
 			r.rep.Tests.Classification = ctoharness.TestPass
 			r.rep.Tests.Reason = "the command failed, and every listed test holds on the result: the lists decide (" + r.rep.Tests.Reason + ")"
 		}
@@ -1015,6 +1041,12 @@ func (r *run) readResults(ctx context.Context, work string, tr task.TestResults,
 		return true, true
 	}
 	return true, false
+}
+
+// report is one run's test report as read.
+type report struct {
+	file testresults.File
+	sum  ctoharness.TestResultsSummary
 }
 
 // cleanEnd proves the fixture's end state. Once Case has worked in it (the

@@ -267,6 +267,9 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			}
 		}
 		rec.Attempts = append(rec.Attempts, a)
+		if in.AfterRun != nil && err == nil {
+			in.AfterRun(attempt)
+		}
 		if a.Classification != ctoharness.TestFailure {
 			break
 		}

@@ -30,6 +30,10 @@ type Input struct {
 	// invocation, the process attributes it needs and the extra files it
 	// gets (fd 3, ...; closed once it started).
 	Wrap func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error)
+	// AfterRun, when set, is called after each run of the command (the
+	// first, and each flake rerun), before the next one starts: the
+	// caller reads what that run wrote (its test report).
+	AfterRun func(attempt int)
 }
 
 // NotRun is the record for a verification that was skipped, with why.

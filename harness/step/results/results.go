@@ -195,3 +195,44 @@ func GradingVerdict(g *ctoharness.Grading) string {
 	}
 	return "the listed tests do not hold on the result: " + strings.Join(bad, ", ")
 }
+
+// Flaky lists the tests that failed (or errored) in one run of the
+// verification and passed in a later one (the profile's flake reruns),
+// from each run's results in order.
+func Flaky(runs [][]testresults.Result) []string {
+	failedAt := map[string]bool{}
+	var out []string
+	seen := map[string]bool{}
+	for _, tests := range runs {
+		for _, t := range tests {
+			switch t.Outcome {
+			case testresults.Fail, testresults.Error:
+				failedAt[t.ID] = true
+			case testresults.Pass, testresults.XFail:
+				if failedAt[t.ID] && !seen[t.ID] {
+					seen[t.ID] = true
+					out = append(out, t.ID)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// FlakyListed is the listed tests among flaky, in list order.
+func FlakyListed(flaky []string, g *ctoharness.Grading) []string {
+	if g == nil {
+		return nil
+	}
+	is := map[string]bool{}
+	for _, id := range flaky {
+		is[id] = true
+	}
+	var out []string
+	for _, t := range append(append([]ctoharness.GradedTest(nil), g.FailToPass...), g.PassToPass...) {
+		if is[t.ID] {
+			out = append(out, t.ID)
+		}
+	}
+	return out
+}

@@ -120,3 +120,28 @@ func TestGradeRules(t *testing.T) {
 		}
 	}
 }
+
+// A test is flaky when it failed in one run and passed in a later one;
+// failing after passing, or failing throughout, is not flaky.
+func TestFlaky(t *testing.T) {
+	run := func(o ...testresults.Outcome) []testresults.Result {
+		ids := []string{"a", "b", "c", "d"}
+		var out []testresults.Result
+		for i, x := range o {
+			out = append(out, testresults.Result{ID: ids[i], Outcome: x})
+		}
+		return out
+	}
+	p, f, e, x := testresults.Pass, testresults.Fail, testresults.Error, testresults.XFail
+	flaky := results.Flaky([][]testresults.Result{run(f, p, f, e), run(p, f, f, x)})
+	if strings.Join(flaky, ",") != "a,d" {
+		t.Errorf("flaky %v, want [a d]", flaky)
+	}
+	g := results.Grade([]string{"d"}, []string{"b", "a"}, run(p, p, p, p))
+	if got := results.FlakyListed(flaky, g); strings.Join(got, ",") != "d,a" {
+		t.Errorf("flaky listed %v, want [d a] (list order)", got)
+	}
+	if results.FlakyListed(flaky, nil) != nil {
+		t.Error("no grading, yet flaky listed tests")
+	}
+}
