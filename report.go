@@ -121,6 +121,18 @@ type Grading struct {
 	Passed     bool         `json:"passed"`
 	FailToPass []GradedTest `json:"fail_to_pass"`
 	PassToPass []GradedTest `json:"pass_to_pass"`
+	// Baseline is the verification run on the baseline, held against the
+	// fail-to-pass tests (absent when the result's grading failed).
+	Baseline *BaselineRun `json:"baseline,omitempty"`
+}
+
+// BaselineRun is the verification once more on a fresh checkout of the
+// baseline: each fail-to-pass test must not pass there (OK: it did not).
+type BaselineRun struct {
+	Ran        bool         `json:"ran"`
+	Problem    string       `json:"problem,omitempty"` // why it could not run or be read
+	Log        string       `json:"log,omitempty"`     // baseline.log
+	FailToPass []GradedTest `json:"fail_to_pass"`
 }
 
 // GradedTest is one listed test and what the result's report said of it.

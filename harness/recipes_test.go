@@ -226,7 +226,7 @@ func TestRecipeNodeTestReport(t *testing.T) {
 		"docs/README.md": "# recipe\n",
 	})
 	r := runGraded(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
-		"test_results": {"format": "tap", "path": "results.tap"}, "fail_to_pass": ["greets the world"], "pass_to_pass": ["greets nobody"],
+		"test_results": {"format": "tap", "path": "results.tap"}, "pass_to_pass": ["greets the world", "greets nobody"],
 		"verification": {"command": "node --test --test-reporter=tap --test-reporter-destination=results.tap", "timeout_seconds": 120}}`)
 	if r.Total != 2 || r.Pass != 2 || r.Grading == nil || !r.Grading.Passed {
 		t.Errorf("results %+v, grading %+v: want both tests read and graded", r, r.Grading)
@@ -244,7 +244,7 @@ func TestRecipePytestJUnit(t *testing.T) {
 		"docs/README.md":         "# recipe\n",
 	})
 	r := runGraded(t, src, `{"task": "Add a note under docs/.", "allowed_paths": ["docs/**"],
-		"test_results": {"format": "junit", "path": "report.xml"}, "fail_to_pass": ["tests.test_greet.test_greet"],
+		"test_results": {"format": "junit", "path": "report.xml"}, "pass_to_pass": ["tests.test_greet.test_greet"],
 		"verification": {"command": "PYTHONPATH=src python3 -m pytest -q -p no:cacheprovider --junitxml=report.xml", "timeout_seconds": 120}}`)
 	if r.Total != 2 || r.Pass != 1 || r.XFail != 1 || r.Grading == nil || !r.Grading.Passed {
 		t.Errorf("results %+v, grading %+v: want one pass, one expected failure, the listed test graded", r, r.Grading)

@@ -926,6 +926,10 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		if ok, judged = r.readResults(ctx, *tr, reports); !ok {
 			return
 		}
+		if res := r.rep.Tests.Results; res != nil && res.Grading != nil && res.Grading.Passed && len(r.spec.FailToPass) > 0 {
+			r.o.Progress.Step("baseline")
+			r.checkBaseline(ctx, own, *tr)
+		}
 		rec = r.rep.Tests
 	}
 	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,

@@ -54,6 +54,7 @@ func checkTestResults(v *runView, c collector) {
 				ids(g.FailToPass), ids(g.PassToPass), fixed.FailToPass, fixed.PassToPass)
 		}
 		checkGrading(c, g, f.Tests, v.report.Status == ctoharness.StatusPass)
+		checkBaseline(v, c, g)
 		return
 	}
 	if v.report.Status == ctoharness.StatusPass && (sum.Fail+sum.Error > 0 || sum.Pass+sum.XFail == 0) {
@@ -67,6 +68,37 @@ func ids(g []ctoharness.GradedTest) []string {
 		out[i] = t.ID
 	}
 	return out
+}
+
+// checkBaseline holds the baseline run's record to its rule: every listed
+// fail-to-pass test is there, one that passed on the baseline makes the
+// run TASK_INVALID (never a pass), and its log is in the run directory.
+func checkBaseline(v *runView, c collector, g *ctoharness.Grading) {
+	const chk = "test_results"
+	b := g.Baseline
+	if b == nil {
+		return
+	}
+	if b.Log != "" && !v.files[b.Log] {
+		c.fail(chk, b.Log, "the baseline run's log is missing")
+	}
+	if !b.Ran {
+		return
+	}
+	if !slices.Equal(ids(b.FailToPass), ids(g.FailToPass)) {
+		c.fail(chk, evidence.ReportJSON, "the baseline run grades %v, the fail-to-pass list is %v", ids(b.FailToPass), ids(g.FailToPass))
+	}
+	invalid := false
+	for _, t := range b.FailToPass {
+		passed := t.Outcome == "pass" || t.Outcome == "xfail"
+		if t.OK == passed {
+			c.fail(chk, evidence.ReportJSON, "baseline outcome %s of %s is graded ok=%v", t.Outcome, t.ID, t.OK)
+		}
+		invalid = invalid || passed
+	}
+	if invalid && (!v.hasBlocker(ctoharness.BlockTaskInvalid) || v.report.Status == ctoharness.StatusPass) {
+		c.fail(chk, evidence.ReportJSON, "a fail-to-pass test passed on the baseline, and the run is not TASK_INVALID")
+	}
 }
 
 // checkGrading grades the listed tests again from tests.json: each one's

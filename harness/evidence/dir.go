@@ -36,6 +36,7 @@ const (
 	SetupLog     = "setup.log"
 	HiddenTar    = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
 	TestsJSON    = "tests.json"       // per-test results of the task's test report (harness/step/results)
+	BaselineLog  = "baseline.log"     // the verification run on the baseline, for the fail-to-pass tests (harness/baseline.go)
 	WarmUpLog    = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)
 	BackendDir   = "backend"
 	CaseStdout   = "backend/case.stdout.log"
