@@ -254,14 +254,14 @@ func unknownCost(n int) string {
 func printSummary(w io.Writer, s batch.Summary) {
 	fmt.Fprintf(w, "\n%d of %d trials final\n", s.Finished, s.Trials)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tTASK\tPASSED\tPASS@1\tPASS@K\tPASS^K\tAGENT_FAILED\tMODEL_FAILED\tINFRA_FAILED\tPOLICY_BLOCKED\tTOKENS\tCOST\tTIME\tQUEUED")
+	fmt.Fprintln(tw, "AGENT\tTASK\tPASSED\tPASS@1\tPASS@K\tPASS^K\tAGENT_FAILED\tMODEL_FAILED\tINFRA_FAILED\tPOLICY_BLOCKED\tTASK_INVALID\tTOKENS\tCOST\tTIME\tQUEUED")
 	for _, c := range s.Cells {
 		p1, pk, phk := "-", estimate("@", c.PassAtK), estimate("^", c.PassHatK)
 		if len(c.PassAtK) > 0 && c.PassAtK[0].Value != nil {
 			p1 = fmt.Sprintf("%.2f", *c.PassAtK[0].Value)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\t%.1fs\n", term(c.Agent), term(c.Task), passed(c.Totals), p1, pk, phk,
-			c.Outcomes.AgentFailed, c.Outcomes.ModelFailed, c.Outcomes.InfraFailed, c.Outcomes.PolicyBlocked, c.InputTokens+c.OutputTokens,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%.1fs\t%.1fs\n", term(c.Agent), term(c.Task), passed(c.Totals), p1, pk, phk,
+			c.Outcomes.AgentFailed, c.Outcomes.ModelFailed, c.Outcomes.InfraFailed, c.Outcomes.PolicyBlocked, c.Outcomes.TaskInvalid, c.InputTokens+c.OutputTokens,
 			costText(c.Totals), float64(c.DurationMs)/1000, float64(c.QueueMs)/1000)
 	}
 	tw.Flush()

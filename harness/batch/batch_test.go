@@ -353,6 +353,10 @@ func TestOutcomeOf(t *testing.T) {
 		{`{"status":"blocked","blockers":[]}`, batch.OutcomeInfraFailed},
 		{`{"status":"pass","blockers":[],"outcome":"great"}`, batch.OutcomeInfraFailed},
 		{`not json`, batch.OutcomeInfraFailed},
+		// A task that could not judge the run is the task's outcome, not the agent's.
+		{`{"status":"blocked","outcome":"policy_blocked","blockers":[{"code":"TASK_INVALID"}]}`, batch.OutcomeTaskInvalid},
+		{`{"status":"blocked","blockers":[{"code":"TASK_INVALID"}]}`, batch.OutcomeTaskInvalid},
+		{`{"status":"blocked","outcome":"infra_failed","blockers":[{"code":"TASK_INVALID"},{"code":"ARTIFACT_WRITE_FAILED"}]}`, batch.OutcomeInfraFailed},
 	} {
 		if got, _ := batch.OutcomeOf([]byte(c.report)); got != c.want {
 			t.Errorf("%s: %s, want %s", c.report, got, c.want)
@@ -361,6 +365,9 @@ func TestOutcomeOf(t *testing.T) {
 	for _, o := range batch.AllOutcomes() {
 		if o.Retryable() != (o == batch.OutcomeInfraFailed || o == batch.OutcomeModelFailed) {
 			t.Errorf("%s retryable %v", o, o.Retryable())
+		}
+		if o.Scored() != (o == batch.OutcomePass || o == batch.OutcomeAgentFailed || o == batch.OutcomePolicyBlocked) {
+			t.Errorf("%s scored %v", o, o.Scored())
 		}
 	}
 }

@@ -18,11 +18,15 @@ const (
 	OutcomeModelFailed   Outcome = "model_failed"
 	OutcomeInfraFailed   Outcome = "infra_failed"
 	OutcomePolicyBlocked Outcome = "policy_blocked"
+	// OutcomeTaskInvalid is a run its task could not judge (TASK_INVALID:
+	// a fail-to-pass test that passes on the baseline, unusable hidden
+	// tests): about the task, not the agent.
+	OutcomeTaskInvalid Outcome = "task_invalid"
 )
 
 // AllOutcomes lists every class, in the order summaries show them.
 func AllOutcomes() []Outcome {
-	return []Outcome{OutcomePass, OutcomeAgentFailed, OutcomeModelFailed, OutcomeInfraFailed, OutcomePolicyBlocked}
+	return []Outcome{OutcomePass, OutcomeAgentFailed, OutcomeModelFailed, OutcomeInfraFailed, OutcomePolicyBlocked, OutcomeTaskInvalid}
 }
 
 // Retryable says whether a trial with this outcome gets another attempt.
@@ -30,8 +34,9 @@ func (o Outcome) Retryable() bool { return o == OutcomeInfraFailed || o == Outco
 
 // Scored says whether a final trial with this outcome counts in pass rates
 // and pass@k. infra_failed and model_failed say that the machine or the
-// model provider failed, not the agent: such a trial is unscored (left out
-// of the denominator, and counted as such), as in Inspect.
+// model provider failed, not the agent, and task_invalid that the task
+// could not judge: such a trial is unscored (left out of the denominator,
+// and counted as such), as in Inspect.
 func (o Outcome) Scored() bool {
 	return o == OutcomePass || o == OutcomeAgentFailed || o == OutcomePolicyBlocked
 }
@@ -58,13 +63,21 @@ func OutcomeOf(reportJSON []byte) (Outcome, string) {
 	if err := json.Unmarshal(reportJSON, &r); err != nil {
 		return OutcomeInfraFailed, "report.json does not decode: " + err.Error()
 	}
+	o, src := FallbackOutcome(r.Status, r.Blockers), "classified from status and blocker codes (fallback table)"
 	if r.Outcome != nil {
-		if o := Outcome(*r.Outcome); o.known() {
-			return o, "from report.json"
+		if o = Outcome(*r.Outcome); !o.known() || o == OutcomeTaskInvalid {
+			return OutcomeInfraFailed, "report.json names an unknown outcome " + *r.Outcome
 		}
-		return OutcomeInfraFailed, "report.json names an unknown outcome " + *r.Outcome
+		src = "from report.json"
 	}
-	return FallbackOutcome(r.Status, r.Blockers), "classified from status and blocker codes (fallback table)"
+	if o == OutcomePolicyBlocked {
+		for _, b := range r.Blockers {
+			if b.Code == ctoharness.BlockTaskInvalid {
+				return OutcomeTaskInvalid, "the task could not judge the run (TASK_INVALID)"
+			}
+		}
+	}
+	return o, src
 }
 
 // fallbackTable is the FALLBACK classification, used only for a report that

@@ -54,8 +54,8 @@ th{background:#f3f3f3}.pass{color:#176d2c}.fail{color:#a11}.pending{color:#777}
 <h1>Batch {{.Name}}</h1>
 <p id="status">{{.Finished}} of {{.Trials}} trials finished{{if .Complete}} (complete){{else}} (incomplete){{end}}; at most {{.MaxAttempts}} attempts per trial; batch id <code>{{.BatchID}}</code>; generated {{.GeneratedAt.Format "2006-01-02 15:04:05Z"}}.</p>
 <h2>Agents</h2>
-<div class="wrap"><table id="agents"><tr><th>agent</th><th>passed</th><th>unscored</th><th>pass rate</th><th>pass</th><th>agent failed</th><th>model failed</th><th>infra failed</th><th>policy blocked</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th></tr>
-{{range .Agents}}<tr><td>{{.Agent}}</td><td>{{.Passes}}/{{.Scored}}</td><td>{{unscored .Totals}}</td><td>{{pct .PassRate}}</td><td>{{.Outcomes.Pass}}</td><td>{{.Outcomes.AgentFailed}}</td><td>{{.Outcomes.ModelFailed}}</td><td>{{.Outcomes.InfraFailed}}</td><td>{{.Outcomes.PolicyBlocked}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td></tr>
+<div class="wrap"><table id="agents"><tr><th>agent</th><th>passed</th><th>unscored</th><th>pass rate</th><th>pass</th><th>agent failed</th><th>model failed</th><th>infra failed</th><th>policy blocked</th><th>task invalid</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th></tr>
+{{range .Agents}}<tr><td>{{.Agent}}</td><td>{{.Passes}}/{{.Scored}}</td><td>{{unscored .Totals}}</td><td>{{pct .PassRate}}</td><td>{{.Outcomes.Pass}}</td><td>{{.Outcomes.AgentFailed}}</td><td>{{.Outcomes.ModelFailed}}</td><td>{{.Outcomes.InfraFailed}}</td><td>{{.Outcomes.PolicyBlocked}}</td><td>{{.Outcomes.TaskInvalid}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td></tr>
 {{end}}</table></div>
 <h2>Agent × task</h2>
 <div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th><th>queued</th></tr>

@@ -73,6 +73,7 @@ type OutcomeCounts struct {
 	ModelFailed   int `json:"model_failed"`
 	InfraFailed   int `json:"infra_failed"`
 	PolicyBlocked int `json:"policy_blocked"`
+	TaskInvalid   int `json:"task_invalid"`
 }
 
 func (o *OutcomeCounts) add(x Outcome) {
@@ -87,6 +88,8 @@ func (o *OutcomeCounts) add(x Outcome) {
 		o.InfraFailed++
 	case OutcomePolicyBlocked:
 		o.PolicyBlocked++
+	case OutcomeTaskInvalid:
+		o.TaskInvalid++
 	}
 }
 
