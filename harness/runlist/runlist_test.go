@@ -218,3 +218,46 @@ func TestPruneLegacyWorkspaces(t *testing.T) {
 		}
 	}
 }
+
+// The runs a batch's trial records name are kept, by id or by directory,
+// and say which batch keeps them; a trial record that cannot be read
+// removes nothing.
+func TestPruneKeepsBatchRuns(t *testing.T) {
+	runs := t.TempDir()
+	var dirs []string
+	for i := 0; i < 4; i++ {
+		dirs = append(dirs, makeRun(t, runs, fmt.Sprintf("r%d", i), 3, ctoharness.StatusPass, t0.Add(time.Duration(i)*time.Minute)))
+	}
+	trials := filepath.Join(runs, "batches", "nightly-0123456789ab", "trials")
+	if err := os.MkdirAll(trials, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"attempts": [{"run_id": "r0"}, {"run_dir": "` + dirs[1] + `"}], "interrupted": [{"run_id": "r2"}]}`
+	if err := os.WriteFile(filepath.Join(trials, "t-1.json"), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := runlist.Prune(runs, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, true, false} {
+		if _, err := os.Stat(dirs[i]); (err == nil) != want {
+			t.Errorf("r%d exists=%v, want %v", i, err == nil, want)
+		}
+	}
+	for _, k := range p.Kept {
+		if k.ProtectedBy != "batch nightly-0123456789ab" {
+			t.Errorf("kept %s protected by %q", k.RunID, k.ProtectedBy)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(trials, "t-2.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	makeRun(t, runs, "r9", 3, ctoharness.StatusPass, t0)
+	if _, err := runlist.Prune(runs, 0, false); err == nil {
+		t.Fatal("prune went ahead past a trial record it could not read")
+	}
+	if _, err := os.Stat(filepath.Join(runs, "r9")); err != nil {
+		t.Error("a run was removed although a trial record could not be read")
+	}
+}
