@@ -37,9 +37,9 @@ func recipeRepo(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// runRecipe runs stage 3 on src with the recipe's task and config and
-// requires a pass whose test.log holds want.
-func runRecipe(t *testing.T, src, spec string, cfg config.Config, getenv func(func(string) string) func(string) string, want string) {
+// recipeRun runs stage 3 on src with the recipe's task and config and
+// requires a pass; it returns the report and test.log.
+func recipeRun(t *testing.T, src, spec string, cfg config.Config, getenv func(func(string) string) func(string) string) (*ctoharness.Report, string) {
 	t.Helper()
 	requireSandbox(t)
 	set := compile(t)
@@ -61,12 +61,18 @@ func runRecipe(t *testing.T, src, spec string, cfg config.Config, getenv func(fu
 	}
 	log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
 	if rep.Status != ctoharness.StatusPass {
-		t.Fatalf("status %s, blockers %v\ntest.log:\n%s", rep.Status, rep.Blockers, log)
-	}
-	if !strings.Contains(string(log), want) {
-		t.Errorf("test.log does not hold %q:\n%s", want, log)
+		t.Fatalf("status %s, blockers %v, results %+v\ntest.log:\n%s", rep.Status, rep.Blockers, rep.Tests.Results, log)
 	}
 	mustValidate(t, set, rep, true)
+	return rep, string(log)
+}
+
+// runRecipe is recipeRun requiring that test.log holds want.
+func runRecipe(t *testing.T, src, spec string, cfg config.Config, getenv func(func(string) string) func(string) string, want string) {
+	t.Helper()
+	if _, log := recipeRun(t, src, spec, cfg, getenv); !strings.Contains(log, want) {
+		t.Errorf("test.log does not hold %q:\n%s", want, log)
+	}
 }
 
 // Node: the built-in test runner, with a test that serves HTTP on the
@@ -192,25 +198,10 @@ func TestRecipeCMake(t *testing.T) {
 // per-test summary of a passing, validated run.
 func runGraded(t *testing.T, src, spec string) *ctoharness.TestResultsSummary {
 	t.Helper()
-	requireSandbox(t)
-	set := compile(t)
-	o, _ := stage3(t, set)
-	o.Source = src
-	o.Config = config.Config{OwnedSources: []string{src}}
-	s, err := task.Parse([]byte(spec), "graded recipe", set.Validator(schemas.TaskSpec))
-	if err != nil {
-		t.Fatal(err)
+	rep, _ := recipeRun(t, src, spec, config.Config{}, nil)
+	if rep.Tests.Results == nil {
+		t.Fatal("the run read no test report")
 	}
-	o.Spec = &s
-	rep, err := harness.Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Status != ctoharness.StatusPass || rep.Tests.Results == nil {
-		log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
-		t.Fatalf("status %s, blockers %v, results %+v\ntest.log:\n%s", rep.Status, rep.Blockers, rep.Tests.Results, log)
-	}
-	mustValidate(t, set, rep, true)
 	return rep.Tests.Results
 }
 

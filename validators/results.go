@@ -7,6 +7,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 )
 
@@ -101,39 +102,30 @@ func checkBaseline(v *runView, c collector, g *ctoharness.Grading) {
 	}
 }
 
-// checkGrading grades the listed tests again from tests.json: each one's
-// outcome, whether it holds, and the verdict.
+// checkGrading grades the listed tests again from tests.json, with the
+// grading step's own rules (results.Grade): each one's outcome, whether it
+// holds, and the verdict.
 func checkGrading(c collector, g *ctoharness.Grading, tests []testresults.Result, passed bool) {
 	const chk = "test_results"
-	by := map[string]string{}
-	for _, t := range tests {
-		by[t.ID] = string(t.Outcome)
+	want := results.Grade(ids(g.FailToPass), ids(g.PassToPass), tests)
+	if want == nil {
+		c.fail(chk, evidence.ReportJSON, "a grading without listed tests")
+		return
 	}
-	all := true
 	for _, list := range []struct {
-		name  string
-		tests []ctoharness.GradedTest
-		ok    func(string) bool
-	}{
-		{"fail_to_pass", g.FailToPass, func(o string) bool { return o == "pass" || o == "xfail" }},
-		{"pass_to_pass", g.PassToPass, func(o string) bool { return o == "pass" || o == "xfail" || o == "skip" }},
-	} {
-		for _, gt := range list.tests {
-			want, found := by[gt.ID]
-			if !found {
-				want = "missing"
+		name      string
+		got, want []ctoharness.GradedTest
+	}{{"fail_to_pass", g.FailToPass, want.FailToPass}, {"pass_to_pass", g.PassToPass, want.PassToPass}} {
+		for i, gt := range list.got {
+			if w := list.want[i]; gt != w {
+				c.fail(chk, evidence.TestsJSON, "%s test %s is graded %s (ok %v); tests.json makes it %s (ok %v)", list.name, gt.ID, gt.Outcome, gt.OK, w.Outcome, w.OK)
 			}
-			ok := found && list.ok(want)
-			if gt.Outcome != want || gt.OK != ok {
-				c.fail(chk, evidence.TestsJSON, "%s test %s is graded %s (ok %v); tests.json makes it %s (ok %v)", list.name, gt.ID, gt.Outcome, gt.OK, want, ok)
-			}
-			all = all && ok
 		}
 	}
-	if g.Passed != all {
-		c.fail(chk, evidence.ReportJSON, "the grading says passed=%v; its listed tests make it %v", g.Passed, all)
+	if g.Passed != want.Passed {
+		c.fail(chk, evidence.ReportJSON, "the grading says passed=%v; its listed tests make it %v", g.Passed, want.Passed)
 	}
-	if passed && !all {
+	if passed && !want.Passed {
 		c.fail(chk, evidence.ReportJSON, "a passing run whose listed tests do not all hold")
 	}
 }

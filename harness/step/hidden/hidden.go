@@ -279,3 +279,16 @@ func digest(files []File) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Again reads the directory a record was made of once more and refuses it
+// when it is no longer what was digested before Case started.
+func Again(ctx context.Context, rec *ctoharness.HiddenTests) (Set, error) {
+	set, err := Read(ctx, rec.Dir)
+	if err != nil {
+		return Set{}, err
+	}
+	if set.Digest != rec.Digest {
+		return Set{}, fmt.Errorf("%w: %s changed during the run (digest %s before Case, %s now): run again", ErrHidden, rec.Dir, rec.Digest, set.Digest)
+	}
+	return set, nil
+}
