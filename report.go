@@ -84,6 +84,32 @@ type Report struct {
 	// Trial binds the run to the batch trial attempt that asked for it;
 	// absent for a run made outside a batch.
 	Trial *TrialBinding `json:"trial,omitempty"`
+	// FixtureObjects proves what of the source's object store reached
+	// Case: the base's history as the task asked, nothing else (absent
+	// when no fixture was made).
+	FixtureObjects *FixtureObjects `json:"fixture_objects,omitempty"`
+}
+
+// FixtureObjects is the fixture's object store as the copy left it, before
+// the harness added the baseline commit: exactly the closure of the base
+// commit under the task's history.
+type FixtureObjects struct {
+	BaseCommit string `json:"base_commit"`
+	// History is "full" (the base and every ancestor), "none" (the base
+	// tree alone, under a root baseline commit) or a depth.
+	History string `json:"history"`
+	// Commits of the source's history in the store (0 for "none").
+	Commits int `json:"commits"`
+	// Objects is how many objects the store held; Digest is the sha256 of
+	// their hex ids, sorted, one per line.
+	Objects int    `json:"objects"`
+	Digest  string `json:"digest"`
+	// Shallow are the commits whose parents were left out (a depth, or a
+	// shallow source), sorted.
+	Shallow []string `json:"shallow"`
+	// LeftOut is how many objects of the source were left out: other
+	// branches, tags, stashes, reflogs, unreachable objects, older history.
+	LeftOut int `json:"left_out"`
 }
 
 // TestResultsSummary is what the verification's own test report said,

@@ -348,7 +348,7 @@ func (r *run) fixtureLayer() string {
 // must outlive the run, a mount must not), for trees with submodules or
 // filtered paths, and where the machine cannot mount.
 func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
-	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv}
+	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history()}
 	if r.o.Unsandboxed || r.o.KeepWork {
 		res, err := fixture.Copy(ctx, in)
 		return res, nil, err
@@ -393,7 +393,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(),
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
@@ -418,6 +418,8 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	}
 	r.rep.Commits.BaselineCommit = res.BaselineCommit
 	r.rep.Commits.BaselineTree = res.BaselineTree
+	objects := res.Closure
+	r.rep.FixtureObjects = &objects
 	rec.conversions = res.Checkout
 	if r.o.Fault == FaultFixtureDirtyStart {
 		p := filepath.Join(dst, "injected-untracked.txt")
@@ -430,7 +432,8 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 		"overlay": mnt != nil})
 	r.step(ctoharness.StepBaseline)
 	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
-		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree})
+		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
+		"history": objects.History, "objects": objects.Objects, "objects_digest": objects.Digest, "objects_left_out": objects.LeftOut})
 	if res.BaselineTree != r.rep.Commits.SourceTree {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
 			Message: fmt.Sprintf("baseline tree %s differs from the source HEAD tree %s", res.BaselineTree, r.rep.Commits.SourceTree)})
@@ -1161,4 +1164,15 @@ func (r *run) makeScratch() error {
 	}
 	r.scratchMade = true
 	return nil
+}
+
+// history is how much of the base's history the task lets reach Case (the
+// spec's form was checked by its schema; a form the copy cannot take
+// blocks it).
+func (r *run) history() fixture.History {
+	h, err := fixture.ParseHistory(r.spec.HistoryText())
+	if err != nil {
+		return fixture.History{Mode: r.spec.HistoryText()}
+	}
+	return h
 }

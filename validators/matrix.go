@@ -449,6 +449,11 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	} else if err := materializeWith(ctx, srcDir, st, o.Clock()); err != nil {
 		return harness.Options{}, "", err
 	}
+	if st.SourceLeaks {
+		if err := plantLeaks(srcDir, o.Clock()); err != nil {
+			return harness.Options{}, "", fmt.Errorf("plant the leaks in the source: %w", err)
+		}
+	}
 	if st.SourceModify != "" {
 		f, err := os.OpenFile(filepath.Join(srcDir, st.SourceModify), os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
@@ -517,6 +522,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.Verification.Command = hiddenRepl.Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(st.Verification))))
 	}
 	spec.FixtureGit = st.FixtureGit
+	spec.History = st.History
 	spec.HiddenTests = hiddenDir
 	if r := st.TestResults; r != nil {
 		spec.TestResults = &task.TestResults{Format: testresults.Format(r.Format), Path: r.Path}

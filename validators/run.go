@@ -54,6 +54,7 @@ func runChecks() []runCheck {
 		{"fixture_clean_end", checkCleanEnd},
 		{"changed_files_allowed", checkChangedFiles},
 		{"patch_rederived", checkPatchRederived},
+		{"fixture_objects", checkFixtureObjects},
 		{"report_markdown", checkReportMarkdown},
 		{"task_contract", checkContract},
 		{"trace_roots", checkTrace},

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
@@ -352,6 +355,29 @@ func TestEachCheckCatchesItsDamage(t *testing.T) {
 			if err := os.WriteFile(ref, []byte(rep.Commits.BaselineCommit+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
+		}},
+		{"fixture_objects", func(t *testing.T, dir string) {
+			// An object of the source's other history in the store: had it
+			// reached Case's .git, the store made from it would hold it.
+			r, err := git.PlainOpen(filepath.Join(dir, evidence.StoreDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj := r.Storer.NewEncodedObject()
+			obj.SetType(plumbing.BlobObject)
+			w, _ := obj.Writer()
+			w.Write([]byte("the answer, from a branch of the future\n"))
+			w.Close()
+			if _, err := r.Storer.SetEncodedObject(obj); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"fixture_objects", func(t *testing.T, dir string) {
+			// The report's record of the objects no longer matches the store.
+			editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+				m["fixture_objects"].(map[string]any)["objects"] = float64(3)
+			})
+			reseal(t, dir)
 		}},
 		{"event_order", func(t *testing.T, dir string) {
 			// Drop fixture_clean_start and rebuild a consistent chain: only the order check can object.

@@ -59,6 +59,9 @@ type Input struct {
 	// Getenv is the environment the source's git configuration is read
 	// with, for its checkout conversions (see fixture.CopyInput).
 	Getenv func(string) string
+	// History is the fixture's: the checkout's .git holds the same part of
+	// the source's history, and nothing else of it.
+	History fixture.History
 }
 
 // Result is the checkout that was made.
@@ -126,7 +129,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.M
 			return cp, mounted, err
 		}
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv, History: in.History})
 	if err != nil {
 		return cp, nil, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}

@@ -39,7 +39,7 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s", in.Dest)
 	}
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		SourceManifest: in.SourceManifest, Getenv: in.Getenv})
+		SourceManifest: in.SourceManifest, Getenv: in.Getenv, History: in.History})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 		if derr := m.Discard(); derr != nil {
 			return res, nil, failed(derr, "give up the overlay checkout")

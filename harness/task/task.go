@@ -67,6 +67,10 @@ type Spec struct {
 	// (relative paths are relative to the spec file): they are laid over
 	// the fresh checkout of the result before setup and verification.
 	HiddenTests string `json:"hidden_tests,omitempty"`
+	// History is how much of the base commit's history Case's .git holds:
+	// "full" (the default), "none" or a depth ("3": the base and its two
+	// nearest generations of ancestors).
+	History string `json:"history,omitempty"`
 	// FixtureGit says what Case may change in its fixture's .git: "block"
 	// (the default) blocks a change outside the parts git writes in
 	// everyday use (config, hooks, attributes, replace refs …); "allow"
@@ -98,6 +102,14 @@ type SpecSandbox struct {
 type ViewPaths struct {
 	ReadPaths []string `json:"read_paths,omitempty"`
 	HidePaths []string `json:"hide_paths,omitempty"`
+}
+
+// HistoryText is the spec's history, "full" when it gives none.
+func (s Spec) HistoryText() string {
+	if s.History == "" {
+		return "full"
+	}
+	return s.History
 }
 
 // ViewLists returns the task's lists for Case or the verification command.
