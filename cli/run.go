@@ -23,6 +23,7 @@ type RunCmd struct {
 	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
 	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
 	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds (docs/tasks.md). A stage-3 run on your repository needs one." type:"existingfile" placeholder:"FILE"`
+	Rev            string   `name:"rev" placeholder:"COMMIT" help:"Start the task from this commit of the source (a hash, branch, tag or HEAD~N) instead of HEAD: the fixture is written from the source's object store, with only that commit's history (see the task's history). Overrides the task spec's base."`
 	SampleTask     bool     `name:"sample-task" help:"Without --task, run the built-in sample task (a note in CASE_NOTES.md) on purpose: the verdict then covers that task only, none of the repository's tests."`
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
@@ -102,6 +103,7 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		Profile: c.Profile, KeepWork: c.KeepWork, AllowDangerous: c.AllowDangerous, VerifyRun: validators.StageRunVerifier(set), Signing: keys,
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 		RequireTask: c.Stage == 3 && !c.SampleTask,
+		Rev:         c.Rev,
 	}
 	if c.SampleTask && spec != nil {
 		return usagef("--sample-task and --task exclude each other: --task runs your task, --sample-task the built-in one")

@@ -76,7 +76,7 @@ func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults
 	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "baseline")
 	defer func() { _ = RemoveTree(base) }()
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
-	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(),
+	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		Overlay: true, SourceManifest: r.before.Manifest}
 	cb := checkout.Begin(ctx, in)
 	defer func() { _ = cb.Stop() }()

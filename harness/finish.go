@@ -154,8 +154,15 @@ func Markdown(rep *ctoharness.Report) []byte {
 			fmt.Fprintf(&b, "- test report problem: %s\n", mdText(t.Problem))
 		}
 	}
-	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n- baseline %s (tree %s)\n- result %s (tree %s)\n",
-		mdText(orNone(rep.Commits.SourceHead)), mdText(orNone(rep.Commits.SourceTree)), mdText(orNone(rep.Commits.BaselineCommit)),
+	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n", mdText(orNone(rep.Commits.SourceHead)), mdText(orNone(rep.Commits.SourceTree)))
+	if c := rep.Commits; c.BaseCommit != "" && c.BaseCommit != c.SourceHead {
+		fmt.Fprintf(&b, "- base %s (tree %s): the task starts from this commit, not HEAD\n", mdText(c.BaseCommit), mdText(c.BaseTree))
+	}
+	if fo := rep.FixtureObjects; fo != nil && (fo.History != "full" || fo.LeftOut > 0) {
+		fmt.Fprintf(&b, "- Case's .git: history %s (commits: %d, objects: %d); objects of the source left out: %d\n", mdText(fo.History), fo.Commits, fo.Objects, fo.LeftOut)
+	}
+	fmt.Fprintf(&b, "- baseline %s (tree %s)\n- result %s (tree %s)\n",
+		mdText(orNone(rep.Commits.BaselineCommit)),
 		mdText(orNone(rep.Commits.BaselineTree)), mdText(orNone(rep.Commits.ResultCommit)), mdText(orNone(rep.Commits.ResultTree)))
 	agentMarkdown(&b, rep.Agent)
 	fmt.Fprintf(&b, "\n## Sandbox\n\n- enforced: %v (%s)\n- writable: %s\n", rep.Sandbox.Enforced, mdText(strings.Join(rep.Sandbox.Mechanisms, ", ")),

@@ -129,7 +129,7 @@ func (r *run) keepGo(ctx context.Context, own record) {
 func (r *run) warmUp(ctx context.Context, own record, g warmcache.Go, rec *ctoharness.KeptCacheRecord) (string, error) {
 	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "warmup")
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
-	in := checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(),
+	in := checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		Overlay: true, SourceManifest: r.before.Manifest}
 	b := checkout.Begin(ctx, in)
 	defer b.Stop()

@@ -38,17 +38,21 @@ type Options struct {
 	// task would grade none of the repository's tests. The CLI sets it
 	// unless --sample-task is given.
 	RequireTask bool
-	Lane        ctoharness.Lane
-	CaseCmd     []string // the real lane's Case command
-	RunsDir     string
-	Config      config.Config
-	Getenv      func(string) string
-	Deep        bool
-	SelfExe     string // the harness binary, re-executed as the fake Case
-	Schemas     *schemas.Set
-	Clock       func() time.Time
-	NewRunID    func(stage int, now time.Time) string
-	NewNonce    func() string
+	// Rev is the commit the task starts from (run --rev): a hash, branch,
+	// tag or HEAD~N of the source, read from its object store; it wins
+	// over the spec's base. Empty is the spec's base, or HEAD.
+	Rev      string
+	Lane     ctoharness.Lane
+	CaseCmd  []string // the real lane's Case command
+	RunsDir  string
+	Config   config.Config
+	Getenv   func(string) string
+	Deep     bool
+	SelfExe  string // the harness binary, re-executed as the fake Case
+	Schemas  *schemas.Set
+	Clock    func() time.Time
+	NewRunID func(stage int, now time.Time) string
+	NewNonce func() string
 
 	// Scenario and Fault are for the failure machinery only: they pick the
 	// fake Case's behaviour and inject a fault ("artifact:NAME" makes that

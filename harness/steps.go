@@ -282,6 +282,16 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	r.before = &p
 	r.rep.Commits.SourceHead = p.Head.Commit
 	r.rep.Commits.SourceTree = p.Head.Tree
+	r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = p.Head.Commit, p.Head.Tree
+	if rev := r.baseRev(); rev != "" {
+		c, t, err := fixture.ResolveBase(r.repo.Root, r.repo.GitDir, rev)
+		if err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
+				Message: fmt.Sprintf("the task's base %s; give a commit, branch or tag of %s", err, r.repo.Root)})
+			return false
+		}
+		r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = c, t
+	}
 	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
 		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
 			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
@@ -348,8 +358,10 @@ func (r *run) fixtureLayer() string {
 // must outlive the run, a mount must not), for trees with submodules or
 // filtered paths, and where the machine cannot mount.
 func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
-	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history()}
-	if r.o.Unsandboxed || r.o.KeepWork {
+	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase()}
+	// Another base than HEAD is written from the object store: the
+	// worktree, the overlay's lower layer, shows HEAD.
+	if r.o.Unsandboxed || r.o.KeepWork || in.Base != "" {
 		res, err := fixture.Copy(ctx, in)
 		return res, nil, err
 	}
@@ -393,7 +405,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(),
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
@@ -433,10 +445,11 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	r.step(ctoharness.StepBaseline)
 	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
 		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
+		"base_commit": res.BaseCommit, "base_tree": res.BaseTree,
 		"history": objects.History, "objects": objects.Objects, "objects_digest": objects.Digest, "objects_left_out": objects.LeftOut})
-	if res.BaselineTree != r.rep.Commits.SourceTree {
+	if res.BaselineTree != r.rep.Commits.BaseTree {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
-			Message: fmt.Sprintf("baseline tree %s differs from the source HEAD tree %s", res.BaselineTree, r.rep.Commits.SourceTree)})
+			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, r.rep.Commits.BaseTree, r.rep.Commits.BaseCommit)})
 	}
 	return rec, true
 }
@@ -446,7 +459,7 @@ func (r *run) cleanStart(ctx context.Context) bool {
 		return false
 	}
 	r.step(ctoharness.StepCleanStart)
-	p, err := fixture.CleanProof(ctx, r.runID, "clean_start", r.fixture, r.rep.Commits.SourceTree, r.o.Clock(), r.tr)
+	p, err := fixture.CleanProof(ctx, r.runID, "clean_start", r.fixture, r.rep.Commits.BaseTree, r.o.Clock(), r.tr)
 	if err != nil {
 		r.blockErr(err, ctoharness.StepCleanStart)
 		return false
@@ -1175,4 +1188,22 @@ func (r *run) history() fixture.History {
 		return fixture.History{Mode: r.spec.HistoryText()}
 	}
 	return h
+}
+
+// baseRev is the revision the task starts from: --rev, else the spec's
+// base, else "" (HEAD).
+func (r *run) baseRev() string {
+	if r.o.Rev != "" {
+		return r.o.Rev
+	}
+	return r.spec.Base
+}
+
+// otherBase is the base commit when it is not the source's HEAD, "" when
+// it is.
+func (r *run) otherBase() string {
+	if c := r.rep.Commits; c.BaseCommit != c.SourceHead {
+		return c.BaseCommit
+	}
+	return ""
 }

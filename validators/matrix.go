@@ -449,6 +449,11 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	} else if err := materializeWith(ctx, srcDir, st, o.Clock()); err != nil {
 		return harness.Options{}, "", err
 	}
+	if st.SourceAnswerOnMain {
+		if err := commitAnswer(srcDir, o.Clock()); err != nil {
+			return harness.Options{}, "", fmt.Errorf("commit the answer in the source: %w", err)
+		}
+	}
 	if st.SourceLeaks {
 		if err := plantLeaks(srcDir, o.Clock()); err != nil {
 			return harness.Options{}, "", fmt.Errorf("plant the leaks in the source: %w", err)
@@ -523,6 +528,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	}
 	spec.FixtureGit = st.FixtureGit
 	spec.History = st.History
+	spec.Base = st.Base
 	spec.HiddenTests = hiddenDir
 	if r := st.TestResults; r != nil {
 		spec.TestResults = &task.TestResults{Format: testresults.Format(r.Format), Path: r.Path}

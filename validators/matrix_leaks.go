@@ -149,3 +149,25 @@ func plantLeaks(src string, when time.Time) error {
 	_, err = blob("dangling " + LeakMarker + "\n")
 	return err
 }
+
+// commitAnswer commits THE_ANSWER.txt, holding LeakMarker, on top of the
+// source's main, through go-git's worktree, so the source stays clean.
+func commitAnswer(src string, when time.Time) error {
+	r, err := git.PlainOpen(src)
+	if err != nil {
+		return err
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "THE_ANSWER.txt"), []byte("the answer "+LeakMarker+"\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := wt.Add("THE_ANSWER.txt"); err != nil {
+		return err
+	}
+	sig := &object.Signature{Name: "leaks", Email: "leaks@matrix.invalid", When: when}
+	_, err = wt.Commit("the answer "+LeakMarker+"\n", &git.CommitOptions{Author: sig, Committer: sig})
+	return err
+}

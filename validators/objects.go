@@ -36,8 +36,8 @@ func checkFixtureObjects(v *runView, c collector) {
 	if fixed.Digest != fo.Digest {
 		c.fail(chk, evidence.EventsFile, "the fixture's objects digest %s in the report, %q in the baseline_committed event", fo.Digest, fixed.Digest)
 	}
-	if fo.BaseCommit != cm.SourceHead {
-		c.fail(chk, evidence.ReportJSON, "the fixture was made from %s, the run's base is %s", fo.BaseCommit, cm.SourceHead)
+	if base := runBase(cm); fo.BaseCommit != base {
+		c.fail(chk, evidence.ReportJSON, "the fixture was made from %s, the run's base is %s", fo.BaseCommit, base)
 	}
 	storeDir := v.path(evidence.StoreDir)
 	if _, err := os.Stat(storeDir); err != nil {
@@ -49,4 +49,21 @@ func checkFixtureObjects(v *runView, c collector) {
 	if err := fixture.CheckStore(v.ctx, storeDir, cm.BaselineCommit, cm.ResultCommit, *fo); err != nil {
 		c.fail(chk, evidence.StoreDir, "the store does not hold exactly the base's history and the result: %v", err)
 	}
+}
+
+// runBase is the commit the run's fixture was made from: the report's
+// base, or the source's HEAD for a run made before bases were recorded.
+func runBase(cm ctoharness.Commits) string {
+	if cm.BaseCommit != "" {
+		return cm.BaseCommit
+	}
+	return cm.SourceHead
+}
+
+// runBaseTree is runBase's tree.
+func runBaseTree(cm ctoharness.Commits) string {
+	if cm.BaseTree != "" {
+		return cm.BaseTree
+	}
+	return cm.SourceTree
 }

@@ -65,7 +65,7 @@ func normalizeNM(nm ctoharness.NonMutationProof) ctoharness.NonMutationProof {
 }
 
 func checkCleanStart(v *runView, c collector) {
-	checkFixtureProof(v, c, "fixture_clean_start", evidence.CleanStart, "clean_start", ctoharness.BlockFixtureDirtyStart, v.report.Commits.SourceTree)
+	checkFixtureProof(v, c, "fixture_clean_start", evidence.CleanStart, "clean_start", ctoharness.BlockFixtureDirtyStart, runBaseTree(v.report.Commits))
 }
 
 func checkCleanEnd(v *runView, c collector) {

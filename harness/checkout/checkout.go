@@ -62,6 +62,9 @@ type Input struct {
 	// History is the fixture's: the checkout's .git holds the same part of
 	// the source's history, and nothing else of it.
 	History fixture.History
+	// Base is the fixture's base when it is not the source's HEAD: the
+	// baseline is then written from the object store, never an overlay.
+	Base string
 }
 
 // Result is the checkout that was made.
@@ -123,13 +126,13 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.M
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
 		return fixture.CopyResult{}, nil, failed(err, "create the directory of the verification checkout %s", in.Dest)
 	}
-	if in.Overlay {
+	if in.Overlay && in.Base == "" {
 		cp, mounted, err := overlayBaseline(ctx, in)
 		if !errors.Is(err, overlay.ErrUnavailable) {
 			return cp, mounted, err
 		}
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv, History: in.History})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv, History: in.History, Base: in.Base})
 	if err != nil {
 		return cp, nil, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}

@@ -67,6 +67,10 @@ type Spec struct {
 	// (relative paths are relative to the spec file): they are laid over
 	// the fresh checkout of the result before setup and verification.
 	HiddenTests string `json:"hidden_tests,omitempty"`
+	// Base is the commit of the source the task starts from (a hash,
+	// branch, tag or HEAD~N), read from the source's object store; empty
+	// is the source's HEAD.
+	Base string `json:"base,omitempty"`
 	// History is how much of the base commit's history Case's .git holds:
 	// "full" (the default), "none" or a depth ("3": the base and its two
 	// nearest generations of ancestors).
