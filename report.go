@@ -212,12 +212,12 @@ type NonMutationRef struct {
 
 // Commits records the copy-faithfulness proof (tree hashes) and the fixture commits.
 type Commits struct {
-	SourceHead     string `json:"source_head"`
-	SourceTree     string `json:"source_tree"`
+	SourceHead string `json:"source_head"`
+	SourceTree string `json:"source_tree"`
 	// BaseCommit and BaseTree are the commit the fixture was made from:
 	// the source's HEAD, or the task's base (run --rev, "base").
-	BaseCommit string `json:"base_commit,omitempty"`
-	BaseTree   string `json:"base_tree,omitempty"`
+	BaseCommit     string `json:"base_commit,omitempty"`
+	BaseTree       string `json:"base_tree,omitempty"`
 	BaselineCommit string `json:"baseline_commit"`
 	BaselineTree   string `json:"baseline_tree"`
 	ResultCommit   string `json:"result_commit"`
