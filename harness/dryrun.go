@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
@@ -151,6 +152,19 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if !proof.StatusClean {
 		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
 			Message: fmt.Sprintf("source %s is not clean (%s)", repo.Root, describeStatus(proof.Status))})
+	}
+	rev := o.Rev
+	if rev == "" {
+		rev = spec.Base
+	}
+	if rev != "" {
+		if _, _, err := fixture.ResolveBase(repo.Root, repo.GitDir, rev); err != nil {
+			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
+				Message: fmt.Sprintf("the task's base %s; give a commit, branch or tag of %s", err, repo.Root)})
+		}
+	}
+	if _, err := fixture.ParseHistory(spec.HistoryText()); err != nil {
+		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
 	}
 	runDir := filepath.Join(o.RunsDir, runID)
 	plan.CopyTarget = filepath.Join(runDir, "fixture")
