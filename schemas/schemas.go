@@ -52,12 +52,13 @@ const (
 	BatchSpec     Kind = "batch-spec" // a batch spec file (batch.Spec)
 	Batch         Kind = "batch"      // batch.json, a batch's summary (batch.Summary)
 	Tests         Kind = "tests"      // tests.json, a run's per-test results (testresults.File)
+	TaskCheck     Kind = "task-check" // task-check.json, a task's pre-flight record (ctoharness.TaskCheck)
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord, BatchSpec, Batch, Tests}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord, BatchSpec, Batch, Tests, TaskCheck}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".
