@@ -88,6 +88,9 @@ type Report struct {
 	// Case: the base's history as the task asked, nothing else (absent
 	// when no fixture was made).
 	FixtureObjects *FixtureObjects `json:"fixture_objects,omitempty"`
+	// TaskCheck is the task check the run required (absent when it
+	// required none).
+	TaskCheck *TaskCheckRef `json:"task_check,omitempty"`
 }
 
 // FixtureObjects is the fixture's object store as the copy left it, before

@@ -47,3 +47,17 @@ type TaskCheckRun struct {
 	Result   []GradedTest `json:"result"`
 	Baseline []GradedTest `json:"baseline"`
 }
+
+// TaskCheckRef is what a run's report records of the task check it
+// required (run --require-task-check): the record itself is in the run
+// directory as task-check.json, byte for byte as given.
+type TaskCheckRef struct {
+	Artifact  string    `json:"artifact"`
+	Digest    string    `json:"digest"` // sha256 of the record's bytes
+	Valid     bool      `json:"valid"`
+	Repeats   int       `json:"repeats"`
+	CheckedAt time.Time `json:"checked_at"`
+	// KeyID is the trusted key whose signature over the record verified;
+	// "" when it was given unsigned.
+	KeyID string `json:"key_id"`
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/taskcheck"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -24,6 +25,7 @@ type RunCmd struct {
 	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
 	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds (docs/tasks.md). A stage-3 run on your repository needs one." type:"existingfile" placeholder:"FILE"`
 	Rev            string   `name:"rev" placeholder:"COMMIT" help:"Start the task from this commit of the source (a hash, branch, tag or HEAD~N) instead of HEAD: the fixture is written from the source's object store, with only that commit's history (see the task's history). Overrides the task spec's base."`
+	RequireCheck   string   `name:"require-task-check" placeholder:"FILE" help:"Refuse the run before Case starts unless FILE, a record of cto-harness task check (signed beside it as FILE.dsse.json when signing is on), found this task valid, with these hidden tests, at this base. The record is kept in the run as task-check.json."`
 	SampleTask     bool     `name:"sample-task" help:"Without --task, run the built-in sample task (a note in CASE_NOTES.md) on purpose: the verdict then covers that task only, none of the repository's tests."`
 	Lane           string   `name:"lane" default:"fake" enum:"fake,real" help:"Case lane, one of: ${enum}. fake is the built-in fake Case (the default); real runs the Case command (--case-cmd)."`
 	CaseCmd        string   `name:"case-cmd" help:"Real lane: the Case command, a path or a JSON array of argv (default: $CTO_HARNESS_CASE_CMD or the config's case_command)." placeholder:"CMD"`
@@ -104,6 +106,16 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 		RequireTask: c.Stage == 3 && !c.SampleTask,
 		Rev:         c.Rev,
+	}
+	if c.RequireCheck != "" {
+		if spec == nil {
+			return usagef("--require-task-check needs --task: a task check is of one task")
+		}
+		rec, err := taskcheck.Load(env.Ctx, c.RequireCheck, set.Validator(schemas.TaskCheck), keys.Trusted)
+		if err != nil {
+			return usageError{err}
+		}
+		opts.TaskCheck = rec
 	}
 	if c.SampleTask && spec != nil {
 		return usagef("--sample-task and --task exclude each other: --task runs your task, --sample-task the built-in one")

@@ -86,7 +86,7 @@ func (c *TaskCheckCmd) Run(g *Globals, env *Env) error {
 		name := strings.TrimSuffix(filepath.Base(c.Task), filepath.Ext(c.Task))
 		out = filepath.Join(runs, "task-checks", fmt.Sprintf("%s-%s.json", name, rec.BaseCommit[:12]))
 	}
-	signed, err := taskcheck.Write(env.Ctx, out, rec, keys.Signer)
+	signed, err := taskcheck.Write(env.Ctx, out, rec, set.Validator(schemas.TaskCheck), keys.Signer)
 	if err != nil {
 		return err
 	}

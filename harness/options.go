@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -41,18 +42,23 @@ type Options struct {
 	// Rev is the commit the task starts from (run --rev): a hash, branch,
 	// tag or HEAD~N of the source, read from its object store; it wins
 	// over the spec's base. Empty is the spec's base, or HEAD.
-	Rev      string
-	Lane     ctoharness.Lane
-	CaseCmd  []string // the real lane's Case command
-	RunsDir  string
-	Config   config.Config
-	Getenv   func(string) string
-	Deep     bool
-	SelfExe  string // the harness binary, re-executed as the fake Case
-	Schemas  *schemas.Set
-	Clock    func() time.Time
-	NewRunID func(stage int, now time.Time) string
-	NewNonce func() string
+	Rev string
+	// TaskCheck is the task check record the run requires (run
+	// --require-task-check); nil requires none. It must be valid and of
+	// this task, its hidden tests and its base, or the run is refused
+	// before Case starts.
+	TaskCheck *checked.Record
+	Lane      ctoharness.Lane
+	CaseCmd   []string // the real lane's Case command
+	RunsDir   string
+	Config    config.Config
+	Getenv    func(string) string
+	Deep      bool
+	SelfExe   string // the harness binary, re-executed as the fake Case
+	Schemas   *schemas.Set
+	Clock     func() time.Time
+	NewRunID  func(stage int, now time.Time) string
+	NewNonce  func() string
 
 	// Scenario and Fault are for the failure machinery only: they pick the
 	// fake Case's behaviour and inject a fault ("artifact:NAME" makes that

@@ -28,6 +28,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/store"
@@ -291,6 +292,17 @@ func (r *run) proveBefore(ctx context.Context) bool {
 			return false
 		}
 		r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = c, t
+	}
+	if tc := r.o.TaskCheck; tc != nil && r.rep.Criteria != nil {
+		r.rep.TaskCheck = tc.Ref()
+		if err := r.dir.WriteFile(ctx, checked.Artifact, tc.Raw); err != nil {
+			r.blockWrite(err, ctoharness.StepSourceProof)
+			return false
+		}
+		if err := checked.Hold(tc.Check, *r.rep.Criteria, r.rep.Commits.BaseCommit); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof, Message: "--require-task-check: " + err.Error()})
+			return false
+		}
 	}
 	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
 		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,

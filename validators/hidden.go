@@ -1,13 +1,17 @@
 package validators
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // checkHiddenTests holds the archive of the hidden tests to the digest the
@@ -107,11 +111,12 @@ func checkCriteria(v *runView, c collector) {
 	const chk = "task_criteria"
 	cr := v.report.Criteria
 	if cr == nil {
-		if v.report.HiddenTests != nil || v.report.Tests.Results != nil {
-			c.fail(chk, evidence.ReportJSON, "the run has hidden tests or a test report, and no task criteria")
+		if v.report.HiddenTests != nil || v.report.Tests.Results != nil || v.report.TaskCheck != nil {
+			c.fail(chk, evidence.ReportJSON, "the run has hidden tests, a test report or a task check, and no task criteria")
 		}
 		return
 	}
+	checkTaskCheck(v, c, cr)
 	fixed := v.classified()
 	if cr.SpecDigest != fixed.SpecDigest {
 		c.fail(chk, evidence.EventsFile, "task spec digest %s, the source_classified event fixed %q before Case started", cr.SpecDigest, fixed.SpecDigest)
@@ -132,4 +137,47 @@ func checkCriteria(v *runView, c collector) {
 	if tb := v.report.Trial; tb != nil && tb.TaskDigest != cr.SpecDigest {
 		c.fail(chk, evidence.ReportJSON, "the run judged task %s, its trial binding names task %s", cr.SpecDigest, tb.TaskDigest)
 	}
+}
+
+// checkTaskCheck holds a run that required a task check to the copy of the
+// record it keeps (task-check.json): the bytes the report digested, a valid
+// record of the run's task, hidden tests and base, unless the run was
+// refused for it (TASK_INVALID).
+func checkTaskCheck(v *runView, c collector, cr *ctoharness.TaskCriteria) {
+	const chk = "task_criteria"
+	ref := v.report.TaskCheck
+	if ref == nil {
+		if v.files[checked.Artifact] {
+			c.fail(chk, checked.Artifact, "the run holds a task check record its report does not name")
+		}
+		return
+	}
+	raw, err := os.ReadFile(v.path(checked.Artifact))
+	if err != nil {
+		c.fail(chk, checked.Artifact, "the report names a task check, and its record is missing: %v", err)
+		return
+	}
+	sum := sha256.Sum256(raw)
+	if hex.EncodeToString(sum[:]) != ref.Digest {
+		c.fail(chk, checked.Artifact, "the task check record digests to %x, the report names %s", sum, ref.Digest)
+	}
+	if err := v.set.Validator(schemas.TaskCheck)(raw); err != nil {
+		c.fail(chk, checked.Artifact, "the task check record does not match its schema: %v", err)
+		return
+	}
+	rec, err := checked.Parse(raw, ref.KeyID)
+	if err != nil {
+		c.fail(chk, checked.Artifact, "%v", err)
+		return
+	}
+	if rec.Check.Valid != ref.Valid || rec.Check.Repeats != ref.Repeats {
+		c.fail(chk, evidence.ReportJSON, "the report says the task check was valid=%v with %d repeats, the record says valid=%v with %d", ref.Valid, ref.Repeats, rec.Check.Valid, rec.Check.Repeats)
+	}
+	if err := checked.Hold(rec.Check, *cr, runBase(v.report.Commits)); err != nil && !hasBlocker(v.report, ctoharness.BlockTaskInvalid) {
+		c.fail(chk, checked.Artifact, "the run required a task check that does not cover it, and was not refused: %v", err)
+	}
+}
+
+func hasBlocker(r *ctoharness.Report, code ctoharness.BlockerCode) bool {
+	return slices.ContainsFunc(r.Blockers, func(b ctoharness.Blocker) bool { return b.Code == code })
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 )
 
 // PredicateType is the in-toto predicate type of a signed task check.
@@ -157,7 +158,7 @@ func outcome(ctx context.Context, rep *ctoharness.Report, validate func(context.
 // did not pass or whose evidence does not validate, a fail-to-pass test
 // the baseline run did not hold, and repeats that disagree.
 func judge(failToPass []string, runs []ctoharness.TaskCheckRun, repeats int) []string {
-	var out []string
+	out := []string{}
 	if len(failToPass) == 0 {
 		out = append(out, "the task lists no fail_to_pass tests: nothing shows that its tests tell the reference from no change")
 	}
@@ -250,14 +251,18 @@ func withReadPath(cfg config.Config, dir string) config.Config {
 	return cfg
 }
 
-// Write writes the record to path, and beside it (path + ".dsse.json") its
-// signed statement when signer is not nil.
-func Write(ctx context.Context, path string, rec *ctoharness.TaskCheck, signer *attest.Signer) (signed string, err error) {
+// Write writes the record to path, checked against its schema (validate),
+// and beside it (path + ".dsse.json") its signed statement when signer is
+// not nil.
+func Write(ctx context.Context, path string, rec *ctoharness.TaskCheck, validate func([]byte) error, signer *attest.Signer) (signed string, err error) {
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return "", err
 	}
 	data = append(data, '\n')
+	if err := validate(data); err != nil {
+		return "", fmt.Errorf("the task check record would not match its schema: %w", err)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", fmt.Errorf("make the directory of %s: %w", path, err)
 	}
@@ -281,4 +286,49 @@ func Write(ctx context.Context, path string, rec *ctoharness.TaskCheck, signer *
 		return "", fmt.Errorf("write the signed task check %s: %w", signed, err)
 	}
 	return signed, nil
+}
+
+// Load reads a task check record for a run to require: path, checked
+// against its schema (validate), and its signed statement beside it
+// (path + ".dsse.json"), which must verify against a trusted key and name
+// the record's exact bytes. A record without a statement is taken only when
+// no key is trusted (signing is off); otherwise it is refused.
+func Load(ctx context.Context, path string, validate func([]byte) error, trusted []attest.PublicKey) (*checked.Record, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read the task check record %s: %v", ErrUsage, path, err)
+	}
+	if err := validate(raw); err != nil {
+		return nil, fmt.Errorf("%w: %s is not a task check record: %v", ErrUsage, path, err)
+	}
+	keyID := ""
+	envData, err := os.ReadFile(path + ".dsse.json")
+	switch {
+	case errors.Is(err, os.ErrNotExist) && len(trusted) > 0:
+		return nil, fmt.Errorf("%w: the task check record %s is unsigned (no %s.dsse.json beside it) and this machine trusts signing keys; run cto-harness task check with a signing key", ErrUsage, path, filepath.Base(path))
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("%w: read %s.dsse.json: %v", ErrUsage, path, err)
+	default:
+		env, err := attest.ParseEnvelope(envData)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s.dsse.json: %v", ErrUsage, path, err)
+		}
+		if keyID, err = env.Verify(ctx, trusted); err != nil {
+			return nil, fmt.Errorf("%w: the signature of %s does not verify against a trusted key: %v", ErrUsage, path, err)
+		}
+		st, err := attest.ParseStatement(env.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s.dsse.json: %v", ErrUsage, path, err)
+		}
+		sum := sha256.Sum256(raw)
+		if st.PredicateType != PredicateType || len(st.Subjects) != 1 || st.Subjects[0].SHA256 != hex.EncodeToString(sum[:]) {
+			return nil, fmt.Errorf("%w: %s.dsse.json does not sign this record (it was changed after the check, or belongs to another)", ErrUsage, path)
+		}
+	}
+	rec, err := checked.Parse(raw, keyID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUsage, path, err)
+	}
+	return &rec, nil
 }
