@@ -83,7 +83,7 @@ type CLI struct {
 	Runs          RunsCmd          `cmd:"" help:"List the runs in the runs directory, newest first; 'runs prune' removes old ones."`
 	Version       VersionCmd       `cmd:"" help:"Print the harness and evidence schema versions."`
 	Keygen        KeygenCmd        `cmd:"" help:"Create an ed25519 key pair for signing evidence."`
-	Task          TaskCmd          `cmd:"" help:"Pre-flight a task: its reference solution must pass, its tests must tell it from no change, every repeat alike."`
+	Task          TaskCmd          `cmd:"" aliases:"tasks" help:"Pre-flight a task: its reference solution must pass, its tests must tell it from no change, every repeat alike."`
 	Batch         BatchCmd         `cmd:"" help:"Run a batch of stage-3 trials (sources x tasks x agents x repeats), resume it, and summarize it."`
 	Worker        WorkerCmd        `cmd:"" help:"Take batch trials from NATS JetStream, run them here, and upload their signed evidence."`
 	ModelServer   ModelServerCmd   `cmd:"" name:"modelserver" help:"Serve a scripted model (OpenAI, Anthropic, Gemini APIs) for trying coding agents without a provider."`

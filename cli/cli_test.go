@@ -48,6 +48,11 @@ func TestScripts(t *testing.T) {
 					break
 				}
 			}
+			// The generator of a small SWE-bench instance (a Python repository
+			// with a bug, its fix and its test), shared with package dataset's test.
+			if abs, err := filepath.Abs(filepath.Join("..", "harness", "dataset", "testdata", "make_instance.py")); err == nil {
+				e.Setenv("MAKE_INSTANCE", abs)
+			}
 			// Everything a script makes under $WORK/owned is owned; $WORK/targets is a Target Repository root.
 			cfg := fmt.Sprintf(`{"owned_sources": [%q], "target_repository_roots": [%q]}`,
 				filepath.Join(e.WorkDir, "owned"), filepath.Join(e.WorkDir, "targets"))

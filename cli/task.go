@@ -16,7 +16,8 @@ import (
 
 // TaskCmd is `cto-harness task`.
 type TaskCmd struct {
-	Check TaskCheckCmd `cmd:"" help:"Pre-flight a task: run its reference solution through the whole pipeline, N times, and say whether the task can grade agents."`
+	Check  TaskCheckCmd  `cmd:"" help:"Pre-flight a task: run its reference solution through the whole pipeline, N times, and say whether the task can grade agents."`
+	Import TaskImportCmd `cmd:"" help:"Turn benchmark tasks (SWE-bench instances) into task specs and batch specs."`
 }
 
 // TaskCheckCmd is `cto-harness task check`.
