@@ -70,6 +70,13 @@ const (
 	BlockTestFlake            BlockerCode = "TEST_FLAKE"
 	BlockDangerousScript      BlockerCode = "BLOCKED_DANGEROUS_SCRIPT"
 	BlockTestScope            BlockerCode = "TEST_SCOPE_VIOLATION"
+	// BlockAdversarialFailed: a test the task's adversary wrote failed on
+	// the baseline (it tells the change from no change) and on the result.
+	BlockAdversarialFailed BlockerCode = "ADVERSARIAL_TESTS_FAILED"
+	// BlockAdversaryFailed: the task has an adversary and its step could
+	// not be completed (it could not run, its tests could not be read or
+	// run): the verdict is not given without it.
+	BlockAdversaryFailed      BlockerCode = "ADVERSARY_FAILED"
 	BlockTestBudget           BlockerCode = "TEST_BUDGET_EXHAUSTED"
 	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
 	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
@@ -146,10 +153,11 @@ const (
 // tests did not succeed). Every other code means a precondition or policy
 // refused the run, which makes the status "blocked".
 var failedCodes = map[BlockerCode]bool{
-	BlockCaseExitNonZero: true,
-	BlockTestsFailed:     true,
-	BlockTestTimeout:     true,
-	BlockTestFlake:       true,
+	BlockCaseExitNonZero:   true,
+	BlockTestsFailed:       true,
+	BlockAdversarialFailed: true,
+	BlockTestTimeout:       true,
+	BlockTestFlake:         true,
 }
 
 // AllBlockerCodes lists every code; the schema enum is checked against it.
@@ -165,7 +173,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockCopyFailed, BlockCopyUnfaithful, BlockFixtureDirtyStart, BlockFixtureDirtyEnd,
 		BlockCaseStartFailed, BlockCaseExitNonZero, BlockCaseTimeout, BlockCaseEventMalformed,
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
-		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope,
+		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope, BlockAdversarialFailed, BlockAdversaryFailed,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange,

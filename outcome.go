@@ -65,6 +65,7 @@ var outcomeOf = map[BlockerCode]Outcome{
 	BlockArtifactWriteFailed: OutcomeInfraFailed, BlockInternal: OutcomeInfraFailed,
 	BlockInterrupted: OutcomeInfraFailed, BlockCheckoutFailed: OutcomeInfraFailed,
 	BlockCheckoutUnfaithful: OutcomeInfraFailed, BlockAgentNotInstalled: OutcomeInfraFailed,
+	BlockAdversaryFailed: OutcomeInfraFailed,
 
 	BlockAgentModelError: OutcomeModelFailed, BlockModelEndpointUnreachable: OutcomeModelFailed,
 	BlockModelAPIError: OutcomeModelFailed, BlockModelRateLimited: OutcomeModelFailed,
@@ -75,7 +76,7 @@ var outcomeOf = map[BlockerCode]Outcome{
 	BlockMissingRequiredEvent: OutcomeAgentFailed, BlockCaseEventLimit: OutcomeAgentFailed,
 	BlockFixtureDirtyEnd: OutcomeAgentFailed, BlockDisallowedChange: OutcomeAgentFailed,
 	BlockProtectedPathChange: OutcomeAgentFailed, BlockUnsafeFileName: OutcomeAgentFailed,
-	BlockTestsFailed: OutcomeAgentFailed, BlockTestTimeout: OutcomeAgentFailed,
+	BlockTestsFailed: OutcomeAgentFailed, BlockTestTimeout: OutcomeAgentFailed, BlockAdversarialFailed: OutcomeAgentFailed,
 	BlockTestNotRun: OutcomeAgentFailed, BlockTestFlake: OutcomeAgentFailed,
 	BlockDangerousScript: OutcomeAgentFailed, BlockTestScope: OutcomeAgentFailed,
 	BlockTestBudget: OutcomeAgentFailed, BlockBudgetExceeded: OutcomeAgentFailed,

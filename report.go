@@ -91,6 +91,9 @@ type Report struct {
 	// TaskCheck is the task check the run required (absent when it
 	// required none).
 	TaskCheck *TaskCheckRef `json:"task_check,omitempty"`
+	// Adversarial is the adversarial step (absent when the task has no
+	// adversary, or the run ended before it).
+	Adversarial *AdversarialRecord `json:"adversarial,omitempty"`
 }
 
 // FixtureObjects is the fixture's object store as the copy left it, before

@@ -70,55 +70,82 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 // baselineTests makes the baseline's checkout, lays the hidden tests, runs
 // the verification there and reads its test report.
 func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults) ([]testresults.Result, string, error) {
+	return r.testsOn(ctx, own, testsRun{dir: "baseline", commit: r.rep.Commits.BaselineCommit, command: r.spec.Verification.Command,
+		results: tr, log: evidence.BaselineLog, what: "the baseline run"})
+}
+
+// testsRun is one extra test run on a fresh checkout of a commit of the
+// store: the verification on the baseline, or the adversary's tests on the
+// baseline and the result.
+type testsRun struct {
+	dir     string           // its directory in the run's workspace
+	commit  string           // the store's commit to check out
+	lay     []hidden.Set     // laid over the checkout after the hidden tests
+	command string           // run in the checkout's root
+	results task.TestResults // the report it writes
+	log     string           // its log in the run directory
+	what    string           // names it in errors
+}
+
+// testsOn makes the checkout of t.commit, lays the task's hidden tests and
+// t.lay, runs t.command in the verification's sandbox without network and
+// without the setup command, and reads its test report.
+func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresults.Result, string, error) {
 	if r.o.Unsandboxed {
 		return nil, "", fmt.Errorf("not run: --unsandboxed")
 	}
-	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "baseline")
+	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, t.dir)
 	defer func() { _ = RemoveTree(base) }()
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
 	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		Overlay: true, SourceManifest: r.before.Manifest}
 	cb := checkout.Begin(ctx, in)
 	defer func() { _ = cb.Stop() }()
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.BaselineCommit, own.baselineAt
+	// The checkout's own commit need not be the store's: its tree is
+	// what the checkout is held to.
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, t.commit, own.baselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
-		return nil, "", fmt.Errorf("the baseline's checkout could not be made: %w", err)
+		return nil, "", fmt.Errorf("the checkout of %s could not be made: %w", t.what, err)
 	}
+	lays := t.lay
 	if h := r.rep.HiddenTests; h != nil {
 		set, err := hidden.Again(ctx, h)
-		if err == nil {
-			_, err = hidden.Lay(ctx, set, work)
-		}
 		if err != nil {
-			return nil, "", fmt.Errorf("the hidden tests could not be laid over the baseline: %w", err)
+			return nil, "", fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
+		}
+		lays = append([]hidden.Set{set}, lays...)
+	}
+	for _, set := range lays {
+		if _, err := hidden.Lay(ctx, set, work); err != nil {
+			return nil, "", fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
 		}
 	}
 	dirs := backend.ScratchDirs(scratch)
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, "", fmt.Errorf("the baseline run's scratch directory %s could not be made: %w", d, err)
+			return nil, "", fmt.Errorf("the scratch directory %s of %s could not be made: %w", d, t.what, err)
 		}
 	}
 	v, _, err := r.planView(true, []string{"/bin/sh"})
 	if err != nil {
-		return nil, "", fmt.Errorf("the baseline run's sandbox view cannot be planned: %w", err)
+		return nil, "", fmt.Errorf("the sandbox view of %s cannot be planned: %w", t.what, err)
 	}
 	v.Moved, v.Cwd, v.Expect = []sandbox.Bind{{Path: baselineInView, Source: work}}, baselineInView, ""
 	pol := r.policy(true)
 	pol.Writable = append([]string{work}, dirs...)
 	pol.View = v
-	f, err := r.dir.OpenAppend(evidence.BaselineLog)
+	f, err := r.dir.OpenAppend(t.log)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s could not be opened: %w", evidence.BaselineLog, err)
+		return nil, "", fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
 	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
 	vpol.NetAllowed = nil
 	vpol.Profile.FlakeReruns = 0
 	timeout := time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second
-	if _, err := results.Clear(work, tr); err != nil {
-		return nil, evidence.BaselineLog, err
+	if _, err := results.Clear(work, t.results); err != nil {
+		return nil, t.log, err
 	}
-	vin := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.BaselineLog, Tracer: r.tr,
+	vin := verify.Input{Command: t.command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: t.log, Tracer: r.tr,
 		Wrap: func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 			launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
 			return launch, attr, []*os.File{pf}, err
@@ -126,14 +153,14 @@ func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	switch {
 	case err != nil:
-		return nil, evidence.BaselineLog, fmt.Errorf("the baseline run could not run: %w", err)
+		return nil, t.log, fmt.Errorf("%s could not run: %w", t.what, err)
 	case out.Refusal != "" || out.ExitCode == nil:
-		return nil, evidence.BaselineLog, fmt.Errorf("the baseline run did not run (%s: %s)", out.Classification, out.Reason)
+		return nil, t.log, fmt.Errorf("%s did not run (%s: %s)", t.what, out.Classification, out.Reason)
 	}
-	file, sum := results.Read(work, tr, r.runID, false)
-	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+	file, sum := results.Read(work, t.results, r.runID, false)
+	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(t.results.Path)))
 	if sum.Problem != "" {
-		return nil, evidence.BaselineLog, fmt.Errorf("on the baseline: %s", sum.Problem)
+		return nil, t.log, fmt.Errorf("on %s: %s", t.what, sum.Problem)
 	}
-	return file.Tests, evidence.BaselineLog, nil
+	return file.Tests, t.log, nil
 }

@@ -154,6 +154,13 @@ func Markdown(rep *ctoharness.Report) []byte {
 			fmt.Fprintf(&b, "- test report problem: %s\n", mdText(t.Problem))
 		}
 	}
+	if a := rep.Adversarial; a != nil {
+		fmt.Fprintf(&b, "\n## Adversarial tests\n\n- adversary: %s\n- discriminating tests (failed on the baseline): %d, failed on the result: %d; tests that tell nothing: %d; excluded files: %d\n",
+			mdText(strings.Join(a.Command, " ")), a.Discriminating, a.Failed, countClass(a.Tests, ctoharness.AdversaryNotDiscriminating), len(a.Excluded))
+		if a.Problem != "" {
+			fmt.Fprintf(&b, "- the step could not finish: %s\n", mdText(a.Problem))
+		}
+	}
 	fmt.Fprintf(&b, "\n## Commits\n\n- source HEAD %s (tree %s)\n", mdText(orNone(rep.Commits.SourceHead)), mdText(orNone(rep.Commits.SourceTree)))
 	if c := rep.Commits; c.BaseCommit != "" && c.BaseCommit != c.SourceHead {
 		fmt.Fprintf(&b, "- base %s (tree %s): the task starts from this commit, not HEAD\n", mdText(c.BaseCommit), mdText(c.BaseTree))
@@ -204,4 +211,15 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// countClass counts the adversarial tests of class.
+func countClass(tests []ctoharness.AdversarialTest, class string) int {
+	n := 0
+	for _, t := range tests {
+		if t.Class == class {
+			n++
+		}
+	}
+	return n
 }

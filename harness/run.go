@@ -199,6 +199,7 @@ func (r *run) steps(ctx context.Context) {
 	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
 	r.verify(ctx, rec, col, warm)
+	r.adversarial(ctx, rec)
 }
 
 func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }

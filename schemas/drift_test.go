@@ -163,6 +163,7 @@ var plainEnums = map[string][]string{
 	"fixture-proof:/kind":                  {"clean_start", "clean_end"},
 	"fixture-proof:/git_changes/[]/change": {ctoharness.GitChangeAdded, ctoharness.GitChangeRemoved, ctoharness.GitChangeChanged},
 	"report:/profile":                      profile.Names(),
+	"report:/adversarial/tests/[]/class":   {ctoharness.AdversaryDiscriminating, ctoharness.AdversaryNotDiscriminating, ctoharness.AdversaryFailedImport},
 	"report:/tests/profile":                profile.Names(),
 	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},

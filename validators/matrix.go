@@ -528,6 +528,21 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	}
 	spec.FixtureGit = st.FixtureGit
 	spec.History = st.History
+	if adv := st.Adversary; adv != nil {
+		dir, err := rowAdversary(work, adv.Files, &cfg)
+		if err != nil {
+			return harness.Options{}, "", err
+		}
+		cmd := []string{"/bin/sh", "-c", "cp -R '" + dir + "'/. ."}
+		if len(adv.Command) > 0 {
+			cmd = nil
+			for _, a := range adv.Command {
+				cmd = append(cmd, strings.ReplaceAll(a, "{adversary}", dir))
+			}
+		}
+		spec.Adversary = &task.SpecAdversary{Command: cmd, TestCommand: adv.TestCommand,
+			TestResults: task.TestResults{Format: testresults.Format(adv.TestResults.Format), Path: adv.TestResults.Path}}
+	}
 	spec.Base = st.Base
 	spec.HiddenTests = hiddenDir
 	if r := st.TestResults; r != nil {
@@ -671,4 +686,31 @@ func unsignedStage2Run(ctx context.Context, o ReplayOptions, runs string) (*ctoh
 		return nil, fmt.Errorf("status %s, signed %v, blockers %v; want an unsigned pass", rep.Status, rep.Signed, rep.Blockers)
 	}
 	return rep, nil
+}
+
+// rowAdversary writes a scripted adversary's files into a directory every
+// sandboxed command's view shows (a read path of the config), for its
+// command to copy into its tests directory.
+func rowAdversary(work string, files map[string]string, cfg *config.Config) (string, error) {
+	shared := filepath.Join(work, "shared")
+	dir := filepath.Join(shared, "adversary")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for rel, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = &config.Sandbox{}
+	}
+	if !slices.Contains(cfg.Sandbox.ViewPaths.ReadPaths, shared) {
+		cfg.Sandbox.ViewPaths.ReadPaths = append(cfg.Sandbox.ViewPaths.ReadPaths, shared)
+	}
+	return dir, nil
 }

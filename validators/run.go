@@ -63,6 +63,7 @@ func runChecks() []runCheck {
 		{"hidden_tests", checkHiddenTests},
 		{"test_results", checkTestResults},
 		{"task_criteria", checkCriteria},
+		{"adversarial", checkAdversarial},
 		{"network_egress", checkNetwork},
 		{"status_consistent", checkStatus},
 		{"report_page", checkReportPage},

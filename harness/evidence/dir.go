@@ -24,30 +24,37 @@ import (
 
 // Artifact names, relative to the run directory.
 const (
-	ReportJSON   = "report.json"
-	ReportSum    = "report.sha256"
-	ReportMD     = "report.md"
-	ReportHTML   = "report.html"
-	EventsFile   = "events.normalized.jsonl"
-	TraceFile    = "trace.jsonl"
-	TaskFile     = "task.json"
-	PatchFile    = "patch.diff"
-	TestLog      = "test.log"
-	SetupLog     = "setup.log"
-	HiddenTar    = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
-	TestsJSON    = "tests.json"       // per-test results of the task's test report (harness/step/results)
-	BaselineLog  = "baseline.log"     // the verification run on the baseline, for the fail-to-pass tests (harness/baseline.go)
-	WarmUpLog    = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)
-	BackendDir   = "backend"
-	CaseStdout   = "backend/case.stdout.log"
-	CaseStderr   = "backend/case.stderr.log"
-	CaseEvents   = "backend/case.events.jsonl"
-	SourceBefore = "proofs/source-before.json"
-	SourceAfter  = "proofs/source-after.json"
-	NonMutation  = "proofs/source-non-mutation.json"
-	CleanStart   = "proofs/fixture-clean-start.json"
-	CleanEnd     = "proofs/fixture-clean-end.json"
-	FixtureDir   = "fixture"
+	ReportJSON  = "report.json"
+	ReportSum   = "report.sha256"
+	ReportMD    = "report.md"
+	ReportHTML  = "report.html"
+	EventsFile  = "events.normalized.jsonl"
+	TraceFile   = "trace.jsonl"
+	TaskFile    = "task.json"
+	PatchFile   = "patch.diff"
+	TestLog     = "test.log"
+	SetupLog    = "setup.log"
+	HiddenTar   = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
+	TestsJSON   = "tests.json"       // per-test results of the task's test report (harness/step/results)
+	BaselineLog = "baseline.log"     // the verification run on the baseline, for the fail-to-pass tests (harness/baseline.go)
+	WarmUpLog   = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)
+	// The adversarial step (harness/adversary.go, harness/step/adversary):
+	// the adversary's own log, the tests it wrote, and its tests' runs on
+	// the baseline and on the result.
+	AdversaryLog         = "adversary.log"
+	AdversaryTar         = "adversarial-tests.tar"
+	AdversaryBaselineLog = "adversarial-baseline.log"
+	AdversaryResultLog   = "adversarial-result.log"
+	BackendDir           = "backend"
+	CaseStdout           = "backend/case.stdout.log"
+	CaseStderr           = "backend/case.stderr.log"
+	CaseEvents           = "backend/case.events.jsonl"
+	SourceBefore         = "proofs/source-before.json"
+	SourceAfter          = "proofs/source-after.json"
+	NonMutation          = "proofs/source-non-mutation.json"
+	CleanStart           = "proofs/fixture-clean-start.json"
+	CleanEnd             = "proofs/fixture-clean-end.json"
+	FixtureDir           = "fixture"
 	// StoreDir is the harness's own git store of the run's commits
 	// (package store): the record the patch is re-derived from.
 	StoreDir        = "store"

@@ -75,6 +75,9 @@ type Spec struct {
 	// "full" (the default), "none" or a depth ("3": the base and its two
 	// nearest generations of ancestors).
 	History string `json:"history,omitempty"`
+	// Adversary is a second party that writes tests against the task and
+	// Case's result, kept apart from Case (see docs/adversarial.md).
+	Adversary *SpecAdversary `json:"adversary,omitempty"`
 	// FixtureGit says what Case may change in its fixture's .git: "block"
 	// (the default) blocks a change outside the parts git writes in
 	// everyday use (config, hooks, attributes, replace refs …); "allow"
@@ -91,6 +94,18 @@ type Spec struct {
 	// Sandbox narrows the filesystem view the config allows; it can never
 	// widen it (see docs/sandbox.md).
 	Sandbox *SpecSandbox `json:"sandbox,omitempty"`
+}
+
+// SpecAdversary is a task's adversary: Command (the user's own test
+// generator, run in a sandbox of its own after Case, see
+// docs/adversarial.md) writes tests into its directory; TestCommand runs
+// them in a checkout of the baseline and of the result, writing
+// TestResults.
+type SpecAdversary struct {
+	Command        []string    `json:"command"`
+	TimeoutSeconds int         `json:"timeout_seconds,omitempty"`
+	TestCommand    string      `json:"test_command"`
+	TestResults    TestResults `json:"test_results"`
 }
 
 // SpecSandbox narrows the view for Case and, with Verification, for the

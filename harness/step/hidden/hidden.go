@@ -292,3 +292,19 @@ func Again(ctx context.Context, rec *ctoharness.HiddenTests) (Set, error) {
 	}
 	return set, nil
 }
+
+// Data is the file's content as read.
+func (f File) Data() []byte { return f.data }
+
+// Keep is s with only the files keep says yes to, digested again.
+func (s Set) Keep(keep func(File) bool) Set {
+	out := Set{Dir: s.Dir}
+	for _, f := range s.Files {
+		if keep(f) {
+			out.Files = append(out.Files, f)
+			out.Bytes += int64(len(f.data))
+		}
+	}
+	out.Digest = digest(out.Files)
+	return out
+}

@@ -1,0 +1,61 @@
+package ctoharness
+
+// Classes of an adversarial test (AdversarialTest.Class).
+const (
+	// AdversaryDiscriminating: failed on the baseline, so it tells the
+	// change from no change; it counts, and must pass on the result.
+	AdversaryDiscriminating = "discriminating"
+	// AdversaryNotDiscriminating: passed (or was skipped) on the baseline;
+	// it cannot tell the change from no change and does not count.
+	AdversaryNotDiscriminating = "not_discriminating"
+	// AdversaryFailedImport: errored on the baseline (it does not load or
+	// compile); excluded.
+	AdversaryFailedImport = "failed_import"
+)
+
+// AdversarialRecord is what the adversarial step did (report.adversarial):
+// a second party, kept apart from Case, wrote tests against the task and
+// the result; they ran on fresh checkouts of the baseline and the result,
+// and only those that failed on the baseline count.
+type AdversarialRecord struct {
+	Command    []string `json:"command"`
+	ExitCode   *int     `json:"exit_code"`
+	DurationMs int64    `json:"duration_ms"`
+	TimedOut   bool     `json:"timed_out"`
+	Log        string   `json:"log"` // adversary.log
+	// Problem says why the step could not finish ("" when it did).
+	Problem string `json:"problem,omitempty"`
+	// Archive is adversarial-tests.tar, the files the adversary wrote, as
+	// digested (Digest); Files lists them.
+	Archive string   `json:"archive"`
+	Digest  string   `json:"digest"`
+	Files   []string `json:"files"`
+	// Excluded are files refused before any ran, with the reason (they
+	// mock what a test must exercise, or reach outside the checkout).
+	Excluded []AdversarialExcluded `json:"excluded"`
+	// Tests are the adversary's tests as its test command reported them,
+	// each with its outcome on the baseline and on the result.
+	Tests          []AdversarialTest `json:"tests"`
+	Discriminating int               `json:"discriminating"`
+	Failed         int               `json:"failed"`
+	BaselineLog    string            `json:"baseline_log"`
+	ResultLog      string            `json:"result_log"`
+}
+
+// AdversarialExcluded is one file of the adversary's the harness did not
+// run.
+type AdversarialExcluded struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// AdversarialTest is one test the adversary wrote.
+type AdversarialTest struct {
+	ID       string `json:"id"`
+	Baseline string `json:"baseline"` // its outcome on the baseline
+	Result   string `json:"result"`   // on the result ("" when it was not run there)
+	Class    string `json:"class"`
+	// OK: a discriminating test that passed on the result (true for the
+	// others, which do not count).
+	OK bool `json:"ok"`
+}

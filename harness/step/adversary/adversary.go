@@ -1,0 +1,99 @@
+// Package adversary judges what a task's adversary wrote: a second party,
+// kept apart from Case, that writes tests against the task and the result.
+// Its files are screened before anything runs (a test that mocks the
+// process, socket or HTTP layer it should exercise proves nothing, and is
+// excluded with the reason); its tests then run on the baseline and on the
+// result, and only a test that fails on the baseline counts: it tells the
+// change from no change. A counted test that fails on the result fails the
+// run. The adversary only reports: nothing it writes reaches the result.
+package adversary
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/testresults"
+)
+
+// Env names what the adversary's command is told (docs/adversarial.md).
+const (
+	EnvTask     = "ADVERSARY_TASK"      // the task text
+	EnvCheckout = "ADVERSARY_CHECKOUT"  // a read-only checkout of the result
+	EnvTestsDir = "ADVERSARY_TESTS_DIR" // where it writes its tests (its working directory)
+)
+
+// mocks are the conservative matches of a test that replaces what it
+// should exercise: the process, socket and HTTP layers.
+var mocks = map[string][]*regexp.Regexp{
+	".py": {
+		regexp.MustCompile(`(patch|patch\.object|setattr)\(\s*['"]?(subprocess|os\.system|os\.popen|os\.exec|socket|requests|urllib|http\.client|httpx|aiohttp)\b`),
+		regexp.MustCompile(`\b(subprocess|socket|requests|urllib\.request|httpx)\.\w+\s*=[^=]`),
+		regexp.MustCompile(`\bos\.(system|popen)\s*=[^=]`),
+		regexp.MustCompile(`\b(responses|httpretty|requests_mock|respx)\b`),
+	},
+	".js":  jsMocks,
+	".ts":  jsMocks,
+	".mjs": jsMocks,
+	".cjs": jsMocks,
+	".go": {
+		regexp.MustCompile(`\bexec(Command)?\s*=\s*func\b`),
+		regexp.MustCompile(`\bhttptest\.NewServer\b`),
+	},
+}
+
+var jsMocks = []*regexp.Regexp{
+	regexp.MustCompile(`(jest|vi)\.mock\(\s*['"](node:)?(child_process|net|http|https|axios|node-fetch|undici)['"]`),
+	regexp.MustCompile(`\b(nock|msw)\b`),
+}
+
+// Screen says why the adversary's file at p, holding data, must not run
+// ("" when it may): it mocks what a test must exercise.
+func Screen(p string, data []byte) string {
+	for _, re := range mocks[path.Ext(p)] {
+		if m := re.Find(data); m != nil {
+			return fmt.Sprintf("mocks what a test must exercise (the process, socket or HTTP layer): %q", strings.TrimSpace(string(m)))
+		}
+	}
+	return ""
+}
+
+// Classify holds each test to its outcomes: on the baseline (error: it
+// does not load, excluded; pass, xfail or skip: it does not tell the change
+// from no change, not counted; fail: counted) and, for a counted one, on
+// the result, where it must pass (a test missing there failed). result is
+// nil when the tests did not run on the result.
+func Classify(baseline, result []testresults.Result) (tests []ctoharness.AdversarialTest, discriminating, failed int) {
+	after := map[string]testresults.Outcome{}
+	for _, t := range result {
+		after[t.ID] = t.Outcome
+	}
+	tests = []ctoharness.AdversarialTest{}
+	for _, t := range baseline {
+		at := ctoharness.AdversarialTest{ID: t.ID, Baseline: string(t.Outcome), OK: true}
+		switch t.Outcome {
+		case testresults.Error:
+			at.Class = ctoharness.AdversaryFailedImport
+		case testresults.Fail:
+			at.Class = ctoharness.AdversaryDiscriminating
+			discriminating++
+			o, ok := after[t.ID]
+			at.Result = string(o)
+			if !ok {
+				at.Result = "missing"
+			}
+			if at.OK = ok && (o == testresults.Pass || o == testresults.XFail); !at.OK {
+				failed++
+			}
+		default:
+			at.Class = ctoharness.AdversaryNotDiscriminating
+			if o, ok := after[t.ID]; ok {
+				at.Result = string(o)
+			}
+		}
+		tests = append(tests, at)
+	}
+	return tests, discriminating, failed
+}
