@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
@@ -30,89 +32,55 @@ const (
 // defaultAdversaryTimeout bounds an adversary whose task gives none.
 const defaultAdversaryTimeout = 600
 
-// adversarial runs the task's adversary once the verification passed: its
-// command, in a sandbox of its own, sees the task text and a read-only
-// checkout of the result (never Case's fixture, scratch or transcript) and
-// writes tests into its own directory; the tests are screened, run on the
-// baseline and, where they fail there, on the result (package adversary
-// judges). It never changes the result. A step that cannot finish blocks
-// the run (ADVERSARY_FAILED): a task with an adversary gets no verdict
-// without it.
+// adversarial runs the task's adversary once the verification passed
+// (package adversary holds the step's rules and record): the pipeline's
+// part is to run the adversary's command in a sandbox of its own, which
+// sees the task text and a read-only checkout of the result (never Case's
+// fixture, scratch or transcript) and writes tests into its own directory,
+// and to run those tests on fresh checkouts of the baseline and the result.
+// Nothing of it changes the result.
 func (r *run) adversarial(ctx context.Context, own record) {
 	a := r.spec.Adversary
 	if a == nil || !r.ok() || r.rep.Commits.ResultCommit == "" || r.interrupted() {
 		return
 	}
 	r.o.Progress.Step("adversary")
-	rec := &ctoharness.AdversarialRecord{Command: a.Command, Log: evidence.AdversaryLog, Files: []string{},
-		Excluded: []ctoharness.AdversarialExcluded{}, Tests: []ctoharness.AdversarialTest{}}
-	r.rep.Adversarial = rec
-	fail := func(err error) {
-		rec.Problem = err.Error()
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify, Message: "the adversarial step: " + err.Error()})
-	}
-	set, err := r.runAdversary(ctx, own, rec)
-	if err != nil {
-		fail(err)
-		return
-	}
-	rec.Digest = set.Digest
-	for _, f := range set.Files {
-		rec.Files = append(rec.Files, f.Path)
-	}
-	if err := r.dir.WriteStream(ctx, evidence.AdversaryTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
-		return
-	}
-	rec.Archive = evidence.AdversaryTar
-	kept := set.Keep(func(f hidden.File) bool {
-		why := adversary.Screen(f.Path, f.Data())
-		if why != "" {
-			rec.Excluded = append(rec.Excluded, ctoharness.AdversarialExcluded{Path: f.Path, Reason: why})
-		}
-		return why == ""
-	})
-	if len(kept.Files) == 0 {
-		return // nothing to run: the verdict stands on the task's own tests
-	}
-	tr := a.TestResults
-	base, log, err := r.testsOn(ctx, own, testsRun{dir: "adversary-baseline", commit: r.rep.Commits.BaselineCommit, lay: []hidden.Set{kept},
-		command: a.TestCommand, results: tr, log: evidence.AdversaryBaselineLog, what: "the adversary's tests on the baseline"})
-	rec.BaselineLog = log
-	if err != nil {
-		fail(err)
-		return
-	}
-	tests, disc, _ := adversary.Classify(base, nil)
-	rec.Tests, rec.Discriminating = tests, disc
-	if disc == 0 {
-		return // none tells the change from no change: none counts
-	}
-	res, log, err := r.testsOn(ctx, own, testsRun{dir: "adversary-result", commit: r.rep.Commits.ResultCommit, lay: []hidden.Set{kept},
-		command: a.TestCommand, results: tr, log: evidence.AdversaryResultLog, what: "the adversary's tests on the result"})
-	rec.ResultLog = log
-	if err != nil {
-		fail(err)
-		return
-	}
-	rec.Tests, rec.Discriminating, rec.Failed = adversary.Classify(base, res)
-	if rec.Failed > 0 {
-		var names []string
-		for _, t := range rec.Tests {
-			if !t.OK {
-				names = append(names, fmt.Sprintf("%s (%s on the result)", t.ID, t.Result))
+	var set hidden.Set
+	rec, blocker := adversary.Run(ctx, adversary.Input{Command: a.Command, Log: evidence.AdversaryLog,
+		Generate: func(ctx context.Context) (adversary.Generated, error) {
+			gen, s, err := r.runAdversary(ctx, own)
+			if err != nil {
+				return gen, err
 			}
-		}
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversarialFailed, Step: ctoharness.StepVerify,
-			Message: fmt.Sprintf("%d of the adversary's %d discriminating tests fail on the result: %s; see %s", rec.Failed, rec.Discriminating, strings.Join(names, ", "), evidence.AdversaryResultLog)})
+			set = s
+			if err := r.dir.WriteStream(ctx, evidence.AdversaryTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
+				r.blockWrite(err, ctoharness.StepVerify)
+				return gen, fmt.Errorf("%s could not be written: %w", evidence.AdversaryTar, err)
+			}
+			gen.Archive = evidence.AdversaryTar
+			return gen, nil
+		},
+		Tests: func(ctx context.Context, onResult bool, kept []string) ([]testresults.Result, string, error) {
+			lay := set.Keep(func(f hidden.File) bool { return slices.Contains(kept, f.Path) })
+			t := testsRun{dir: "adversary-baseline", commit: r.rep.Commits.BaselineCommit, lay: []hidden.Set{lay}, command: a.TestCommand,
+				results: a.TestResults, log: evidence.AdversaryBaselineLog, what: "the adversary's tests on the baseline"}
+			if onResult {
+				t.dir, t.commit, t.log, t.what = "adversary-result", r.rep.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
+			}
+			return r.testsOn(ctx, own, t)
+		}})
+	r.rep.Adversarial = rec
+	if blocker != nil {
+		r.block(*blocker)
 	}
 }
 
 // runAdversary runs the adversary's command and reads what it wrote.
-func (r *run) runAdversary(ctx context.Context, own record, rec *ctoharness.AdversarialRecord) (hidden.Set, error) {
+func (r *run) runAdversary(ctx context.Context, own record) (adversary.Generated, hidden.Set, error) {
+	var gen adversary.Generated
 	a := r.spec.Adversary
 	if r.o.Unsandboxed {
-		return hidden.Set{}, fmt.Errorf("not run: --unsandboxed (the adversary runs only in a sandbox of its own)")
+		return gen, hidden.Set{}, fmt.Errorf("not run: --unsandboxed (the adversary runs only in a sandbox of its own)")
 	}
 	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "adversary")
 	defer func() { _ = RemoveTree(filepath.Join(base, "result")) }()
@@ -123,18 +91,18 @@ func (r *run) runAdversary(ctx context.Context, own record, rec *ctoharness.Adve
 	defer func() { _ = cb.Stop() }()
 	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.ResultCommit, own.baselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
-		return hidden.Set{}, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
+		return gen, hidden.Set{}, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
 	}
 	dirs := append([]string{tests}, backend.ScratchDirs(scratch)...)
 	for _, d := range dirs {
 		r.tr.Trace(ctoharness.TraceMkdir, d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return hidden.Set{}, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
+			return gen, hidden.Set{}, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
 		}
 	}
 	v, _, err := r.planView(true, a.Command)
 	if err != nil {
-		return hidden.Set{}, fmt.Errorf("the adversary's sandbox view cannot be planned: %w", err)
+		return gen, hidden.Set{}, fmt.Errorf("the adversary's sandbox view cannot be planned: %w", err)
 	}
 	// The result is bound read-only; the tests directory is its only
 	// writable place besides its scratch.
@@ -146,7 +114,7 @@ func (r *run) runAdversary(ctx context.Context, own record, rec *ctoharness.Adve
 	pol.View = v
 	f, err := r.dir.OpenAppend(evidence.AdversaryLog)
 	if err != nil {
-		return hidden.Set{}, fmt.Errorf("%s could not be opened: %w", evidence.AdversaryLog, err)
+		return gen, hidden.Set{}, fmt.Errorf("%s could not be opened: %w", evidence.AdversaryLog, err)
 	}
 	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
 	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
@@ -163,20 +131,24 @@ func (r *run) runAdversary(ctx context.Context, own record, rec *ctoharness.Adve
 			return launch, attr, []*os.File{pf}, err
 		}}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
-	rec.ExitCode, rec.DurationMs, rec.TimedOut = out.ExitCode, out.DurationMs, out.Classification == ctoharness.TestTimeout
+	gen.ExitCode, gen.DurationMs, gen.TimedOut = out.ExitCode, out.DurationMs, out.Classification == ctoharness.TestTimeout
 	switch {
 	case err != nil:
-		return hidden.Set{}, fmt.Errorf("the adversary could not run: %w", err)
+		return gen, hidden.Set{}, fmt.Errorf("the adversary could not run: %w", err)
 	case out.Refusal != "":
-		return hidden.Set{}, fmt.Errorf("the adversary's command was refused (%s: %s)", out.Refusal, out.Reason)
+		return gen, hidden.Set{}, fmt.Errorf("the adversary's command was refused (%s: %s)", out.Refusal, out.Reason)
 	case out.ExitCode == nil || *out.ExitCode != 0:
-		return hidden.Set{}, fmt.Errorf("the adversary did not finish (%s: %s); see %s", out.Classification, out.Reason, evidence.AdversaryLog)
+		return gen, hidden.Set{}, fmt.Errorf("the adversary did not finish (%s: %s); see %s", out.Classification, out.Reason, evidence.AdversaryLog)
 	}
 	set, err := hidden.Read(ctx, tests)
 	if err != nil {
-		return hidden.Set{}, fmt.Errorf("what the adversary wrote cannot be used: %w", err)
+		return gen, hidden.Set{}, fmt.Errorf("what the adversary wrote cannot be used: %w", err)
 	}
-	return set, nil
+	gen.Digest = set.Digest
+	for _, f := range set.Files {
+		gen.Files = append(gen.Files, adversary.File{Path: f.Path, Data: f.Data()})
+	}
+	return gen, set, nil
 }
 
 // shellJoin quotes argv for sh -c, one single-quoted word per argument.

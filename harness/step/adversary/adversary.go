@@ -9,6 +9,7 @@
 package adversary
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"regexp"
@@ -96,4 +97,91 @@ func Classify(baseline, result []testresults.Result) (tests []ctoharness.Adversa
 		tests = append(tests, at)
 	}
 	return tests, discriminating, failed
+}
+
+// File is one file the adversary wrote.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// Generated is what the adversary's command did and wrote.
+type Generated struct {
+	Files      []File
+	Digest     string
+	Archive    string // the evidence archive of Files
+	ExitCode   *int
+	DurationMs int64
+	TimedOut   bool
+}
+
+// Input is what the step gets from the pipeline: the adversary's command
+// (for the record) and the pipeline's means to run it and its tests, each
+// in the sandbox the pipeline plans.
+type Input struct {
+	Command []string
+	Log     string // the adversary's log in the run directory
+	// Generate runs the adversary and reads what it wrote; an error means
+	// it did not finish (the Generated fields it could fill still count).
+	Generate func(ctx context.Context) (Generated, error)
+	// Tests runs the kept files' tests on the baseline (result false) or
+	// the result, and returns what their report said and its log.
+	Tests func(ctx context.Context, onResult bool, kept []string) ([]testresults.Result, string, error)
+}
+
+// Run is the adversarial step: the record it made, and the blocker it
+// raises (nil for none). Blocked with ADVERSARY_FAILED when it could not
+// finish, ADVERSARIAL_TESTS_FAILED when a counted test failed on the
+// result.
+func Run(ctx context.Context, in Input) (*ctoharness.AdversarialRecord, *ctoharness.Blocker) {
+	rec := &ctoharness.AdversarialRecord{Command: in.Command, Log: in.Log, Files: []string{},
+		Excluded: []ctoharness.AdversarialExcluded{}, Tests: []ctoharness.AdversarialTest{}}
+	fail := func(err error) (*ctoharness.AdversarialRecord, *ctoharness.Blocker) {
+		rec.Problem = err.Error()
+		return rec, &ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify, Message: "the adversarial step: " + err.Error()}
+	}
+	gen, err := in.Generate(ctx)
+	rec.ExitCode, rec.DurationMs, rec.TimedOut = gen.ExitCode, gen.DurationMs, gen.TimedOut
+	if err != nil {
+		return fail(err)
+	}
+	rec.Digest, rec.Archive = gen.Digest, gen.Archive
+	var kept []string
+	for _, f := range gen.Files {
+		rec.Files = append(rec.Files, f.Path)
+		if why := Screen(f.Path, f.Data); why != "" {
+			rec.Excluded = append(rec.Excluded, ctoharness.AdversarialExcluded{Path: f.Path, Reason: why})
+		} else {
+			kept = append(kept, f.Path)
+		}
+	}
+	if len(kept) == 0 {
+		return rec, nil // nothing to run: the verdict stands on the task's own tests
+	}
+	base, log, err := in.Tests(ctx, false, kept)
+	rec.BaselineLog = log
+	if err != nil {
+		return fail(err)
+	}
+	rec.Tests, rec.Discriminating, _ = Classify(base, nil)
+	if rec.Discriminating == 0 {
+		return rec, nil // none tells the change from no change: none counts
+	}
+	res, log, err := in.Tests(ctx, true, kept)
+	rec.ResultLog = log
+	if err != nil {
+		return fail(err)
+	}
+	rec.Tests, rec.Discriminating, rec.Failed = Classify(base, res)
+	if rec.Failed == 0 {
+		return rec, nil
+	}
+	var names []string
+	for _, t := range rec.Tests {
+		if !t.OK {
+			names = append(names, fmt.Sprintf("%s (%s on the result)", t.ID, t.Result))
+		}
+	}
+	return rec, &ctoharness.Blocker{Code: ctoharness.BlockAdversarialFailed, Step: ctoharness.StepVerify,
+		Message: fmt.Sprintf("%d of the adversary's %d discriminating tests fail on the result: %s; see %s", rec.Failed, rec.Discriminating, strings.Join(names, ", "), rec.ResultLog)}
 }
