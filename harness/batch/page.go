@@ -58,8 +58,8 @@ th{background:#f3f3f3}.pass{color:#176d2c}.fail{color:#a11}.pending{color:#777}
 {{range .Agents}}<tr><td>{{.Agent}}</td><td>{{.Passes}}/{{.Scored}}</td><td>{{unscored .Totals}}</td><td>{{pct .PassRate}}</td><td>{{.Outcomes.Pass}}</td><td>{{.Outcomes.AgentFailed}}</td><td>{{.Outcomes.ModelFailed}}</td><td>{{.Outcomes.InfraFailed}}</td><td>{{.Outcomes.PolicyBlocked}}</td><td>{{.Outcomes.TaskInvalid}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td></tr>
 {{end}}</table></div>
 <h2>Agent × task</h2>
-<div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th><th>queued</th></tr>
-{{range .Cells}}<tr><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Passes}}/{{.Scored}} of {{.Trials}}</td><td>{{unscored .Totals}}</td><td>{{pk "@" .PassAtK}}</td><td>{{pk "^" .PassHatK}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td><td>{{secs .QueueMs}}</td></tr>
+<div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>flaky</th><th>rejected by the adversary</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th><th>queued</th></tr>
+{{range .Cells}}<tr><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Passes}}/{{.Scored}} of {{.Trials}}</td><td>{{unscored .Totals}}</td><td>{{pk "@" .PassAtK}}</td><td>{{pk "^" .PassHatK}}</td><td>{{.Flaky}}</td><td>{{.AdversaryRejected}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td><td>{{secs .QueueMs}}</td></tr>
 {{end}}</table></div>
 <h2>Trials</h2>
 <div class="wrap"><table id="trials"><tr><th>trial</th><th>agent</th><th>task</th><th>repeat</th><th>source</th><th>outcome</th><th>attempts</th><th>refused results</th><th>worker</th><th>evidence</th></tr>

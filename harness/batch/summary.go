@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
+	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -52,12 +54,18 @@ type Totals struct {
 	// Scored are the finished trials whose outcome is about the agent
 	// (Outcome.Scored); the rest of Finished are unscored (infra_failed,
 	// model_failed) and stay out of every rate.
-	Scored       int           `json:"scored"`
-	Passes       int           `json:"passes"`
-	Attempts     int           `json:"attempts"`
-	Outcomes     OutcomeCounts `json:"outcomes"`
-	InputTokens  int64         `json:"input_tokens"`
-	OutputTokens int64         `json:"output_tokens"`
+	Scored   int           `json:"scored"`
+	Passes   int           `json:"passes"`
+	Attempts int           `json:"attempts"`
+	Outcomes OutcomeCounts `json:"outcomes"`
+	// Flaky are the finished trials whose verification failed and then
+	// passed on a rerun (TEST_FLAKE): a flaky task, not a failing agent,
+	// when they gather on one task. AdversaryRejected are those the task's
+	// adversary failed (ADVERSARIAL_TESTS_FAILED) after its own tests passed.
+	Flaky             int   `json:"flaky,omitempty"`
+	AdversaryRejected int   `json:"adversary_rejected,omitempty"`
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
 	// CostUSD is nil when some attempt's cost is unknown (no reported cost
 	// and no price in the spec): a sum would understate it.
 	CostUSD    *float64 `json:"cost_usd"`
@@ -270,6 +278,12 @@ func (c *cellAcc) add(t Trial, rec TrialRecord, final bool) {
 			c.t.Scored++
 		}
 		c.t.Outcomes.add(l.Outcome)
+		if slices.Contains(l.Blockers, string(ctoharness.BlockTestFlake)) {
+			c.t.Flaky++
+		}
+		if slices.Contains(l.Blockers, string(ctoharness.BlockAdversarialFailed)) {
+			c.t.AdversaryRejected++
+		}
 		if l.Outcome == OutcomePass {
 			c.t.Passes++
 		}
