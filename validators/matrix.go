@@ -317,8 +317,17 @@ func rowHiddenTests(work string, files map[string]string, cfg *config.Config) (s
 	if len(files) == 0 {
 		return "", nil
 	}
+	return rowShared(work, "hidden", files, cfg)
+}
+
+// rowShared writes files into DIR/shared/name, a directory under a read
+// path every sandboxed command's view shows (the config's), and returns it.
+func rowShared(work, name string, files map[string]string, cfg *config.Config) (string, error) {
 	shared := filepath.Join(work, "shared")
-	dir := filepath.Join(shared, "hidden")
+	dir := filepath.Join(shared, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	for rel, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -529,7 +538,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	spec.FixtureGit = st.FixtureGit
 	spec.History = st.History
 	if adv := st.Adversary; adv != nil {
-		dir, err := rowAdversary(work, adv.Files, &cfg)
+		dir, err := rowShared(work, "adversary", adv.Files, &cfg)
 		if err != nil {
 			return harness.Options{}, "", err
 		}
@@ -686,31 +695,4 @@ func unsignedStage2Run(ctx context.Context, o ReplayOptions, runs string) (*ctoh
 		return nil, fmt.Errorf("status %s, signed %v, blockers %v; want an unsigned pass", rep.Status, rep.Signed, rep.Blockers)
 	}
 	return rep, nil
-}
-
-// rowAdversary writes a scripted adversary's files into a directory every
-// sandboxed command's view shows (a read path of the config), for its
-// command to copy into its tests directory.
-func rowAdversary(work string, files map[string]string, cfg *config.Config) (string, error) {
-	shared := filepath.Join(work, "shared")
-	dir := filepath.Join(shared, "adversary")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	for rel, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return "", err
-		}
-	}
-	if cfg.Sandbox == nil {
-		cfg.Sandbox = &config.Sandbox{}
-	}
-	if !slices.Contains(cfg.Sandbox.ViewPaths.ReadPaths, shared) {
-		cfg.Sandbox.ViewPaths.ReadPaths = append(cfg.Sandbox.ViewPaths.ReadPaths, shared)
-	}
-	return dir, nil
 }
