@@ -75,7 +75,11 @@ func batchPlan(g *Globals, env *Env, specPath string) (*schemas.Set, config.Conf
 	if err != nil {
 		return nil, cfg, "", batch.Plan{}, batch.Spec{}, usageError{err}
 	}
-	plan, err := batch.MakePlan(env.Ctx, spec, set)
+	keys, err := g.keys(env, cfg, false)
+	if err != nil {
+		return nil, cfg, "", batch.Plan{}, batch.Spec{}, err
+	}
+	plan, err := batch.MakePlan(env.Ctx, spec, set, keys.Trusted...)
 	if err != nil {
 		return nil, cfg, "", batch.Plan{}, batch.Spec{}, usageError{err}
 	}

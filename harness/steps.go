@@ -284,6 +284,12 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	r.rep.Commits.SourceHead = p.Head.Commit
 	r.rep.Commits.SourceTree = p.Head.Tree
 	r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = p.Head.Commit, p.Head.Tree
+	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
+		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
+			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
+	}
+	// The task's base and the task check it requires are held once the
+	// source proof is written: a refusal still proves the source unchanged.
 	if rev := r.baseRev(); rev != "" {
 		c, t, err := fixture.ResolveBase(r.repo.Root, r.repo.GitDir, rev)
 		if err != nil {
@@ -303,10 +309,6 @@ func (r *run) proveBefore(ctx context.Context) bool {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof, Message: "--require-task-check: " + err.Error()})
 			return false
 		}
-	}
-	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
-		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
-			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
 	}
 	if !p.StatusClean {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,

@@ -565,3 +565,57 @@ func anyContains(list []string, s string) bool {
 	}
 	return false
 }
+
+// A task's task_check travels with its trials: a record of this task at
+// the trial's base lets the trial run and pass; a record of another task
+// refuses it before Case starts (TASK_INVALID, unscored).
+func TestBatchTaskCheck(t *testing.T) {
+	w := newWorld(t, 1)
+	dir := t.TempDir()
+	spec := batch.Spec{Name: "checked", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}}, Agents: []batch.Agent{{Name: "fine"}}, Repeats: 1}
+	first := w.plan(t, spec).Trials[0]
+	record := func(name, digest string) string {
+		rec := ctoharness.TaskCheck{SchemaVersion: ctoharness.SchemaVersion, CheckedAt: time.Now().UTC(), Source: first.Source, BaseCommit: first.SourceHead,
+			TaskDigest: digest, Reference: "fix.patch", ReferenceDigest: strings.Repeat("a", 64), Repeats: 1, Runs: []ctoharness.TaskCheckRun{}, Valid: true, Problems: []string{}}
+		data, _ := json.Marshal(rec)
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	other := filepath.Join(dir, "other.task.json")
+	if err := os.WriteFile(other, []byte(`{"task": "Add another note under docs/.", "allowed_paths": ["docs/**"], "verification": {"command": "sh scripts/check.sh", "timeout_seconds": 30}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The other task's record is of the first task: it does not cover it.
+	spec.Tasks = []batch.TaskRef{{Name: "note", TaskCheck: record("good.json", first.TaskDigest)},
+		{Name: "other", Spec: other, TaskCheck: record("other.json", first.TaskDigest)}}
+	p := w.plan(t, spec)
+	if len(p.Trials) != 2 || len(p.Trials[0].TaskCheck) == 0 {
+		t.Fatalf("the trials do not carry their task checks: %+v", p.Trials)
+	}
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Execute(context.Background(), p, st, batch.Local{Base: w.base}, batch.Options{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range p.Trials {
+		rec, err := st.Load(tr)
+		if err != nil || len(rec.Attempts) == 0 {
+			t.Fatalf("trial %s: %v", tr.Task, err)
+		}
+		want := batch.OutcomePass
+		if tr.Task == "other" {
+			want = batch.OutcomeTaskInvalid
+		}
+		if res := validators.Run(context.Background(), rec.Last().RunDir, w.set, validators.RunOptions{Trusted: w.keys.Trusted}); !res.OK {
+			t.Errorf("task %s: the run's evidence does not validate: %v", tr.Task, res.Errors)
+		}
+		if got := rec.Last().Outcome; got != want {
+			t.Errorf("task %s: outcome %s, want %s (%v; %s)", tr.Task, got, want, rec.Last().Blockers, rec.Last().Note)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/modelmeter"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -111,6 +112,13 @@ func (l Local) options(t Trial, b *ctoharness.TrialBinding) (harness.Options, fu
 	}
 	o := l.Base
 	o.Trial = b
+	if len(t.TaskCheck) > 0 {
+		rec, err := checked.Parse(t.TaskCheck, t.TaskCheckKey)
+		if err != nil {
+			return harness.Options{}, nil, fmt.Errorf("trial %s: %w", t.ID, err)
+		}
+		o.TaskCheck = &rec
+	}
 	o.Stage = 3
 	o.Source = t.Source
 	o.Spec = &spec

@@ -10,9 +10,12 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/taskcheck"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -33,6 +36,11 @@ type Trial struct {
 	AllowNet       []string `json:"allow_net,omitempty"`
 	VerifyAllowNet []string `json:"verify_allow_net,omitempty"`
 	SetupAllowNet  []string `json:"setup_allow_net,omitempty"`
+	// TaskCheck is the task check record the trial requires, byte for byte
+	// (verified when the batch was planned, then carried in the signed
+	// request), and TaskCheckKey the trusted key that signed it.
+	TaskCheck    json.RawMessage `json:"task_check,omitempty"`
+	TaskCheckKey string          `json:"task_check_key,omitempty"`
 }
 
 // Plan is a batch's trials, in a stable order (source, task, agent, repeat).
@@ -69,7 +77,11 @@ func AttemptID(trialID string, attempt int) string {
 // MakePlan resolves every source's HEAD and every task's spec and lists the
 // trials. A source that is not a git repository with a HEAD commit is an
 // error of the spec: nothing runs.
-func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
+//
+// A task's task_check record is read and verified against trusted (a
+// signed record must verify; an unsigned one is taken only when no key is
+// trusted), and every trial of the task carries it.
+func MakePlan(ctx context.Context, s Spec, set *schemas.Set, trusted ...attest.PublicKey) (Plan, error) {
 	canon, err := json.Marshal(s)
 	if err != nil {
 		return Plan{}, err
@@ -88,6 +100,7 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 	type loaded struct {
 		raw    json.RawMessage
 		digest string
+		check  *checked.Record
 	}
 	tasks := make([]loaded, len(s.Tasks))
 	for i, t := range s.Tasks {
@@ -102,7 +115,12 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 			return Plan{}, err
 		}
 		d := sha256.Sum256(raw)
-		tasks[i] = loaded{raw, hex.EncodeToString(d[:])}
+		tasks[i] = loaded{raw: raw, digest: hex.EncodeToString(d[:])}
+		if t.TaskCheck != "" {
+			if tasks[i].check, err = taskcheck.Load(ctx, t.TaskCheck, set.Validator(schemas.TaskCheck), trusted); err != nil {
+				return Plan{}, fmt.Errorf("%w: task %q: %v", ErrSpec, t.Name, err)
+			}
+		}
 	}
 	for si, src := range s.Sources {
 		for ti, t := range s.Tasks {
@@ -114,6 +132,9 @@ func MakePlan(ctx context.Context, s Spec, set *schemas.Set) (Plan, error) {
 						Agent: a, Repeat: r, Profile: s.Profile,
 						AllowNet: s.AllowNet, VerifyAllowNet: s.VerifyAllowNet, SetupAllowNet: s.SetupAllowNet,
 					})
+					if c := tasks[ti].check; c != nil {
+						p.Trials[len(p.Trials)-1].TaskCheck, p.Trials[len(p.Trials)-1].TaskCheckKey = c.Raw, c.KeyID
+					}
 				}
 			}
 		}

@@ -46,6 +46,9 @@ type Spec struct {
 type TaskRef struct {
 	Name string `json:"name"`
 	Spec string `json:"spec,omitempty"`
+	// TaskCheck is a record of cto-harness task check the task's trials
+	// require (run --require-task-check), relative to the spec file.
+	TaskCheck string `json:"task_check,omitempty"`
 }
 
 // Agent is one contestant. Kind "" runs the built-in fake Case (the fake
@@ -121,6 +124,7 @@ func ParseSpec(data []byte, origin string, set *schemas.Set) (Spec, error) {
 	}
 	for i := range s.Tasks {
 		s.Tasks[i].Spec = abs(s.Tasks[i].Spec)
+		s.Tasks[i].TaskCheck = abs(s.Tasks[i].TaskCheck)
 	}
 	return s, s.check()
 }
