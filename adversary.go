@@ -40,6 +40,12 @@ type AdversarialRecord struct {
 	Failed         int               `json:"failed"`
 	BaselineLog    string            `json:"baseline_log"`
 	ResultLog      string            `json:"result_log"`
+	// ClaimsArtifact is claims.json, Case's claims as the adversary got
+	// them ("" when Case gave none that could be used: ClaimsProblem says
+	// why; that is recorded, never a blocker); Claims counts them.
+	ClaimsArtifact string `json:"claims_artifact,omitempty"`
+	Claims         int    `json:"claims"`
+	ClaimsProblem  string `json:"claims_problem,omitempty"`
 }
 
 // AdversarialExcluded is one file of the adversary's the harness did not
@@ -58,4 +64,19 @@ type AdversarialTest struct {
 	// OK: a discriminating test that passed on the result (true for the
 	// others, which do not count).
 	OK bool `json:"ok"`
+}
+
+// Claims are what Case says its change does (claims.json): the task
+// contract names where Case may write them when the task has an
+// adversary, which gets them. They are evidence of what Case asserted,
+// never of what it did.
+type Claims struct {
+	Claims []Claim `json:"claims"`
+}
+
+// Claim is one behavioural claim: what now holds, and the paths it is
+// about.
+type Claim struct {
+	Claim string   `json:"claim"`
+	Paths []string `json:"paths,omitempty"`
 }

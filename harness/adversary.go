@@ -2,8 +2,11 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -21,13 +25,60 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
+	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // Where the adversary's sandbox shows the result and its own directory.
 const (
 	adversaryCheckoutInView = "/cto-harness/result"
 	adversaryTestsInView    = "/cto-harness/adversary"
+	adversaryClaimsInView   = "/cto-harness/claims.json"
 )
+
+// claimsFile is where, in Case's scratch (its HOME, which it may write),
+// the contract lets Case write its claims; claimsArtifact is their copy in the run directory, and
+// maxClaims bounds what is read.
+const (
+	claimsFile     = "home/claims.json"
+	claimsArtifact = "claims.json"
+	maxClaims      = 64 << 10
+)
+
+// readClaims copies Case's claims into the evidence, read as hostile input
+// (no link followed, a regular file, capped, checked against its schema).
+// Claims that cannot be used are recorded as the problem, never a blocker:
+// the adversary then works from the task text.
+func (r *run) readClaims(ctx context.Context) (artifact string, n int, problem string) {
+	p := filepath.Join(r.scratch, claimsFile)
+	r.tr.Trace(ctoharness.TraceRead, p)
+	f, err := caseworld.Open(r.scratch, claimsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", 0, "Case wrote no claims (" + claimsFile + " in its scratch)"
+	}
+	if err != nil {
+		return "", 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxClaims+1))
+	switch {
+	case err != nil:
+		return "", 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
+	case len(data) > maxClaims:
+		return "", 0, fmt.Sprintf("Case's claims are over %d bytes", maxClaims)
+	}
+	if err := r.o.Schemas.Validator(schemas.Claims)(data); err != nil {
+		return "", 0, fmt.Sprintf("Case's claims do not match schemas/claims.schema.json: %v", err)
+	}
+	var c ctoharness.Claims
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", 0, fmt.Sprintf("Case's claims: %v", err)
+	}
+	if err := r.dir.WriteFile(ctx, claimsArtifact, data); err != nil {
+		r.blockWrite(err, ctoharness.StepVerify)
+		return "", 0, "Case's claims could not be kept: " + err.Error()
+	}
+	return claimsArtifact, len(c.Claims), ""
+}
 
 // defaultAdversaryTimeout bounds an adversary whose task gives none.
 const defaultAdversaryTimeout = 600
@@ -45,10 +96,11 @@ func (r *run) adversarial(ctx context.Context, own record) {
 		return
 	}
 	r.o.Progress.Step("adversary")
+	claims, n, problem := r.readClaims(ctx)
 	var set hidden.Set
 	rec, blocker := adversary.Run(ctx, adversary.Input{Command: a.Command, Log: evidence.AdversaryLog,
 		Generate: func(ctx context.Context) (adversary.Generated, error) {
-			gen, s, err := r.runAdversary(ctx, own)
+			gen, s, err := r.runAdversary(ctx, own, claims)
 			if err != nil {
 				return gen, err
 			}
@@ -69,6 +121,7 @@ func (r *run) adversarial(ctx context.Context, own record) {
 			}
 			return r.testsOn(ctx, own, t)
 		}})
+	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
 	r.rep.Adversarial = rec
 	if blocker != nil {
 		r.block(*blocker)
@@ -76,7 +129,7 @@ func (r *run) adversarial(ctx context.Context, own record) {
 }
 
 // runAdversary runs the adversary's command and reads what it wrote.
-func (r *run) runAdversary(ctx context.Context, own record) (adversary.Generated, hidden.Set, error) {
+func (r *run) runAdversary(ctx context.Context, own record, claims string) (adversary.Generated, hidden.Set, error) {
 	var gen adversary.Generated
 	a := r.spec.Adversary
 	if r.o.Unsandboxed {
@@ -107,6 +160,9 @@ func (r *run) runAdversary(ctx context.Context, own record) (adversary.Generated
 	// The result is bound read-only; the tests directory is its only
 	// writable place besides its scratch.
 	v.Files = append(v.Files, sandbox.Bind{Path: adversaryCheckoutInView, Source: work})
+	if claims != "" {
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.dir.Path(claims)})
+	}
 	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
 	v.Cwd, v.Expect = adversaryTestsInView, ""
 	pol := r.policy(true)
@@ -118,6 +174,9 @@ func (r *run) runAdversary(ctx context.Context, own record) (adversary.Generated
 	}
 	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
 	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
+	if claims != "" {
+		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
+	}
 	vpol.NetAllowed = nil
 	vpol.Profile.FlakeReruns = 0
 	secs := a.TimeoutSeconds

@@ -492,6 +492,9 @@ func (r *run) writeContract(ctx context.Context) bool {
 	r.step(ctoharness.StepContract)
 	r.agentLimits()
 	c := task.NewContract(r.spec, r.runID, r.fixture)
+	if r.spec.Adversary != nil {
+		c.ClaimsFile = filepath.Join(r.scratch, claimsFile) // Case's scratch, shown at its own path
+	}
 	data, _ := json.Marshal(c)
 	if leak := r.leaksSource(string(data)); leak != "" {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepContract,

@@ -56,6 +56,7 @@ func goTypes() map[schemas.Kind]reflect.Type {
 		schemas.Batch:                reflect.TypeFor[batch.Summary](),
 		schemas.Tests:                reflect.TypeFor[testresults.File](),
 		schemas.TaskCheck:            reflect.TypeFor[ctoharness.TaskCheck](),
+		schemas.Claims:               reflect.TypeFor[ctoharness.Claims](),
 	}
 }
 
@@ -765,6 +766,7 @@ func instances() []struct {
 		{"per-test results", schemas.Tests, testresults.File{SchemaVersion: testresults.FileVersion, RunID: runID, Format: testresults.JUnit, Path: "report.xml",
 			Tests: []testresults.Result{{ID: "tests.test_duration.test_plus", Outcome: testresults.Fail, DurationMs: 12, Output: "assert 1 == 2"},
 				{ID: "tests.test_duration.test_minus", Outcome: testresults.Pass, DurationMs: 3}}}},
+		{"claims", schemas.Claims, ctoharness.Claims{Claims: []ctoharness.Claim{{Claim: "ParseDuration accepts a leading +", Paths: []string{"duration.go"}}}}},
 		{"task check", schemas.TaskCheck, ctoharness.TaskCheck{SchemaVersion: ctoharness.SchemaVersion, CheckedAt: t0, Source: "/repos/a",
 			BaseCommit: strings.Repeat("a", 40), TaskDigest: hashA, HiddenTestsDigest: hashB, Reference: "fix.patch", ReferenceDigest: hashA, Repeats: 1,
 			Runs: []ctoharness.TaskCheckRun{{RunID: runID, RunDir: "/runs/" + runID, Status: ctoharness.StatusPass, Blockers: []string{},

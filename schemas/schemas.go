@@ -53,12 +53,13 @@ const (
 	Batch         Kind = "batch"      // batch.json, a batch's summary (batch.Summary)
 	Tests         Kind = "tests"      // tests.json, a run's per-test results (testresults.File)
 	TaskCheck     Kind = "task-check" // task-check.json, a task's pre-flight record (ctoharness.TaskCheck)
+	Claims        Kind = "claims"     // claims.json, Case's behavioural claims for the adversary (ctoharness.Claims)
 )
 
 // Kinds lists every artifact kind; the caller may modify the returned slice.
 func Kinds() []Kind {
 	return []Kind{Report, Event, Trace, SourceProof, NonMutation, FixtureProof,
-		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord, BatchSpec, Batch, Tests, TaskCheck}
+		TaskSpec, TaskContract, Config, StageRecord, StageResult, DryRun, CaseEvent, RunPredicate, StageRecordPredicate, NetworkRecord, BatchSpec, Batch, Tests, TaskCheck, Claims}
 }
 
 // IDBase prefixes every schema's $id: the $id of kind k is IDBase + k + ".schema.json".

@@ -1,12 +1,14 @@
 package validators
 
 import (
+	"encoding/json"
 	"os"
 	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // checkAdversarial holds the adversarial record to itself and to the run:
@@ -79,6 +81,20 @@ func checkAdversarial(v *runView, c collector) {
 	}
 	if v.report.Status == ctoharness.StatusPass && (a.Problem != "" || a.Failed > 0 || (a.Discriminating > 0 && a.ResultLog == "")) {
 		c.fail(chk, evidence.ReportJSON, "a passing run's adversarial step did not finish with every discriminating test passing on the result")
+	}
+	if a.ClaimsArtifact != "" {
+		raw, err := os.ReadFile(v.path(a.ClaimsArtifact))
+		var cl ctoharness.Claims
+		switch {
+		case err != nil:
+			c.fail(chk, a.ClaimsArtifact, "the record names Case's claims, which cannot be read: %v", err)
+		case v.set.Validator(schemas.Claims)(raw) != nil:
+			c.fail(chk, a.ClaimsArtifact, "Case's claims as kept do not match their schema")
+		case json.Unmarshal(raw, &cl) != nil || len(cl.Claims) != a.Claims:
+			c.fail(chk, a.ClaimsArtifact, "the record counts %d claims, %s holds %d", a.Claims, a.ClaimsArtifact, len(cl.Claims))
+		}
+	} else if a.Claims != 0 || (a.ClaimsProblem == "" && a.Problem == "") {
+		c.fail(chk, evidence.ReportJSON, "the record keeps no claims, and says neither why nor that the step stopped")
 	}
 	for _, name := range []string{a.Log, a.BaselineLog, a.ResultLog} {
 		if name != "" && !v.files[name] {

@@ -189,9 +189,13 @@ type Contract struct {
 	FixtureGit string `json:"fixture_git,omitempty"`
 	// HiddenTests says that the verification also runs tests Case is not
 	// shown (not where they are or what they hold).
-	HiddenTests bool                 `json:"hidden_tests,omitempty"`
-	Limits      ctoharness.Limits    `json:"limits"`
-	Evidence    EvidenceExpectations `json:"evidence_expectations"`
+	HiddenTests bool `json:"hidden_tests,omitempty"`
+	// ClaimsFile is where Case may write its behavioural claims (JSON:
+	// {"claims": [{"claim": "...", "paths": ["..."]}]}, at most 64 KiB)
+	// when the task has an adversary, which reads them; absent otherwise.
+	ClaimsFile string               `json:"claims_file,omitempty"`
+	Limits     ctoharness.Limits    `json:"limits"`
+	Evidence   EvidenceExpectations `json:"evidence_expectations"`
 }
 
 // forbidGitChange is the base action a task with fixture_git: allow drops.

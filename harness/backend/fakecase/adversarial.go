@@ -136,6 +136,15 @@ func runScenario(sc Scenario, stdout, stderr io.Writer, getenv func(string) stri
 		fmt.Fprintln(stderr, "fake case:", err)
 		return 1
 	}
+	if p := contract.ClaimsFile; p != "" {
+		// A task with an adversary asks for claims: the fake Case claims
+		// its canned change.
+		target, _ := Target(contract.AllowedPaths)
+		claims, _ := json.Marshal(ctoharness.Claims{Claims: []ctoharness.Claim{{Claim: "a note added by the fake Case is in " + target, Paths: []string{target}}}})
+		if err := os.WriteFile(p, claims, 0o644); err != nil {
+			fmt.Fprintln(stderr, "fake case: write the claims:", err)
+		}
+	}
 	if !c.skipFinished {
 		c.emit(ctoharness.EvCaseFinished, map[string]any{"status": map[bool]string{true: "ok", false: "failed"}[c.exitCode == 0]})
 	}

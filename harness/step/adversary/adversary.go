@@ -24,6 +24,7 @@ const (
 	EnvTask     = "ADVERSARY_TASK"      // the task text
 	EnvCheckout = "ADVERSARY_CHECKOUT"  // a read-only checkout of the result
 	EnvTestsDir = "ADVERSARY_TESTS_DIR" // where it writes its tests (its working directory)
+	EnvClaims   = "ADVERSARY_CLAIMS"    // Case's claims (claims.json), when Case gave any
 )
 
 // mocks are the conservative matches of a test that replaces what it
