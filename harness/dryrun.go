@@ -22,6 +22,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -33,7 +34,7 @@ const StatusDryRun = "dry_run"
 
 // PlannedCommand is one process a run would start.
 type PlannedCommand struct {
-	Role           string          `json:"role"` // "case", "setup" or "verification"
+	Role           string          `json:"role"` // "case", "setup", "verification", "adversary" or "adversarial-tests"
 	Argv           []string        `json:"argv"`
 	Dir            string          `json:"dir"`
 	TimeoutSeconds int             `json:"timeout_seconds"`
@@ -237,6 +238,23 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
 		Dir: vdir, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
 		NetworkAllow: nonNil(netPol.Verify.Strings())})
+	if a := spec.Adversary; a != nil {
+		// After a passing verification: the adversary, then its tests on
+		// the baseline and the result, none with network.
+		secs := a.TimeoutSeconds
+		if secs == 0 {
+			secs = defaultAdversaryTimeout
+		}
+		plan.Commands = append(plan.Commands,
+			PlannedCommand{Role: "adversary", Argv: a.Command, Dir: adversaryTestsInView, TimeoutSeconds: secs, Sandboxed: !o.Unsandboxed, Rlimits: rl,
+				EnvKeys: backend.EnvKeys(append(venv, adversary.EnvTask+"=", adversary.EnvCheckout+"=", adversary.EnvTestsDir+"=")), NetworkAllow: []string{}},
+			PlannedCommand{Role: "adversarial-tests", Argv: []string{"/bin/sh", "-c", a.TestCommand}, Dir: baselineInView,
+				TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv), NetworkAllow: []string{}})
+		if o.Unsandboxed {
+			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify,
+				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
+		}
+	}
 	// The scanner reads the source's scripts: the fixture would be their copy.
 	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(vscratch)}
 	if !o.Unsandboxed {

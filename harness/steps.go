@@ -493,6 +493,12 @@ func (r *run) writeContract(ctx context.Context) bool {
 	r.agentLimits()
 	c := task.NewContract(r.spec, r.runID, r.fixture)
 	if r.spec.Adversary != nil {
+		if r.o.Unsandboxed {
+			// Refused before Case, not after: the step could never finish.
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepContract,
+				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
+			return false
+		}
 		c.ClaimsFile = filepath.Join(r.scratch, claimsFile) // Case's scratch, shown at its own path
 	}
 	data, _ := json.Marshal(c)
