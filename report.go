@@ -165,6 +165,14 @@ type BaselineRun struct {
 	Problem    string       `json:"problem,omitempty"` // why it could not run or be read
 	Log        string       `json:"log,omitempty"`     // baseline.log
 	FailToPass []GradedTest `json:"fail_to_pass"`
+	// PassToPass are the pass-to-pass tests held to passing there (OK: it
+	// passed, was an expected failure or was skipped). They are held only
+	// when the baseline run is the verification's own environment: a task
+	// with no setup command and no verification network, since the
+	// baseline run has neither; otherwise the list is empty and
+	// PassToPassNote says why.
+	PassToPass     []GradedTest `json:"pass_to_pass,omitempty"`
+	PassToPassNote string       `json:"pass_to_pass_note,omitempty"`
 }
 
 // GradedTest is one listed test and what the result's report said of it.

@@ -65,6 +65,43 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
 			Message: fmt.Sprintf("fail-to-pass tests already pass on the baseline: %s; the task cannot tell a fix from no change (see %s)", strings.Join(passing, ", "), evidence.BaselineLog)})
 	}
+	if len(r.spec.PassToPass) == 0 {
+		return
+	}
+	if why := r.baselineEnvDiffers(); why != "" {
+		b.PassToPassNote = "pass-to-pass tests are not held on the baseline: " + why
+		return
+	}
+	var broken []string
+	for _, id := range r.spec.PassToPass {
+		o, found := by[id]
+		gt := ctoharness.GradedTest{ID: id, Outcome: "missing"}
+		if found {
+			gt.Outcome = string(o)
+			gt.OK = o == testresults.Pass || o == testresults.XFail || o == testresults.Skip
+		}
+		if !gt.OK {
+			broken = append(broken, id)
+		}
+		b.PassToPass = append(b.PassToPass, gt)
+	}
+	if len(broken) > 0 {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
+			Message: fmt.Sprintf("pass-to-pass tests do not pass on the baseline: %s; the task holds the change to tests that were already broken (see %s)", strings.Join(broken, ", "), evidence.BaselineLog)})
+	}
+}
+
+// baselineEnvDiffers says why the baseline run is not the verification's
+// environment ("" when it is): it runs without the setup command and
+// without network, so a test that fails there may fail for that alone.
+func (r *run) baselineEnvDiffers() string {
+	switch {
+	case r.spec.Setup != nil:
+		return "the task has a setup command, which the baseline run does not run"
+	case r.net != nil && len(r.net.policy.For(egress.CommandVerify).Strings()) > 0:
+		return "the verification has network, which the baseline run does not"
+	}
+	return ""
 }
 
 // baselineTests makes the baseline's checkout, lays the hidden tests, runs

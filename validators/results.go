@@ -100,6 +100,25 @@ func checkBaseline(v *runView, c collector, g *ctoharness.Grading) {
 	if invalid && (!v.hasBlocker(ctoharness.BlockTaskInvalid) || v.report.Status == ctoharness.StatusPass) {
 		c.fail(chk, evidence.ReportJSON, "a fail-to-pass test passed on the baseline, and the run is not TASK_INVALID")
 	}
+	// Pass-to-pass tests are held there only where the baseline run is the
+	// verification's environment; then all of them, each by its outcome.
+	if len(b.PassToPass) > 0 && !slices.Equal(ids(b.PassToPass), ids(g.PassToPass)) {
+		c.fail(chk, evidence.ReportJSON, "the baseline run holds pass-to-pass tests %v, the list is %v", ids(b.PassToPass), ids(g.PassToPass))
+	}
+	if len(b.PassToPass) == 0 && len(g.PassToPass) > 0 && b.PassToPassNote == "" && !invalid {
+		c.fail(chk, evidence.ReportJSON, "the baseline run neither held the pass-to-pass tests nor said why")
+	}
+	broken := false
+	for _, t := range b.PassToPass {
+		held := t.Outcome == "pass" || t.Outcome == "xfail" || t.Outcome == "skip"
+		if t.OK != held {
+			c.fail(chk, evidence.ReportJSON, "baseline outcome %s of pass-to-pass test %s is graded ok=%v", t.Outcome, t.ID, t.OK)
+		}
+		broken = broken || !held
+	}
+	if broken && (!v.hasBlocker(ctoharness.BlockTaskInvalid) || v.report.Status == ctoharness.StatusPass) {
+		c.fail(chk, evidence.ReportJSON, "a pass-to-pass test failed on the baseline, and the run is not TASK_INVALID")
+	}
 }
 
 // checkGrading grades the listed tests again from tests.json, with the
