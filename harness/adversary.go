@@ -2,21 +2,16 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
-	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -36,48 +31,26 @@ const (
 )
 
 // claimsFile is where, in Case's scratch (its HOME, which it may write),
-// the contract lets Case write its claims; claimsArtifact is their copy in the run directory, and
-// maxClaims bounds what is read.
+// the contract lets Case write its claims; claimsArtifact is their copy in
+// the run directory.
 const (
 	claimsFile     = "home/claims.json"
 	claimsArtifact = "claims.json"
-	maxClaims      = 64 << 10
 )
 
-// readClaims copies Case's claims into the evidence, read as hostile input
-// (no link followed, a regular file, capped, checked against its schema).
-// Claims that cannot be used are recorded as the problem, never a blocker:
-// the adversary then works from the task text.
+// readClaims keeps Case's claims (package adversary reads them) as
+// claims.json in the run directory.
 func (r *run) readClaims(ctx context.Context) (artifact string, n int, problem string) {
-	p := filepath.Join(r.scratch, claimsFile)
-	r.tr.Trace(ctoharness.TraceRead, p)
-	f, err := caseworld.Open(r.scratch, claimsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", 0, "Case wrote no claims (" + claimsFile + " in its scratch)"
-	}
-	if err != nil {
-		return "", 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxClaims+1))
-	switch {
-	case err != nil:
-		return "", 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
-	case len(data) > maxClaims:
-		return "", 0, fmt.Sprintf("Case's claims are over %d bytes", maxClaims)
-	}
-	if err := r.o.Schemas.Validator(schemas.Claims)(data); err != nil {
-		return "", 0, fmt.Sprintf("Case's claims do not match schemas/claims.schema.json: %v", err)
-	}
-	var c ctoharness.Claims
-	if err := json.Unmarshal(data, &c); err != nil {
-		return "", 0, fmt.Sprintf("Case's claims: %v", err)
+	r.tr.Trace(ctoharness.TraceRead, filepath.Join(r.scratch, claimsFile))
+	data, n, problem := adversary.ReadClaims(r.scratch, claimsFile, r.o.Schemas.Validator(schemas.Claims))
+	if problem != "" {
+		return "", 0, problem
 	}
 	if err := r.dir.WriteFile(ctx, claimsArtifact, data); err != nil {
 		r.blockWrite(err, ctoharness.StepVerify)
 		return "", 0, "Case's claims could not be kept: " + err.Error()
 	}
-	return claimsArtifact, len(c.Claims), ""
+	return claimsArtifact, n, ""
 }
 
 // defaultAdversaryTimeout bounds an adversary whose task gives none.
@@ -113,7 +86,11 @@ func (r *run) adversarial(ctx context.Context, own record) {
 			return gen, nil
 		},
 		Tests: func(ctx context.Context, onResult bool, kept []string) ([]testresults.Result, string, error) {
-			lay := set.Keep(func(f hidden.File) bool { return slices.Contains(kept, f.Path) })
+			keep := make(map[string]bool, len(kept))
+			for _, p := range kept {
+				keep[p] = true
+			}
+			lay := set.Keep(func(f hidden.File) bool { return keep[f.Path] })
 			t := testsRun{dir: "adversary-baseline", commit: r.rep.Commits.BaselineCommit, lay: []hidden.Set{lay}, command: a.TestCommand,
 				results: a.TestResults, log: evidence.AdversaryBaselineLog, what: "the adversary's tests on the baseline"}
 			if onResult {

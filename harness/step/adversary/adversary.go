@@ -10,12 +10,17 @@ package adversary
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"path"
 	"regexp"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 )
 
@@ -185,4 +190,38 @@ func Run(ctx context.Context, in Input) (*ctoharness.AdversarialRecord, *ctoharn
 	}
 	return rec, &ctoharness.Blocker{Code: ctoharness.BlockAdversarialFailed, Step: ctoharness.StepVerify,
 		Message: fmt.Sprintf("%d of the adversary's %d discriminating tests fail on the result: %s; see %s", rec.Failed, rec.Discriminating, strings.Join(names, ", "), rec.ResultLog)}
+}
+
+// MaxClaims bounds Case's claims file.
+const MaxClaims = 64 << 10
+
+// ReadClaims reads Case's claims at rel below scratch as hostile input: no
+// link followed in any component, a regular file, at most MaxClaims bytes,
+// valid against the claims schema (validate). Claims that cannot be used
+// give the problem, never an error: the adversary then works from the
+// task text.
+func ReadClaims(scratch, rel string, validate func([]byte) error) (data []byte, n int, problem string) {
+	f, err := caseworld.Open(scratch, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, "Case wrote no claims (" + rel + " in its scratch)"
+	}
+	if err != nil {
+		return nil, 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, MaxClaims+1))
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Sprintf("Case's claims cannot be read: %v", err)
+	case len(data) > MaxClaims:
+		return nil, 0, fmt.Sprintf("Case's claims are over %d bytes", MaxClaims)
+	}
+	if err := validate(data); err != nil {
+		return nil, 0, fmt.Sprintf("Case's claims do not match schemas/claims.schema.json: %v", err)
+	}
+	var c ctoharness.Claims
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, 0, fmt.Sprintf("Case's claims: %v", err)
+	}
+	return data, len(c.Claims), ""
 }

@@ -1,9 +1,13 @@
 package adversary
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 )
 
@@ -47,5 +51,35 @@ func TestClassify(t *testing.T) {
 		if x.ID == "tells nothing" && !x.OK {
 			t.Errorf("a test that does not count failed the run: %+v", x)
 		}
+	}
+}
+
+// Claims are read as hostile input: a link is not followed (in any
+// component), an oversized file is refused, and each refusal is a problem
+// recorded, never an error.
+func TestReadClaims(t *testing.T) {
+	if err := caseworld.Available(); err != nil {
+		t.Skip(err)
+	}
+	ok := func([]byte) error { return nil }
+	scratch := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "secret.json")
+	os.WriteFile(outside, []byte(`{"claims": [{"claim": "from outside"}]}`), 0o644)
+	os.MkdirAll(filepath.Join(scratch, "home"), 0o755)
+	if _, _, problem := ReadClaims(scratch, "home/claims.json", ok); !strings.Contains(problem, "wrote no claims") {
+		t.Errorf("no file: %q", problem)
+	}
+	os.Symlink(outside, filepath.Join(scratch, "home", "claims.json"))
+	if data, _, problem := ReadClaims(scratch, "home/claims.json", ok); data != nil || problem == "" {
+		t.Errorf("a link was followed: %q %q", data, problem)
+	}
+	os.Remove(filepath.Join(scratch, "home", "claims.json"))
+	os.WriteFile(filepath.Join(scratch, "home", "claims.json"), make([]byte, MaxClaims+1), 0o644)
+	if _, _, problem := ReadClaims(scratch, "home/claims.json", ok); !strings.Contains(problem, "over") {
+		t.Errorf("an oversized file: %q", problem)
+	}
+	os.WriteFile(filepath.Join(scratch, "home", "claims.json"), []byte(`{"claims": [{"claim": "x"}, {"claim": "y"}]}`), 0o644)
+	if _, n, problem := ReadClaims(scratch, "home/claims.json", ok); n != 2 || problem != "" {
+		t.Errorf("two claims: %d %q", n, problem)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/caseworld"
 )
 
 // Caps on a hidden test directory: it is read whole into memory, so that
@@ -63,6 +64,14 @@ func Read(ctx context.Context, dir string) (Set, error) {
 		return Set{}, fmt.Errorf("%w: %s is not a directory (a link to one is not followed)", ErrHidden, dir)
 	}
 	s := Set{Dir: filepath.Clean(dir)}
+	// Files are opened beneath the directory with no link followed in any
+	// component: a directory another process writes (an adversary's) may
+	// swap one for a link between the walk and the open.
+	root, err := unix.Open(s.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Set{}, fmt.Errorf("%w: open %s: %v", ErrHidden, s.Dir, err)
+	}
+	defer unix.Close(root)
 	err = filepath.WalkDir(s.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -84,7 +93,7 @@ func Read(ctx context.Context, dir string) (Set, error) {
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s is not a regular file or directory (%s)", rel, d.Type())
 		}
-		return s.add(p, rel)
+		return s.add(root, rel)
 	})
 	if err != nil {
 		return Set{}, fmt.Errorf("%w in %s: %v", ErrHidden, dir, err)
@@ -97,11 +106,11 @@ func Read(ctx context.Context, dir string) (Set, error) {
 	return s, nil
 }
 
-func (s *Set) add(p, rel string) error {
+func (s *Set) add(root int, rel string) error {
 	if len(s.Files) >= MaxFiles {
 		return fmt.Errorf("more than %d files", MaxFiles)
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := caseworld.OpenAt(root, s.Dir, rel)
 	if err != nil {
 		return err
 	}
