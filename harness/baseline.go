@@ -28,11 +28,12 @@ const baselineInView = "/cto-harness/baseline"
 
 // checkBaseline runs the verification once more, on a fresh checkout of
 // the baseline with the hidden tests laid, and holds the fail-to-pass
-// tests to failing there: one that already passes before the change cannot
-// tell a fix from no change, and the task is invalid (TASK_INVALID, not
-// the agent's doing). It runs in the verification's sandbox without
-// network and without the setup command, so only a pass on the baseline
-// is held against the task; a failure there may be the environment's.
+// tests to failing there and the pass-to-pass tests to passing: a
+// fail-to-pass test that already passes before the change cannot tell a
+// fix from no change, and a pass-to-pass test that fails there was broken
+// before it; either way the task is invalid (TASK_INVALID, not the agent's
+// doing). It runs in the verification's own environment: its sandbox, the
+// task's setup first, the verification's network.
 func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults) {
 	g := r.rep.Tests.Results.Grading
 	b := &ctoharness.BaselineRun{FailToPass: []ctoharness.GradedTest{}}
@@ -68,10 +69,6 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 	if len(r.spec.PassToPass) == 0 {
 		return
 	}
-	if why := r.baselineEnvDiffers(); why != "" {
-		b.PassToPassNote = "pass-to-pass tests are not held on the baseline: " + why
-		return
-	}
 	var broken []string
 	for _, id := range r.spec.PassToPass {
 		o, found := by[id]
@@ -91,24 +88,11 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 	}
 }
 
-// baselineEnvDiffers says why the baseline run is not the verification's
-// environment ("" when it is): it runs without the setup command and
-// without network, so a test that fails there may fail for that alone.
-func (r *run) baselineEnvDiffers() string {
-	switch {
-	case r.spec.Setup != nil:
-		return "the task has a setup command, which the baseline run does not run"
-	case r.net != nil && len(r.net.policy.For(egress.CommandVerify).Strings()) > 0:
-		return "the verification has network, which the baseline run does not"
-	}
-	return ""
-}
-
 // baselineTests makes the baseline's checkout, lays the hidden tests, runs
 // the verification there and reads its test report.
 func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults) ([]testresults.Result, string, error) {
 	return r.testsOn(ctx, own, testsRun{dir: "baseline", commit: r.rep.Commits.BaselineCommit, command: r.spec.Verification.Command,
-		results: tr, log: evidence.BaselineLog, what: "the baseline run"})
+		results: tr, log: evidence.BaselineLog, what: "the baseline run", net: true})
 }
 
 // testsRun is one extra test run on a fresh checkout of a commit of the
@@ -122,11 +106,55 @@ type testsRun struct {
 	results task.TestResults // the report it writes
 	log     string           // its log in the run directory
 	what    string           // names it in errors
+	net     bool             // the command has the verification's network
+}
+
+// wrapExtra launches cmd of an extra test run in pol: with cmd's network
+// through the run's forwarder when net is set and cmd has an allowlist,
+// and with none (no forwarder session, no socket watch) otherwise.
+func (r *run) wrapExtra(cmd egress.Command, pol sandbox.Policy, net bool) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+	if net && r.net != nil && len(r.net.policy.For(cmd).Strings()) > 0 {
+		return r.wrapIn(cmd, &pol)
+	}
+	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+		launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
+		return launch, attr, []*os.File{pf}, err
+	}
+}
+
+// setupIn runs the task's setup command in an extra test run's checkout,
+// as the verification's setup ran: its network, its timeout, no reruns.
+// A setup that does not succeed there is the run's problem, named with
+// its log.
+func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol sandbox.Policy) error {
+	s := r.spec.Setup
+	if s == nil || !r.profile.RunTests {
+		return nil
+	}
+	log, err := r.dir.OpenAppend(t.log) // the run closes it
+	if err != nil {
+		return fmt.Errorf("%s could not be opened: %w", t.log, err)
+	}
+	env, spol := r.verifyEnv(egress.CommandSetup, scratch)
+	spol.Profile.FlakeReruns = 0
+	timeout := time.Duration(s.TimeoutSeconds) * time.Second
+	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: log, LogPath: t.log, Tracer: r.tr,
+		Wrap: r.wrapExtra(egress.CommandSetup, pol, true)}
+	out, err := verify.RunWithPolicy(ctx, in, spol, verify.NewBudget(timeout, 1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("the setup command %q could not run for %s: %w", s.Command, t.what, err)
+	case out.Refusal != "" || out.Classification != ctoharness.TestPass:
+		return fmt.Errorf("the setup command %q did not succeed for %s (%s%s)%s; see %s", s.Command, t.what, out.Classification,
+			reasonSuffix(out.Reason), errorLines(out.StderrInline, out.StdoutInline), t.log)
+	}
+	return nil
 }
 
 // testsOn makes the checkout of t.commit, lays the task's hidden tests and
-// t.lay, runs t.command in the verification's sandbox without network and
-// without the setup command, and reads its test report.
+// t.lay, runs the task's setup there as the verification's own setup runs
+// (its network, its timeout), then t.command in the verification's sandbox
+// (with the verification's network when t.net), and reads its test report.
 func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresults.Result, string, error) {
 	if r.o.Unsandboxed {
 		return nil, "", fmt.Errorf("not run: --unsandboxed")
@@ -171,22 +199,24 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresult
 	pol := r.policy(true)
 	pol.Writable = append([]string{work}, dirs...)
 	pol.View = v
+	if err := r.setupIn(ctx, t, work, scratch, pol); err != nil {
+		return nil, t.log, err
+	}
 	f, err := r.dir.OpenAppend(t.log)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
 	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
-	vpol.NetAllowed = nil
+	if !t.net {
+		vpol.NetAllowed = nil
+	}
 	vpol.Profile.FlakeReruns = 0
 	timeout := time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second
 	if _, err := results.Clear(work, t.results); err != nil {
 		return nil, t.log, err
 	}
 	vin := verify.Input{Command: t.command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: t.log, Tracer: r.tr,
-		Wrap: func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-			launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
-			return launch, attr, []*os.File{pf}, err
-		}}
+		Wrap: r.wrapExtra(egress.CommandVerify, pol, t.net)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	switch {
 	case err != nil:

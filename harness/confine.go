@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -75,14 +76,19 @@ func (r *run) policy(verification bool) sandbox.Policy {
 // execWatch is set and the socket watch when socketWatch is set, and
 // records what it enforces. The returned file is the
 // launcher's policy (sandbox.Command), nil unsandboxed; the caller passes it
-// as the last extra file.
-func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch, socketWatch bool) ([]string, *syscall.SysProcAttr, *os.File, error) {
+// as the last extra file. With own set, argv runs in that sandbox instead
+// (an extra test run's, whose view shows its own checkout), which the
+// report's sandbox record does not describe.
+func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, execWatch, socketWatch bool, own *sandbox.Policy) ([]string, *syscall.SysProcAttr, *os.File, error) {
 	if r.o.Unsandboxed {
 		launch, attr, err := supervise.Command(r.o.SelfExe, r.superMode, argv)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("cannot prepare the supervisor for %s: %w", argv[0], err)
 		}
 		return launch, attr, nil, nil
+	}
+	if own != nil {
+		return confineIn(r.o.SelfExe, *own, argv, nw, execWatch, socketWatch)
 	}
 	pol := r.policy(verification)
 	var files []sandbox.Bind
@@ -113,6 +119,22 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, exe
 	eff := pol.Rlimits.Effective()
 	rec.Rlimits = ctoharness.Limits{CPUSeconds: eff.CPUSeconds, FileSizeBytes: eff.FileSizeBytes, OpenFiles: eff.OpenFiles,
 		Processes: eff.Processes, AddressSpaceBytes: eff.AddressSpaceBytes}
+	return launch, attr, pf, nil
+}
+
+// confineIn wraps argv in the sandbox launcher with pol, and nw's layout
+// when set: its /etc/hosts joins pol's view.
+func confineIn(self string, pol sandbox.Policy, argv []string, nw *sandbox.Network, execWatch, socketWatch bool) ([]string, *syscall.SysProcAttr, *os.File, error) {
+	if nw != nil && pol.View != nil {
+		v := *pol.View
+		v.Files = append(slices.Clone(v.Files), sandbox.Bind{Path: "/etc/hosts", Source: nw.HostsFile})
+		pol.View = &v
+	}
+	pol.Network, pol.ExecWatch, pol.SocketWatch = nw, execWatch, socketWatch
+	launch, attr, pf, err := sandbox.Command(self, pol, argv)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)
+	}
 	return launch, attr, pf, nil
 }
 

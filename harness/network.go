@@ -278,8 +278,14 @@ func (r *run) stopEgress() {
 // wrapFor is the sandbox wrapper of the verification command: its
 // launches' seccomp watches are closed, and checked, with the forwarder.
 func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+	return r.wrapIn(cmd, nil)
+}
+
+// wrapIn is wrapFor in a sandbox of the caller's (an extra test run's,
+// whose view shows its own checkout): own, or the verification's when nil.
+func (r *run) wrapIn(cmd egress.Command, own *sandbox.Policy) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-		launch, attr, extra, w, err := r.launchFor(cmd, argv, nil)
+		launch, attr, extra, w, err := r.launchFor(cmd, argv, nil, own)
 		if w != nil {
 			r.net.mu.Lock()
 			r.net.watches = append(r.net.watches, w)
@@ -295,12 +301,13 @@ func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscal
 // and, when execs is set, the exec watch. The launcher gets the egress
 // control socket and the watch control socket as extra files
 // (sandbox.Policy.WatchFD). The caller closes the watch once the launcher
-// has exited; it is nil only unsandboxed.
-func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watch) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
+// has exited; it is nil only unsandboxed. own, when set, is the sandbox to
+// launch in instead of cmd's own (see confine).
+func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watch, own *sandbox.Policy) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
 	if r.o.Unsandboxed {
 		// No forwarder and no namespace: only the supervisor, so that
 		// nothing the command starts outlives the harness.
-		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false, false)
+		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false, false, nil)
 		return launch, attr, nil, nil, err
 	}
 	if r.net == nil {
@@ -328,7 +335,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 		return nil, nil, nil, nil, err
 	}
 	extra = append(extra, watchCtl)
-	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil, true)
+	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil, true, own)
 	if err != nil {
 		for _, f := range extra {
 			f.Close()

@@ -602,7 +602,7 @@ func (r *run) runCase(ctx context.Context) {
 			return
 		}
 	}
-	launch, attr, extra, watch, err := r.launchFor(egress.CommandCase, argv, execs)
+	launch, attr, extra, watch, err := r.launchFor(egress.CommandCase, argv, execs, nil)
 	if err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		for _, f := range files {
