@@ -11,16 +11,18 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runlist"
 )
 
-// RunsCmd is `cto-harness runs`: the list by default, and prune.
+// RunsCmd is `cto-harness runs`: the list by default, prune, and cost.
 type RunsCmd struct {
 	List  RunsListCmd  `cmd:"" default:"withargs" help:"List the runs, newest first (the default)."`
 	Prune RunsPruneCmd `cmd:"" help:"Remove old runs, keeping the newest N and every run a stage validation record names."`
+	Cost  RunsCostCmd  `cmd:"" help:"Sum what the runs cost from the cost ledger (RUNS_DIR/cost-ledger.jsonl), by day, agent, model or role."`
 }
 
 // Help explains runs.
 func (RunsCmd) Help() string {
 	return `'cto-harness runs' (or 'runs list') prints the runs of the runs directory as a table, newest first;
---json, --status and --stage work without naming 'list'. 'runs prune --keep N' removes old runs.`
+--json, --status and --stage work without naming 'list'. 'runs prune --keep N' removes old runs.
+'runs cost' sums the cost ledger every run appends to, which outlasts pruning.`
 }
 
 // RunsListCmd is `cto-harness runs [list]`.

@@ -34,6 +34,9 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	r.sweepSecrets()
 	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
 	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
+	r.appendCost()
+	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
+	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
 	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
 		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
 	codes := []string{}
