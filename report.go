@@ -166,13 +166,17 @@ type BaselineRun struct {
 	Log        string       `json:"log,omitempty"`     // baseline.log
 	FailToPass []GradedTest `json:"fail_to_pass"`
 	// PassToPass are the pass-to-pass tests held to passing there (OK: it
-	// passed, was an expected failure or was skipped). They are held only
-	// when the baseline run is the verification's own environment: a task
-	// with no setup command and no verification network, since the
-	// baseline run has neither; otherwise the list is empty and
-	// PassToPassNote says why.
-	PassToPass     []GradedTest `json:"pass_to_pass,omitempty"`
-	PassToPassNote string       `json:"pass_to_pass_note,omitempty"`
+	// passed, was an expected failure or was skipped).
+	PassToPass []GradedTest `json:"pass_to_pass,omitempty"`
+	// PassToPassNote says why they were not held, in reports of runs whose
+	// baseline did not run the setup; none is written now.
+	PassToPassNote string `json:"pass_to_pass_note,omitempty"`
+	// DurationMs is the whole baseline step (checkout, hidden tests, setup,
+	// verification, reading its report); CommandMs the verification
+	// command's part: what the baseline costs besides the tests themselves
+	// is their difference.
+	DurationMs int64 `json:"duration_ms,omitempty"`
+	CommandMs  int64 `json:"command_ms,omitempty"`
 }
 
 // GradedTest is one listed test and what the result's report said of it.

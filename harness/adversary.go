@@ -96,7 +96,8 @@ func (r *run) adversarial(ctx context.Context, own record) {
 			if onResult {
 				t.dir, t.commit, t.log, t.what = "adversary-result", r.rep.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
 			}
-			return r.testsOn(ctx, own, t)
+			done, err := r.testsOn(ctx, own, t)
+			return done.tests, done.log, err
 		}})
 	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
 	r.rep.Adversarial = rec

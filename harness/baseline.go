@@ -38,8 +38,10 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 	g := r.rep.Tests.Results.Grading
 	b := &ctoharness.BaselineRun{FailToPass: []ctoharness.GradedTest{}}
 	g.Baseline = b
-	tests, log, err := r.baselineTests(ctx, own, tr)
-	b.Log = log
+	start := r.o.Clock()
+	done, err := r.baselineTests(ctx, own, tr)
+	b.Log, b.CommandMs, b.DurationMs = done.log, done.commandMs, r.o.Clock().Sub(start).Milliseconds()
+	tests := done.tests
 	if err != nil {
 		b.Problem = err.Error()
 		return
@@ -90,7 +92,7 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 
 // baselineTests makes the baseline's checkout, lays the hidden tests, runs
 // the verification there and reads its test report.
-func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults) ([]testresults.Result, string, error) {
+func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults) (testsDone, error) {
 	return r.testsOn(ctx, own, testsRun{dir: "baseline", commit: r.rep.Commits.BaselineCommit, command: r.spec.Verification.Command,
 		results: tr, log: evidence.BaselineLog, what: "the baseline run", net: true})
 }
@@ -107,6 +109,14 @@ type testsRun struct {
 	log     string           // its log in the run directory
 	what    string           // names it in errors
 	net     bool             // the command has the verification's network
+}
+
+// testsDone is what an extra test run gave: the report's tests, its log
+// (once it was opened) and how long its command ran.
+type testsDone struct {
+	tests     []testresults.Result
+	log       string
+	commandMs int64
 }
 
 // wrapExtra launches cmd of an extra test run in pol: with cmd's network
@@ -155,9 +165,9 @@ func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol
 // t.lay, runs the task's setup there as the verification's own setup runs
 // (its network, its timeout), then t.command in the verification's sandbox
 // (with the verification's network when t.net), and reads its test report.
-func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresults.Result, string, error) {
+func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, error) {
 	if r.o.Unsandboxed {
-		return nil, "", fmt.Errorf("not run: --unsandboxed")
+		return testsDone{}, fmt.Errorf("not run: --unsandboxed")
 	}
 	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, t.dir)
 	defer func() { _ = RemoveTree(base) }()
@@ -170,41 +180,41 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresult
 	// what the checkout is held to.
 	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, t.commit, own.baselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
-		return nil, "", fmt.Errorf("the checkout of %s could not be made: %w", t.what, err)
+		return testsDone{}, fmt.Errorf("the checkout of %s could not be made: %w", t.what, err)
 	}
 	lays := t.lay
 	if h := r.rep.HiddenTests; h != nil {
 		set, err := hidden.Again(ctx, h)
 		if err != nil {
-			return nil, "", fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
+			return testsDone{}, fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
 		}
 		lays = append([]hidden.Set{set}, lays...)
 	}
 	for _, set := range lays {
 		if _, err := hidden.Lay(ctx, set, work); err != nil {
-			return nil, "", fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
+			return testsDone{}, fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
 		}
 	}
 	dirs := backend.ScratchDirs(scratch)
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, "", fmt.Errorf("the scratch directory %s of %s could not be made: %w", d, t.what, err)
+			return testsDone{}, fmt.Errorf("the scratch directory %s of %s could not be made: %w", d, t.what, err)
 		}
 	}
 	v, _, err := r.planView(true, []string{"/bin/sh"})
 	if err != nil {
-		return nil, "", fmt.Errorf("the sandbox view of %s cannot be planned: %w", t.what, err)
+		return testsDone{}, fmt.Errorf("the sandbox view of %s cannot be planned: %w", t.what, err)
 	}
 	v.Moved, v.Cwd, v.Expect = []sandbox.Bind{{Path: baselineInView, Source: work}}, baselineInView, ""
 	pol := r.policy(true)
 	pol.Writable = append([]string{work}, dirs...)
 	pol.View = v
 	if err := r.setupIn(ctx, t, work, scratch, pol); err != nil {
-		return nil, t.log, err
+		return testsDone{log: t.log}, err
 	}
 	f, err := r.dir.OpenAppend(t.log)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s could not be opened: %w", t.log, err)
+		return testsDone{}, fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
 	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
 	if !t.net {
@@ -213,21 +223,23 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) ([]testresult
 	vpol.Profile.FlakeReruns = 0
 	timeout := time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second
 	if _, err := results.Clear(work, t.results); err != nil {
-		return nil, t.log, err
+		return testsDone{log: t.log}, err
 	}
 	vin := verify.Input{Command: t.command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: t.log, Tracer: r.tr,
 		Wrap: r.wrapExtra(egress.CommandVerify, pol, t.net)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
+	done := testsDone{log: t.log, commandMs: out.DurationMs}
 	switch {
 	case err != nil:
-		return nil, t.log, fmt.Errorf("%s could not run: %w", t.what, err)
+		return done, fmt.Errorf("%s could not run: %w", t.what, err)
 	case out.Refusal != "" || out.ExitCode == nil:
-		return nil, t.log, fmt.Errorf("%s did not run (%s: %s)", t.what, out.Classification, out.Reason)
+		return done, fmt.Errorf("%s did not run (%s: %s)", t.what, out.Classification, out.Reason)
 	}
 	file, sum := results.Read(work, t.results, r.runID, false)
 	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(t.results.Path)))
 	if sum.Problem != "" {
-		return nil, t.log, fmt.Errorf("on %s: %s", t.what, sum.Problem)
+		return done, fmt.Errorf("on %s: %s", t.what, sum.Problem)
 	}
-	return file.Tests, t.log, nil
+	done.tests = file.Tests
+	return done, nil
 }
