@@ -76,8 +76,8 @@ func BenchmarkGradedBaseline(b *testing.B) {
 	}
 	o := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
 		Config: config.Config{OwnedSources: []string{src}, Sandbox: &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{filepath.Dir(patch)}}}},
-		Lane: ctoharness.LaneFake, Scenario: "apply-patch=" + patch,
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3", "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}.get,
+		Lane:   ctoharness.LaneFake, Scenario: "apply-patch=" + patch,
+		Getenv:    env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3", "PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME")}.get,
 		VerifyRun: validators.StageRunVerifier(set), Signing: keys}
 	var baseline, command, verification int64
 	b.ResetTimer()
