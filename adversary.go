@@ -46,7 +46,19 @@ type AdversarialRecord struct {
 	ClaimsArtifact string `json:"claims_artifact,omitempty"`
 	Claims         int    `json:"claims"`
 	ClaimsProblem  string `json:"claims_problem,omitempty"`
+	// Confirmed says who let the adversary's tests run: "auto_confirm"
+	// (--auto-confirm or the config), "terminal" (a person said yes) or
+	// "declined" (a person said no: ADVERSARY_NOT_CONFIRMED); "" when no
+	// test was left to run.
+	Confirmed string `json:"confirmed,omitempty"`
 }
+
+// Who let an adversary's tests run (AdversarialRecord.Confirmed).
+const (
+	ConfirmedAuto     = "auto_confirm"
+	ConfirmedTerminal = "terminal"
+	ConfirmedDeclined = "declined"
+)
 
 // AdversarialExcluded is one file of the adversary's the harness did not
 // run.

@@ -76,12 +76,17 @@ const (
 	// BlockAdversaryFailed: the task has an adversary and its step could
 	// not be completed (it could not run, its tests could not be read or
 	// run): the verdict is not given without it.
-	BlockAdversaryFailed      BlockerCode = "ADVERSARY_FAILED"
-	BlockTestBudget           BlockerCode = "TEST_BUDGET_EXHAUSTED"
-	BlockBudgetExceeded       BlockerCode = "BUDGET_EXCEEDED"
-	BlockArtifactWriteFailed  BlockerCode = "ARTIFACT_WRITE_FAILED"
-	BlockInternal             BlockerCode = "INTERNAL_ERROR"
-	BlockStageRecordUntrusted BlockerCode = "STAGE_RECORD_UNTRUSTED"
+	BlockAdversaryFailed BlockerCode = "ADVERSARY_FAILED"
+	// BlockAdversaryNotConfirmed: the adversary's generated tests run only
+	// once a person confirms them, and nobody did: there was no terminal
+	// to ask on and no --auto-confirm (refused before Case), or the person
+	// declined.
+	BlockAdversaryNotConfirmed BlockerCode = "ADVERSARY_NOT_CONFIRMED"
+	BlockTestBudget            BlockerCode = "TEST_BUDGET_EXHAUSTED"
+	BlockBudgetExceeded        BlockerCode = "BUDGET_EXCEEDED"
+	BlockArtifactWriteFailed   BlockerCode = "ARTIFACT_WRITE_FAILED"
+	BlockInternal              BlockerCode = "INTERNAL_ERROR"
+	BlockStageRecordUntrusted  BlockerCode = "STAGE_RECORD_UNTRUSTED"
 )
 
 // Coding-agent blockers (--agent).
@@ -173,7 +178,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockCopyFailed, BlockCopyUnfaithful, BlockFixtureDirtyStart, BlockFixtureDirtyEnd,
 		BlockCaseStartFailed, BlockCaseExitNonZero, BlockCaseTimeout, BlockCaseEventMalformed,
 		BlockMissingRequiredEvent, BlockDisallowedChange, BlockProtectedPathChange, BlockCollectFailed,
-		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope, BlockAdversarialFailed, BlockAdversaryFailed,
+		BlockTestsFailed, BlockTestTimeout, BlockTestNotRun, BlockTestFlake, BlockDangerousScript, BlockTestScope, BlockAdversarialFailed, BlockAdversaryFailed, BlockAdversaryNotConfirmed,
 		BlockTestBudget, BlockBudgetExceeded, BlockArtifactWriteFailed, BlockInternal,
 		BlockPrevStageUnproven, BlockCaseEventOrder, BlockStageRecordUntrusted,
 		BlockAgentConfigInvalid, BlockAgentNotInstalled, BlockAgentModelError, BlockAgentNoChange,

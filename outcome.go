@@ -41,7 +41,7 @@ var outcomeOf = map[BlockerCode]Outcome{
 	BlockPrevStageSchema: OutcomePolicyBlocked, BlockPrevStageUnproven: OutcomePolicyBlocked,
 	BlockStageRecordUntrusted: OutcomePolicyBlocked,
 	BlockConfigInvalid:        OutcomePolicyBlocked, BlockTaskInvalid: OutcomePolicyBlocked,
-	BlockTaskRequired:       OutcomePolicyBlocked,
+	BlockTaskRequired: OutcomePolicyBlocked, BlockAdversaryNotConfirmed: OutcomePolicyBlocked,
 	BlockCaseCommandMissing: OutcomePolicyBlocked, BlockAgentConfigInvalid: OutcomePolicyBlocked,
 	BlockSourceNotLocal: OutcomePolicyBlocked, BlockSourceNotFound: OutcomePolicyBlocked,
 	BlockSourceSymlink: OutcomePolicyBlocked, BlockSourceNotGit: OutcomePolicyBlocked,

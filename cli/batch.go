@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,7 @@ type BatchRunCmd struct {
 	NATS        string        `name:"nats" help:"Publish the trials to this NATS JetStream server and let 'cto-harness worker' processes run them (see docs/batch.md)." placeholder:"URL"`
 	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM), besides the config's signing.worker_keys; a result is counted only when signed by one of these; repeatable."`
 	AckWait     time.Duration `name:"ack-wait" default:"2m" help:"With --nats: how long a worker may go silent before its trial is given to another worker."`
+	AutoConfirm bool          `name:"auto-confirm" help:"Let the tests a task's adversary writes run without asking: a batch asks nobody, so a batch whose tasks have an adversary needs it (or the config's auto_confirm). With --nats each worker's own config decides."`
 	NATSAuth    natsAuthFlags `embed:""`
 }
 
@@ -134,7 +136,10 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			Config: cfg, Signing: keys}); err != nil {
 			return fmt.Errorf("a batch runs stage-3 trials, which need stages 1 and 2 validated in %s: %w; run 'cto-harness demo' or 'cto-harness validate-stage 2' there", runs, err)
 		}
-		local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
+		if tasks := adversaryTasks(plan); len(tasks) > 0 && !c.AutoConfirm && !cfg.AutoConfirm {
+			return usagef("the tasks %s have an adversary, whose tests run only once someone confirms them, and a batch asks nobody: run with --auto-confirm (or \"auto_confirm\": true in the config)", strings.Join(tasks, ", "))
+		}
+		local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set, AutoConfirm: c.AutoConfirm,
 			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}
 		// What would stop a trial is found before any runs: a missing agent
 		// would otherwise fail every trial as infra_failed, retried.
@@ -550,4 +555,20 @@ func workerKeys(cfg config.Config, flags []string) ([]attest.PublicKey, error) {
 		return nil, usagef("worker key (--worker-key or the config's signing.worker_keys): %v", err)
 	}
 	return keys, nil
+}
+
+// adversaryTasks are the plan's tasks that have an adversary, once each.
+func adversaryTasks(p batch.Plan) []string {
+	var tasks []string
+	seen := map[string]bool{}
+	for _, t := range p.Trials {
+		var spec struct {
+			Adversary json.RawMessage `json:"adversary"`
+		}
+		if json.Unmarshal(t.TaskSpec, &spec) == nil && len(spec.Adversary) > 0 && string(spec.Adversary) != "null" && !seen[t.Task] {
+			seen[t.Task] = true
+			tasks = append(tasks, t.Task)
+		}
+	}
+	return tasks
 }

@@ -57,6 +57,7 @@ type Env struct {
 	Ctx    context.Context
 	Stdout io.Writer
 	Stderr io.Writer
+	Stdin  io.Reader // where a question to a person is answered (run's confirmation)
 	Getenv func(string) string
 	Self   string // path of the harness executable
 }
@@ -112,7 +113,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		fmt.Fprintf(stderr, "cto-harness: cannot locate its own executable: %v\n", err)
 		return ExitUsage
 	}
-	env := &Env{Ctx: ctx, Stdout: stdout, Stderr: stderr, Getenv: getenv, Self: self}
+	env := &Env{Ctx: ctx, Stdout: stdout, Stderr: stderr, Stdin: os.Stdin, Getenv: getenv, Self: self}
 	exited := -1
 	parser, err := kong.New(grammar, append([]kong.Option{
 		kong.Writers(stdout, stderr),

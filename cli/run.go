@@ -32,6 +32,7 @@ type RunCmd struct {
 	Profile        string   `name:"profile" placeholder:"NAME" help:"one of: strict,fast,smoke,yolo,agent. The execution profile (default fast; agent with --agent): it sets Case's command budget, test runs, flake reruns and installs (see docs/execution-profiles.md)."`
 	KeepWork       bool     `name:"keep-work" help:"Keep the run's workspace (RUNS_DIR/work/<run_id>: Case's scratch and the verification checkout) and its fixture (RUN_DIR/fixture, then always a full copy, never an overlay) after the run, scrubbed of the agent's API key. By default both are removed once the evidence is written."`
 	AllowDangerous bool     `name:"allow-dangerous" help:"Run a verification command the script scanner flags as dangerous. Recorded; such a run never qualifies as stage evidence."`
+	AutoConfirm    bool     `name:"auto-confirm" help:"Let the tests a task's adversary writes run without asking (the config's auto_confirm does the same). Without it they run only once you confirm them at the terminal; with no terminal the run is refused before Case starts (ADVERSARY_NOT_CONFIRMED)."`
 	DryRun         bool     `name:"dry-run" help:"Check the gates and the source (read-only), print the plan, and execute nothing."`
 	Unsandboxed    bool     `name:"unsandboxed" help:"Run Case and the verification command without the sandbox (Landlock, namespaces, limits). Recorded in the report; such a run never qualifies as stage evidence and is never signed, since Case could read the signing key."`
 	Deep           bool     `name:"deep" help:"Add content sha256 to the source manifests (slower, catches same-size same-time rewrites)."`
@@ -106,6 +107,10 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		AllowNetCase: c.AllowNet, AllowNetVerify: c.VerifyAllowNet, AllowNetSetup: c.SetupAllowNet,
 		RequireTask: c.Stage == 3 && !c.SampleTask,
 		Rev:         c.Rev,
+		AutoConfirm: c.AutoConfirm,
+	}
+	if !c.JSON {
+		opts.Confirm = terminalConfirm(env)
 	}
 	if c.RequireCheck != "" {
 		if spec == nil {

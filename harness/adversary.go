@@ -53,6 +53,22 @@ func (r *run) readClaims(ctx context.Context) (artifact string, n int, problem s
 	return claimsArtifact, n, ""
 }
 
+// ask is the options' question to a person, with the progress line
+// cleared while it waits for the answer (nil when there is nobody).
+func (r *run) ask() func(context.Context, adversary.Summary) (bool, error) {
+	if r.o.Confirm == nil {
+		return nil
+	}
+	return func(ctx context.Context, s adversary.Summary) (bool, error) {
+		r.o.Progress.Close()
+		defer r.o.Progress.Step("adversarial tests")
+		return r.o.Confirm(ctx, s)
+	}
+}
+
+// autoConfirm says whether the adversary's tests run without asking.
+func (r *run) autoConfirm() bool { return r.o.AutoConfirm || r.o.Config.AutoConfirm }
+
 // defaultAdversaryTimeout bounds an adversary whose task gives none.
 const defaultAdversaryTimeout = 600
 
@@ -72,6 +88,7 @@ func (r *run) adversarial(ctx context.Context, own record) {
 	claims, n, problem := r.readClaims(ctx)
 	var set hidden.Set
 	rec, blocker := adversary.Run(ctx, adversary.Input{Command: a.Command, Log: evidence.AdversaryLog,
+		AutoConfirm: r.autoConfirm(), Ask: r.ask(), TestCommand: a.TestCommand,
 		Generate: func(ctx context.Context) (adversary.Generated, error) {
 			gen, s, err := r.runAdversary(ctx, own, claims)
 			if err != nil {

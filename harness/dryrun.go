@@ -254,6 +254,10 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify,
 				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
 		}
+		if !o.AutoConfirm && !o.Config.AutoConfirm && o.Confirm == nil {
+			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
+				Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config)"})
+		}
 	}
 	// The scanner reads the source's scripts: the fixture would be their copy.
 	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(vscratch)}

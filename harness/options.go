@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -72,6 +73,13 @@ type Options struct {
 	// (nil outside a batch): recorded in the report, the run_started event
 	// and the signed predicate.
 	Trial *ctoharness.TrialBinding
+
+	// AutoConfirm lets the tests a task's adversary writes run without
+	// asking (as Config.AutoConfirm does); otherwise Confirm shows a person
+	// their summary and says whether they may run. With neither, a task
+	// with an adversary is refused before Case (ADVERSARY_NOT_CONFIRMED).
+	AutoConfirm bool
+	Confirm     func(ctx context.Context, s adversary.Summary) (bool, error)
 
 	// Profile names the execution profile ("" is fast, or agent with an
 	// agent); AllowDangerous runs a

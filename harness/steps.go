@@ -499,6 +499,12 @@ func (r *run) writeContract(ctx context.Context) bool {
 				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
 			return false
 		}
+		if !r.autoConfirm() && r.o.Confirm == nil {
+			// Asked after Case, the question would find nobody: refused now.
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
+				Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config) to let them run without asking"})
+			return false
+		}
 		c.ClaimsFile = filepath.Join(r.scratch, claimsFile) // Case's scratch, shown at its own path
 	}
 	data, _ := json.Marshal(c)

@@ -165,6 +165,7 @@ var plainEnums = map[string][]string{
 	"fixture-proof:/git_changes/[]/change": {ctoharness.GitChangeAdded, ctoharness.GitChangeRemoved, ctoharness.GitChangeChanged},
 	"report:/profile":                      profile.Names(),
 	"report:/adversarial/tests/[]/class":   {ctoharness.AdversaryDiscriminating, ctoharness.AdversaryNotDiscriminating, ctoharness.AdversaryFailedImport},
+	"report:/adversarial/confirmed":        {ctoharness.ConfirmedAuto, ctoharness.ConfirmedTerminal, ctoharness.ConfirmedDeclined},
 	"report:/tests/profile":                profile.Names(),
 	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
 		string(verify.RefusedScope), string(verify.RefusedBudget), string(verify.RefusedDryRun)},

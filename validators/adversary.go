@@ -31,6 +31,14 @@ func checkAdversarial(v *runView, c collector) {
 	if (a.Problem != "") != hasBlocker(v.report, ctoharness.BlockAdversaryFailed) {
 		c.fail(chk, evidence.ReportJSON, "the adversarial step's problem %q and its ADVERSARY_FAILED blocker disagree", a.Problem)
 	}
+	// Generated tests run only once someone let them: --auto-confirm or a
+	// person; a person who declined leaves the run without a verdict.
+	if len(a.Tests) > 0 && a.Confirmed != ctoharness.ConfirmedAuto && a.Confirmed != ctoharness.ConfirmedTerminal {
+		c.fail(chk, evidence.ReportJSON, "the adversary's tests ran and the record says nobody confirmed them (confirmed %q)", a.Confirmed)
+	}
+	if (a.Confirmed == ctoharness.ConfirmedDeclined) != hasBlocker(v.report, ctoharness.BlockAdversaryNotConfirmed) {
+		c.fail(chk, evidence.ReportJSON, "the adversary's tests were recorded confirmed %q, and the ADVERSARY_NOT_CONFIRMED blocker disagrees", a.Confirmed)
+	}
 	if a.Archive != "" {
 		f, err := os.Open(v.path(a.Archive))
 		if err != nil {

@@ -52,3 +52,32 @@ func TestAdversarialCheckCatchesARelabelledTest(t *testing.T) {
 	}
 	t.Fatalf("the adversarial check did not fire; errors: %v", got.Errors)
 }
+
+// A run whose adversary's tests ran with nobody recorded as confirming
+// them does not validate: the confirmation is part of the evidence.
+func TestAdversarialCheckWantsTheConfirmation(t *testing.T) {
+	o := replayOpts(t)
+	row, err := fixtures.Lookup("adversary-confirmed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := validators.Replay(context.Background(), row, o)
+	if !res.OK {
+		t.Fatalf("the row: %v", res.Errors)
+	}
+	dir := res.RunDir
+	editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
+		delete(m["adversarial"].(map[string]any), "confirmed")
+	})
+	d, _ := evidence.Digests(dir)
+	editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["artifact_digests"] = d })
+	sum, _ := evidence.FileSHA256(filepath.Join(dir, evidence.ReportJSON))
+	os.WriteFile(filepath.Join(dir, evidence.ReportSum), []byte(sum+"  report.json\n"), 0o644)
+	got := validators.Run(context.Background(), dir, o.Schemas, validators.RunOptions{})
+	for _, f := range got.Errors {
+		if f.Check == "adversarial" {
+			return
+		}
+	}
+	t.Fatalf("the adversarial check did not fire; errors: %v", got.Errors)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -595,6 +596,23 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		AllowNetSetup: att.net.fill(st.SetupAllowNet)}
 	if st.ClockStepMs != 0 {
 		opts.Clock = steppedClock(o.Clock, time.Duration(st.ClockStepMs)*time.Millisecond)
+	}
+	if adv := st.Adversary; adv != nil {
+		switch adv.Confirm {
+		case "":
+			opts.AutoConfirm = true
+		case "yes", "no":
+			yes := adv.Confirm == "yes"
+			opts.Confirm = func(_ context.Context, s adversary.Summary) (bool, error) {
+				if len(s.Kept) == 0 || !strings.Contains(s.Text(), s.Kept[0].Path) {
+					return false, fmt.Errorf("the summary shown does not name the tests that would run:\n%s", s.Text())
+				}
+				return yes, nil
+			}
+		case "none":
+		default:
+			return harness.Options{}, "", fmt.Errorf("row adversary confirm %q: want \"\", yes, no or none", adv.Confirm)
+		}
 	}
 	if st.NoTask {
 		opts.Spec, opts.RequireTask = nil, true

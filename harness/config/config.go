@@ -29,6 +29,10 @@ type Config struct {
 	ExternalRoots     []string `json:"external_roots,omitempty"`
 	StageRecordMaxAge string   `json:"stage_record_max_age,omitempty"`
 	CaseCommand       []string `json:"case_command,omitempty"`
+	// AutoConfirm lets an adversary's generated tests run without asking
+	// (run --auto-confirm); a batch worker's own config decides for its
+	// trials.
+	AutoConfirm bool `json:"auto_confirm,omitempty"`
 	// Network grants egress to every run (and bounds what a task may ask).
 	Network *NetworkAllow `json:"network,omitempty"`
 	Signing Signing       `json:"signing,omitzero"`

@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -133,6 +134,63 @@ type Input struct {
 	// Tests runs the kept files' tests on the baseline (result false) or
 	// the result, and returns what their report said and its log.
 	Tests func(ctx context.Context, onResult bool, kept []string) ([]testresults.Result, string, error)
+	// AutoConfirm lets the kept files run without asking; otherwise Ask
+	// shows a person the Summary and says whether they may run (nil: there
+	// is nobody to ask, and they do not).
+	AutoConfirm bool
+	Ask         func(ctx context.Context, s Summary) (bool, error)
+	// TestCommand is the adversary's test command, for the Summary.
+	TestCommand string
+}
+
+// Summary is what a person is shown before the adversary's tests run:
+// the files that will run (each with its first lines), those excluded
+// and why, and the command that runs them.
+type Summary struct {
+	TestCommand string
+	Kept        []File
+	Excluded    []ctoharness.AdversarialExcluded
+}
+
+// Lines shown of each kept file, and bytes of a line.
+const (
+	summaryLines     = 8
+	summaryLineBytes = 160
+)
+
+// Text renders the summary for a terminal; every line of the adversary's
+// own is shown with its control characters escaped.
+func (s Summary) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The task's adversary wrote %d test file(s) that will run, in the verification's sandbox, on fresh checkouts of the baseline and the result:\n", len(s.Kept))
+	for _, f := range s.Kept {
+		fmt.Fprintf(&b, "  %s (%d bytes)\n", quoteLine(f.Path), len(f.Data))
+		lines := strings.SplitN(string(f.Data), "\n", summaryLines+1)
+		for i, l := range lines {
+			if i == summaryLines {
+				b.WriteString("    …\n")
+				break
+			}
+			if l == "" && i == len(lines)-1 {
+				break
+			}
+			fmt.Fprintf(&b, "    | %s\n", quoteLine(l))
+		}
+	}
+	for _, e := range s.Excluded {
+		fmt.Fprintf(&b, "  excluded: %s: %s\n", quoteLine(e.Path), quoteLine(e.Reason))
+	}
+	fmt.Fprintf(&b, "Their command: %s\n", quoteLine(s.TestCommand))
+	return b.String()
+}
+
+// quoteLine caps l and escapes what a terminal would act on.
+func quoteLine(l string) string {
+	if len(l) > summaryLineBytes {
+		l = l[:summaryLineBytes] + "…"
+	}
+	q := strconv.Quote(l)
+	return q[1 : len(q)-1]
 }
 
 // Run is the adversarial step: the record it made, and the blocker it
@@ -164,6 +222,9 @@ func Run(ctx context.Context, in Input) (*ctoharness.AdversarialRecord, *ctoharn
 	if len(kept) == 0 {
 		return rec, nil // nothing to run: the verdict stands on the task's own tests
 	}
+	if b := confirm(ctx, in, rec, gen, kept); b != nil {
+		return rec, b
+	}
 	base, log, err := in.Tests(ctx, false, kept)
 	rec.BaselineLog = log
 	if err != nil {
@@ -190,6 +251,44 @@ func Run(ctx context.Context, in Input) (*ctoharness.AdversarialRecord, *ctoharn
 	}
 	return rec, &ctoharness.Blocker{Code: ctoharness.BlockAdversarialFailed, Step: ctoharness.StepVerify,
 		Message: fmt.Sprintf("%d of the adversary's %d discriminating tests fail on the result: %s; see %s", rec.Failed, rec.Discriminating, strings.Join(names, ", "), rec.ResultLog)}
+}
+
+// confirm records who let the kept files run, and blocks the step when
+// nobody did: ADVERSARY_NOT_CONFIRMED when there was nobody to ask or the
+// person said no, ADVERSARY_FAILED when asking failed.
+func confirm(ctx context.Context, in Input, rec *ctoharness.AdversarialRecord, gen Generated, kept []string) *ctoharness.Blocker {
+	if in.AutoConfirm {
+		rec.Confirmed = ctoharness.ConfirmedAuto
+		return nil
+	}
+	notConfirmed := func(why string) *ctoharness.Blocker {
+		return &ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepVerify,
+			Message: why + ", so the adversary's tests did not run and the run has no verdict; run again with --auto-confirm (or \"auto_confirm\": true in the config) to run them without asking"}
+	}
+	if in.Ask == nil {
+		return notConfirmed("nobody was asked to confirm the adversary's tests (no terminal)")
+	}
+	s := Summary{TestCommand: in.TestCommand, Excluded: rec.Excluded}
+	keep := make(map[string]bool, len(kept))
+	for _, p := range kept {
+		keep[p] = true
+	}
+	for _, f := range gen.Files {
+		if keep[f.Path] {
+			s.Kept = append(s.Kept, f)
+		}
+	}
+	yes, err := in.Ask(ctx, s)
+	if err != nil {
+		rec.Problem = "the confirmation could not be asked: " + err.Error()
+		return &ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify, Message: "the adversarial step: " + rec.Problem}
+	}
+	if !yes {
+		rec.Confirmed = ctoharness.ConfirmedDeclined
+		return notConfirmed("the adversary's tests were declined at the terminal")
+	}
+	rec.Confirmed = ctoharness.ConfirmedTerminal
+	return nil
 }
 
 // MaxClaims bounds Case's claims file.

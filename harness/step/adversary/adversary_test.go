@@ -1,6 +1,9 @@
 package adversary
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,5 +84,62 @@ func TestReadClaims(t *testing.T) {
 	os.WriteFile(filepath.Join(scratch, "home", "claims.json"), []byte(`{"claims": [{"claim": "x"}, {"claim": "y"}]}`), 0o644)
 	if _, n, problem := ReadClaims(scratch, "home/claims.json", ok); n != 2 || problem != "" {
 		t.Errorf("two claims: %d %q", n, problem)
+	}
+}
+
+// The adversary's kept files run only once someone lets them: the flag,
+// or a person shown their summary. Nobody to ask, a person who says no,
+// or a question that cannot be asked runs nothing, and each is told apart.
+func TestRunConfirmation(t *testing.T) {
+	gen := Generated{Files: []File{
+		{Path: "adv/run.sh", Data: []byte("echo '1..1'\necho 'ok 1 - \x1b[2Jcleared'\n")},
+		{Path: "adv/mock_test.py", Data: []byte("from unittest import mock\nmock.patch('subprocess.run')\n")},
+	}}
+	for _, c := range []struct {
+		name      string
+		auto      bool
+		ask       func(ctx context.Context, s Summary) (bool, error)
+		code      ctoharness.BlockerCode
+		confirmed string
+		ran       bool
+	}{
+		{"auto", true, nil, "", ctoharness.ConfirmedAuto, true},
+		{"nobody", false, nil, ctoharness.BlockAdversaryNotConfirmed, "", false},
+		{"declined", false, func(context.Context, Summary) (bool, error) { return false, nil }, ctoharness.BlockAdversaryNotConfirmed, ctoharness.ConfirmedDeclined, false},
+		{"cannot-ask", false, func(context.Context, Summary) (bool, error) { return false, errors.New("stdin closed") }, ctoharness.BlockAdversaryFailed, "", false},
+		{"confirmed", false, func(_ context.Context, s Summary) (bool, error) {
+			txt := s.Text()
+			if len(s.Kept) != 1 || s.Kept[0].Path != "adv/run.sh" || len(s.Excluded) != 1 || strings.Contains(txt, "\x1b") ||
+				!strings.Contains(txt, `\x1b[2Jcleared`) || !strings.Contains(txt, "sh adv/run.sh") || !strings.Contains(txt, "adv/mock_test.py") {
+				return false, fmt.Errorf("summary %+v:\n%s", s, txt)
+			}
+			return true, nil
+		}, "", ctoharness.ConfirmedTerminal, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ran := false
+			rec, b := Run(context.Background(), Input{Command: []string{"adv"}, TestCommand: "sh adv/run.sh > adv.tap", AutoConfirm: c.auto, Ask: c.ask,
+				Generate: func(context.Context) (Generated, error) { return gen, nil },
+				Tests: func(_ context.Context, onResult bool, kept []string) ([]testresults.Result, string, error) {
+					ran = true
+					if len(kept) != 1 || kept[0] != "adv/run.sh" {
+						t.Errorf("kept %v", kept)
+					}
+					return []testresults.Result{{ID: "the note", Outcome: testresults.Pass}}, "adv.log", nil
+				}})
+			var code ctoharness.BlockerCode
+			if b != nil {
+				code = b.Code
+			}
+			if code != c.code || rec.Confirmed != c.confirmed || ran != c.ran {
+				t.Fatalf("blocker %v, confirmed %q, tests ran %v; want %q, %q, %v", b, rec.Confirmed, ran, c.code, c.confirmed, c.ran)
+			}
+			if c.code == ctoharness.BlockAdversaryNotConfirmed && !strings.Contains(b.Message, "--auto-confirm") {
+				t.Errorf("the blocker does not say how to let the tests run: %s", b.Message)
+			}
+			if (rec.Problem != "") != (c.code == ctoharness.BlockAdversaryFailed) {
+				t.Errorf("problem %q with blocker %v", rec.Problem, b)
+			}
+		})
 	}
 }
