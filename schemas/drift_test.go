@@ -165,6 +165,7 @@ var plainEnums = map[string][]string{
 	"fixture-proof:/git_changes/[]/change": {ctoharness.GitChangeAdded, ctoharness.GitChangeRemoved, ctoharness.GitChangeChanged},
 	"report:/profile":                      profile.Names(),
 	"report:/adversarial/tests/[]/class":   {ctoharness.AdversaryDiscriminating, ctoharness.AdversaryNotDiscriminating, ctoharness.AdversaryFailedImport},
+	"batch:/tests/[]/list":                 {batch.ListFailToPass, batch.ListPassToPass},
 	"report:/adversarial/confirmed":        {ctoharness.ConfirmedAuto, ctoharness.ConfirmedTerminal, ctoharness.ConfirmedDeclined},
 	"report:/tests/profile":                profile.Names(),
 	"report:/tests/refusal": {string(verify.RefusedGovernance), string(verify.RefusedProfile), string(verify.RefusedDangerous),
@@ -1346,5 +1347,6 @@ func batchSummary() batch.Summary {
 			PassHatK: []batch.PassAtK{{K: 1, Value: &half}, {K: 2, Value: nil}}}},
 		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5}},
 		TrialList: []batch.TrialRow{{TrialID: "t-0123456789abcdef0123", Source: "/src/a", SourceHead: hashA[:40], Task: "note", Agent: "fake", Repeat: 1,
-			AttemptID: "t-0123456789abcdef0123-a1", Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}}}
+			AttemptID: "t-0123456789abcdef0123-a1", Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}},
+		Tests: []batch.TestCell{{Task: "note", Agent: "fake", Test: "fixed", List: batch.ListFailToPass, Graded: 1, Held: 1}}}
 }

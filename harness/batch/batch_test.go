@@ -619,3 +619,61 @@ func TestBatchTaskCheck(t *testing.T) {
 		}
 	}
 }
+
+// A batch of a graded task reads each trial's listed tests from its run:
+// the summary and the page say, per agent, how often each fail-to-pass
+// test was made to pass and which pass-to-pass tests were broken, and
+// leave out the pass-to-pass tests nobody broke.
+func TestBatchPerTest(t *testing.T) {
+	w := newWorld(t, 1)
+	task := filepath.Join(t.TempDir(), "graded.task.json")
+	tap := `if grep -rq 'note added by the fake Case' docs; then F=ok; else F='not ok'; fi; if grep -rq 'does not accept' docs; then K='not ok'; else K=ok; fi; printf 'TAP version 13\n1..3\n%s 1 - fixed\n%s 2 - kept\nok 3 - untouched\n' "$F" "$K" > results.tap`
+	spec, _ := json.Marshal(map[string]any{"task": "Add a note under docs/.", "allowed_paths": []string{"docs/**"},
+		"test_results": map[string]string{"format": "tap", "path": "results.tap"}, "fail_to_pass": []string{"fixed"}, "pass_to_pass": []string{"kept", "untouched"},
+		"verification": map[string]any{"command": tap, "timeout_seconds": 30}})
+	if err := os.WriteFile(task, spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := w.plan(t, batch.Spec{Name: "graded", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "graded", Spec: task}},
+		Agents: []batch.Agent{{Name: "fine"}, {Name: "broken", Scenario: "break-verification"}}, Repeats: 1})
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := batch.Execute(context.Background(), p, st, batch.Local{Base: w.base}, batch.Options{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := batch.Summarize(p, st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]batch.TestCell{}
+	for _, c := range s.Tests {
+		got[c.Agent+"/"+c.Test] = c
+	}
+	want := map[string]batch.TestCell{
+		"broken/fixed": {Task: "graded", Agent: "broken", Test: "fixed", List: batch.ListFailToPass, Graded: 1, Held: 0},
+		"fine/fixed":   {Task: "graded", Agent: "fine", Test: "fixed", List: batch.ListFailToPass, Graded: 1, Held: 1},
+		"broken/kept":  {Task: "graded", Agent: "broken", Test: "kept", List: batch.ListPassToPass, Graded: 1, Held: 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("test cells %+v, want %+v", s.Tests, want)
+	}
+	for k, c := range want {
+		if got[k] != c {
+			t.Errorf("%s: %+v, want %+v", k, got[k], c)
+		}
+	}
+	page, err := batch.Page(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{`<table id="tests">`, `<code>kept</code>`, `class="fail">0/1</td>`, `class="pass">1/1</td>`} {
+		if !strings.Contains(string(page), frag) {
+			t.Errorf("batch.html lacks %q", frag)
+		}
+	}
+	if strings.Contains(string(page), "<code>untouched</code>") {
+		t.Error("batch.html lists a pass-to-pass test no agent broke")
+	}
+}

@@ -246,6 +246,7 @@ func DescribeWith(ctx context.Context, runDir string, set *schemas.Set, vo valid
 			a.Blockers = append(a.Blockers, string(b.Code))
 		}
 		a.Binding = rep.Trial
+		a.Tests = attemptTests(&rep)
 		if ag := rep.Agent; ag != nil {
 			a.ClaimedInputTokens, a.ClaimedOutputTokens = ag.InputTokens, ag.OutputTokens
 			if ag.ReportedCostUSD > 0 {

@@ -26,6 +26,12 @@ var pageTmpl = template.Must(template.New("batch").Funcs(template.FuncMap{
 		return fmt.Sprintf("$%.4f (%s)", *t.CostUSD, t.CostBasis)
 	},
 	"pct":      func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
+	"list": func(l string) string {
+		if l == ListFailToPass {
+			return "fail-to-pass"
+		}
+		return "pass-to-pass"
+	},
 	"unscored": func(t Totals) int { return t.Finished - t.Scored },
 	"secs":     func(ms int64) string { return fmt.Sprintf("%.1fs", float64(ms)/1000) },
 	"pk": func(sign string, p []PassAtK) string {
@@ -61,7 +67,12 @@ th{background:#f3f3f3}.pass{color:#176d2c}.fail{color:#a11}.pending{color:#777}
 <div class="wrap"><table id="cells"><tr><th>agent</th><th>task</th><th>passed</th><th>unscored</th><th>pass@k</th><th>pass^k</th><th>flaky</th><th>rejected by the adversary</th><th>attempts</th><th>tokens in/out</th><th>cost</th><th>time</th><th>queued</th></tr>
 {{range .Cells}}<tr><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Passes}}/{{.Scored}} of {{.Trials}}</td><td>{{unscored .Totals}}</td><td>{{pk "@" .PassAtK}}</td><td>{{pk "^" .PassHatK}}</td><td>{{.Flaky}}</td><td>{{.AdversaryRejected}}</td><td>{{.Attempts}}</td><td>{{.InputTokens}}/{{.OutputTokens}}</td><td>{{cost .Totals}}</td><td>{{secs .DurationMs}}</td><td>{{secs .QueueMs}}</td></tr>
 {{end}}</table></div>
-<h2>Trials</h2>
+{{if .Tests}}<h2>Tests</h2>
+<p>Each listed test of a task, per agent, over the trials whose last attempt was graded: every fail-to-pass test, and the pass-to-pass tests that failed in some trial. A test that no agent makes pass, or that every agent breaks, points at the task rather than the agents.</p>
+<div class="wrap"><table id="tests"><tr><th>task</th><th>list</th><th>test</th><th>agent</th><th>held</th><th>missing from the report</th></tr>
+{{range .Tests}}<tr><td>{{.Task}}</td><td>{{list .List}}</td><td><code>{{.Test}}</code></td><td>{{.Agent}}</td><td class="{{if eq .Held .Graded}}pass{{else}}fail{{end}}">{{.Held}}/{{.Graded}}</td><td>{{.Missing}}</td></tr>
+{{end}}</table></div>
+{{end}}<h2>Trials</h2>
 <div class="wrap"><table id="trials"><tr><th>trial</th><th>agent</th><th>task</th><th>repeat</th><th>source</th><th>outcome</th><th>attempts</th><th>refused results</th><th>worker</th><th>evidence</th></tr>
 {{range .TrialList}}<tr><td><code>{{.TrialID}}</code></td><td>{{.Agent}}</td><td>{{.Task}}</td><td>{{.Repeat}}</td><td>{{.Source}}</td><td class="{{if eq .Outcome "pass"}}pass{{else if eq .Outcome "pending"}}pending{{else}}fail{{end}}">{{.Outcome}}</td><td>{{.Attempts}}{{if .AttemptID}} (last <code>{{.AttemptID}}</code>){{end}}</td><td>{{.Refused}}</td><td>{{.Worker}}</td><td>{{if .ReportHTML}}<a href="{{.ReportHTML}}">report</a>{{end}}</td></tr>
 {{end}}</table></div>

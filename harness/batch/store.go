@@ -30,11 +30,14 @@ type Attempt struct {
 	// InputTokens and OutputTokens are what the harness's model meter
 	// counted (every request, however the run ended); the agent's own
 	// closing account is only its claim, kept beside.
-	InputTokens         int64    `json:"input_tokens"`
-	OutputTokens        int64    `json:"output_tokens"`
-	ClaimedInputTokens  int64    `json:"claimed_input_tokens"`
-	ClaimedOutputTokens int64    `json:"claimed_output_tokens"`
-	ReportedCost        *float64 `json:"reported_cost_usd"` // the agent's claim; nil: it reported none
+	InputTokens int64 `json:"input_tokens"`
+	// Tests are the run's listed tests as its grading judged them (none
+	// when the task lists none, or the verification was not graded).
+	Tests               []AttemptTest `json:"tests,omitempty"`
+	OutputTokens        int64         `json:"output_tokens"`
+	ClaimedInputTokens  int64         `json:"claimed_input_tokens"`
+	ClaimedOutputTokens int64         `json:"claimed_output_tokens"`
+	ReportedCost        *float64      `json:"reported_cost_usd"` // the agent's claim; nil: it reported none
 	// MeteredCost is the meter's estimate from the config's price table
 	// (nil: no price for the model).
 	MeteredCost *float64 `json:"metered_cost_usd,omitempty"`

@@ -45,6 +45,11 @@ type Summary struct {
 	Cells         []Cell       `json:"cells"`
 	Agents        []AgentTotal `json:"agents"`
 	TrialList     []TrialRow   `json:"trial_list"`
+	// Tests are the listed tests per task and agent (TestCell): which
+	// fail-to-pass tests the agents made pass, and which pass-to-pass
+	// tests they broke. Absent in summaries written before it was kept,
+	// and when no task lists tests.
+	Tests []TestCell `json:"tests,omitempty"`
 }
 
 // Totals are the sums every row of a summary carries.
@@ -175,6 +180,7 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 		MaxAttempts: p.MaxAttempts, Trials: len(p.Trials), Cells: []Cell{}, Agents: []AgentTotal{}, TrialList: []TrialRow{}}
 	cells := map[[2]string]*cellAcc{}
 	agents := map[string]*cellAcc{}
+	var tests testAcc
 	var cellOrder [][2]string
 	var agentOrder []string
 	for _, t := range p.Trials {
@@ -226,10 +232,14 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 		}
 		if final {
 			s.Finished++
+			if l := rec.Last(); l != nil && l.Outcome.Scored() {
+				tests.add(t.Task, t.Agent.Name, l.Tests)
+			}
 		}
 		s.TrialList = append(s.TrialList, row)
 	}
 	s.Complete = s.Finished == s.Trials
+	s.Tests = tests.list()
 	for _, k := range cellOrder {
 		a := cells[k]
 		s.Cells = append(s.Cells, Cell{Agent: k[0], Task: k[1], Totals: a.totals(), PassAtK: passAtK(a.t.Trials, a.t.Scored, a.t.Passes),
