@@ -2,57 +2,49 @@ package scan
 
 import (
 	"fmt"
-	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 )
 
 // makefileNames are the files GNU make reads when none is named, in order.
 var makefileNames = []string{"GNUmakefile", "makefile", "Makefile"}
 
-// makeRule is one rule of a makefile: its prerequisites and recipe lines.
-type makeRule struct {
-	prereqs []string
-	recipe  []makeLine
+// maxMakeChain bounds how deep prerequisites are followed; a longer chain
+// is not followed to its end, which is itself a finding.
+const maxMakeChain = 200
+
+// makeRun is one make invocation as its arguments describe it.
+type makeRun struct {
+	dir         string
+	files       []string // -f, in order
+	includeDirs []string // -I
+	targets     []string
+	vars        []string // NAME=value (and :=, +=, ...), the enclosing make's first
+	evals       []string // --eval text
+	flags       string   // the one-letter options, as MAKEFLAGS shows them (makefiles test for s and w)
 }
 
-// makeLine is one recipe line (continuations joined) and where it starts.
-type makeLine struct {
-	file string // fixture-relative
-	line int
-	text string
-}
-
-// makefile is what the scan knows of a makefile: its rules, its simple
-// variables, and the default goal.
-type makefile struct {
-	rules map[string]*makeRule
-	vars  map[string]string
-	first string
-}
-
+// makeLetters are make's one-letter options that take no value, and the
+// long names of the ones makefiles look for in MAKEFLAGS.
 var (
-	makeAssign  = regexp.MustCompile(`^\s*(?:export\s+|override\s+)*([A-Za-z0-9_.-]+)\s*(:::?=|\?=|\+=|!=|=)\s*(.*)$`)
-	makeRef     = regexp.MustCompile(`\$\(([A-Za-z0-9_.-]+)\)|\$\{([A-Za-z0-9_.-]+)\}`)
-	makeInclude = regexp.MustCompile(`^\s*-?(?:include|sinclude)\s+(.+)$`)
+	makeLetters = regexp.MustCompile(`^-[BbeiknqrRsStw]+$`)
+	makeLong    = map[string]string{"--silent": "s", "--quiet": "s", "--print-directory": "w", "--keep-going": "k",
+		"--dry-run": "n", "--just-print": "n", "--recon": "n", "--ignore-errors": "i", "--touch": "t"}
 )
 
-// make follows `make [options] [targets]`: the recipe lines of each target,
-// and of its prerequisites, are shell run by make, so they are scanned like
-// the command itself, each finding naming the makefile and its line.
-func (s *scanner) make(u *unit, at *stmtRef, ops []arg, e *env) {
-	line, cmd := at.pos(u)
-	dir, file := e.cwd, ""
-	if dir == "" {
-		dir = s.root
-	}
-	var targets []string
+// parseMakeArgs reads `make [options] [VAR=value] [targets]`. inherited are
+// the command-line variables of an enclosing make (make passes them down).
+func parseMakeArgs(ops []arg, cwd string, inherited []string) makeRun {
+	run := makeRun{dir: cwd, vars: slices.Clone(inherited)}
 	for i := 0; i < len(ops); i++ {
 		a := ops[i].s
 		val := func(short, long string) (string, bool) {
 			switch {
-			case a == short || a == long:
+			case (short != "" && a == short) || a == long:
 				if i+1 < len(ops) {
 					i++
 					return ops[i].s, true
@@ -60,28 +52,33 @@ func (s *scanner) make(u *unit, at *stmtRef, ops []arg, e *env) {
 				return "", true
 			case strings.HasPrefix(a, long+"="):
 				return a[len(long)+1:], true
-			case strings.HasPrefix(a, short) && len(a) > len(short) && !strings.HasPrefix(a, "--"):
+			case short != "" && strings.HasPrefix(a, short) && len(a) > len(short) && !strings.HasPrefix(a, "--"):
 				return a[len(short):], true
 			}
 			return "", false
 		}
 		if v, ok := val("-C", "--directory"); ok {
 			if strings.HasPrefix(v, "/") {
-				dir = v
+				run.dir = v
 			} else {
-				dir = filepath.Join(dir, v)
+				run.dir = filepath.Join(run.dir, v)
 			}
 			continue
 		}
 		if v, ok := val("-f", "--file"); ok {
-			file = v
+			run.files = append(run.files, v)
 			continue
 		}
-		if v, ok := val("-f", "--makefile"); ok {
-			file = v
+		if v, ok := val("", "--makefile"); ok {
+			run.files = append(run.files, v)
 			continue
 		}
-		if _, ok := val("-I", "--include-dir"); ok {
+		if v, ok := val("-I", "--include-dir"); ok {
+			run.includeDirs = append(run.includeDirs, v)
+			continue
+		}
+		if v, ok := val("", "--eval"); ok {
+			run.evals = append(run.evals, v)
 			continue
 		}
 		if _, ok := val("-o", "--old-file"); ok {
@@ -97,248 +94,340 @@ func (s *scanner) make(u *unit, at *stmtRef, ops []arg, e *env) {
 			continue
 		}
 		switch {
+		case makeLetters.MatchString(a):
+			run.flags += a[1:]
+		case makeLong[a] != "":
+			run.flags += makeLong[a]
 		case strings.HasPrefix(a, "-"):
 		case strings.Contains(a, "="):
+			run.vars = append(run.vars, a)
 		default:
-			targets = append(targets, a)
+			run.targets = append(run.targets, a)
 		}
 	}
-	if strings.Contains(dir, unknownMark) || strings.Contains(file, unknownMark) {
+	for i, d := range run.includeDirs {
+		if !strings.HasPrefix(d, "/") {
+			run.includeDirs[i] = filepath.Join(run.dir, d)
+		}
+	}
+	return run
+}
+
+// key identifies a make run: the same makefiles, goals, variables and
+// shell environment scan the same, so a recursive $(MAKE) of them adds
+// nothing and is not followed again.
+func (run makeRun) key(paths []string, e *env) string {
+	t := slices.Clone(run.targets)
+	sort.Strings(t)
+	return strings.Join([]string{run.dir, strings.Join(paths, "\x00"), strings.Join(t, "\x00"),
+		strings.Join(run.vars, "\x00"), strings.Join(run.evals, "\x00"), run.flags, e.key()}, "\x01")
+}
+
+// make follows `make [options] [targets]`: the recipe lines that make would
+// run for the goals (the targets named, or the default goal) and for what
+// they depend on, transitively, are shell run by make, so they are scanned
+// like the command itself, each finding naming the makefile and its line.
+// Recipes of targets the goals do not reach are not run and not scanned;
+// define bodies are variable values, not recipes.
+func (s *scanner) make(u *unit, at *stmtRef, ops []arg, e *env) {
+	line, cmd := at.pos(u)
+	dir := e.cwd
+	if dir == "" {
+		dir = s.root
+	}
+	run := parseMakeArgs(ops, dir, e.makeVars)
+	unknown := strings.Contains(run.dir, unknownMark)
+	for _, f := range run.files {
+		unknown = unknown || strings.Contains(f, unknownMark) || f == "-"
+	}
+	if unknown {
 		s.add(u, line, PatDynamicEval, cmd, "runs make on a makefile whose path is only known at run time")
 		return
 	}
-	var path string
-	if file != "" {
-		path = file
-		if !strings.HasPrefix(path, "/") {
-			path = filepath.Join(dir, path)
+	var paths []string
+	for _, f := range run.files {
+		if !strings.HasPrefix(f, "/") {
+			f = filepath.Join(run.dir, f)
 		}
-	} else {
+		paths = append(paths, f)
+	}
+	if len(paths) == 0 {
 		for _, n := range makefileNames {
-			p := filepath.Join(dir, n)
+			p := filepath.Join(run.dir, n)
 			if _, exists, err := s.resolve(p); err == nil && exists {
-				path = p
+				paths = append(paths, p)
 				break
 			}
 		}
-		if path == "" {
+		if len(paths) == 0 && len(run.evals) == 0 {
 			return // no makefile: make fails before running anything
 		}
 	}
-	mf := &makefile{rules: map[string]*makeRule{}, vars: map[string]string{"MAKE": "make", "SHELL": "/bin/sh"}}
-	if !s.readMakefile(u, at, path, mf, 0) {
+	key := run.key(paths, e)
+	if s.makes[key] {
 		return
 	}
-	if len(targets) == 0 && mf.first != "" {
-		targets = []string{mf.first}
+	s.makes[key] = true
+
+	mf := newMakefile(filepath.Clean(run.dir))
+	mf.includeDirs = run.includeDirs
+	mf.vars["CURDIR"] = &makeVar{value: mf.dir, simple: true}
+	flags := run.flags
+	if len(run.vars) > 0 {
+		flags = strings.TrimSpace(flags + " -- " + strings.Join(run.vars, " "))
 	}
-	menv := e.clone()
-	menv.cwd = filepath.Clean(dir)
-	seen := map[string]bool{}
-	var visit func(t string, depth int)
-	visit = func(t string, depth int) {
-		r, ok := mf.rules[t]
-		if !ok || seen[t] || depth > MaxDepth*4 {
+	mf.vars["MAKEFLAGS"] = &makeVar{value: flags, simple: true}
+	for _, a := range run.vars {
+		if name, op, value, ok := splitAssign(a); ok && plainMakeName(name) {
+			(&makeReader{mf: mf}).assign(name, op, value, true)
+			if v, ok := mf.vars[name]; ok {
+				v.cmdline = true
+			}
+		}
+	}
+	for _, text := range run.evals {
+		r := &makeReader{s: s, u: u, at: at, mf: mf, name: u.file}
+		r.parse(text, line)
+	}
+	for _, p := range paths {
+		if !s.readMakefile(u, at, p, mf, 0) {
 			return
 		}
-		seen[t] = true
+	}
+	goals := run.targets
+	if len(goals) == 0 {
+		if v, ok := mf.vars[".DEFAULT_GOAL"]; ok {
+			goals = strings.Fields(expandMake(v.value, mf.vars))
+		}
+		if len(goals) == 0 && mf.first != "" {
+			goals = []string{mf.first}
+		}
+	}
+	menv := e.clone()
+	menv.cwd = mf.dir
+	menv.makeVars = run.vars
+	v := &makeVisit{s: s, u: u, at: at, mf: mf, env: menv, envKey: menv.key(), seen: map[string]bool{}}
+	for _, g := range mf.included {
+		if len(mf.rules[g]) > 0 {
+			v.visit(g, 0, nil)
+		}
+	}
+	for _, g := range goals {
+		v.visit(g, 0, nil)
+	}
+}
+
+func plainMakeName(n string) bool {
+	return n != "" && !strings.ContainsAny(n, " \t$:#=")
+}
+
+// makeVisit walks the rules one make run would use.
+type makeVisit struct {
+	s         *scanner
+	u         *unit
+	at        *stmtRef
+	mf        *makefile
+	env       *env
+	envKey    string // env.key() of env
+	seen      map[string]bool
+	computed  bool // the rules with computed targets were visited
+	deflt     bool // the .DEFAULT recipe was scanned
+	deepFound bool
+}
+
+// visit makes target t: its prerequisites first, then its recipes. A target
+// without a recipe gets one from the implicit rules that match it, each at
+// most once on a chain, as in make. A name only known at run time may be
+// any target whose name is computed too.
+func (v *makeVisit) visit(t string, depth int, chain []*makeRule) {
+	if v.s.ctx.Err() != nil || v.seen[t] {
+		return
+	}
+	if depth > maxMakeChain {
+		if !v.deepFound {
+			v.deepFound = true
+			line, cmd := v.at.pos(v.u)
+			v.s.add(v.u, line, PatUnscannable, cmd, fmt.Sprintf("make prerequisites nest deeper than %d levels", maxMakeChain))
+		}
+		return
+	}
+	v.seen[t] = true
+	if hasUnknown(t) {
+		// Any computed target may be the one meant; so may every
+		// target the known parts of the name match (t/helper/… is
+		// any of t/helper/*).
+		v.visitComputed(depth)
+		if strings.Trim(t, unknownMark) != "" {
+			for _, n := range v.mf.names {
+				if unknownMatch(t, n) {
+					v.visit(n, depth+1, chain)
+				}
+			}
+		}
+		return
+	}
+	rules := v.mf.rules[t]
+	if !slices.ContainsFunc(rules, func(r *makeRule) bool { return len(r.recipe) > 0 }) {
+		for _, r := range v.mf.computed {
+			if strings.Trim(r.target, unknownMark) != "" && unknownMatch(r.target, t) {
+				rules = append(slices.Clip(rules), r) // git$X is git when X is empty
+			}
+		}
+	}
+	hasRecipe := false
+	for _, r := range rules {
+		// An explicit rule's prerequisites start implicit chains afresh.
 		for _, p := range r.prereqs {
-			visit(p, depth+1)
+			v.visit(p, depth+1, nil)
 		}
-		for _, l := range r.recipe {
-			if s.ctx.Err() != nil {
-				return
-			}
-			src := expandMake(l.text, mf.vars)
-			// Each recipe line runs in a shell of its own.
-			s.shellSource(&unit{file: l.file, src: src, lineBase: l.line, depth: u.depth + 1}, menv.clone())
+		for _, p := range r.orderOnly {
+			v.visit(p, depth+1, nil)
 		}
+		hasRecipe = hasRecipe || len(r.recipe) > 0
 	}
-	for _, t := range targets {
-		visit(t, 0)
+	for _, r := range rules {
+		v.recipe(r, t)
+	}
+	if hasRecipe || v.mf.phony[t] {
+		return
+	}
+	matched := false
+	for _, p := range v.mf.patterns {
+		if slices.Contains(chain, p) {
+			continue
+		}
+		stem, ok := matchTarget(p.target, t)
+		if !ok {
+			continue
+		}
+		matched = true
+		inst := &makeRule{target: t, stem: stem, prereqs: substStem(p.prereqs, stem),
+			orderOnly: substStem(p.orderOnly, stem), recipe: p.recipe}
+		next := append(slices.Clone(chain), p)
+		if p.terminal {
+			next = append(next, v.mf.patterns...) // no implicit rule makes its prerequisites
+		}
+		for _, q := range inst.prereqs {
+			v.visit(q, depth+1, next)
+		}
+		for _, q := range inst.orderOnly {
+			v.visit(q, depth+1, next)
+		}
+		v.recipe(inst, t)
+	}
+	if !matched && len(rules) == 0 && !v.deflt {
+		for _, d := range v.mf.rules[".DEFAULT"] {
+			if len(d.recipe) > 0 {
+				v.deflt = true
+				v.recipe(d, t)
+			}
+		}
 	}
 }
 
-// readMakefile parses path (inside the fixture) into mf: rules, simple
-// variables and literal includes. A makefile outside the fixture, or one
-// that cannot be read, is a finding, as a script would be.
-func (s *scanner) readMakefile(u *unit, at *stmtRef, path string, mf *makefile, depth int) bool {
-	line, cmd := at.pos(u)
-	abs := filepath.Clean(path)
-	if !within(abs, s.root) && !within(abs, s.realRoot) {
-		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("makefile %s is outside the fixture and cannot be checked", abs))
+// unknownMatch reports whether name can be what glob, a name with parts
+// only known at run time, turns out to be.
+func unknownMatch(glob, name string) bool {
+	parts := strings.Split(glob, unknownMark)
+	if !strings.HasPrefix(name, parts[0]) {
 		return false
 	}
-	real, exists, err := s.resolve(abs)
-	if err != nil {
-		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("makefile %s resolves outside the fixture: %v", s.rel(abs), err))
-		return false
+	name = name[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, p)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(p):]
 	}
-	if !exists {
-		if depth == 0 {
-			s.add(u, line, PatScriptMissing, cmd, fmt.Sprintf("makefile %s does not exist at scan time", s.rel(abs)))
-		}
-		return false
-	}
-	fi, err := os.Lstat(real)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	name := s.rel(real)
-	switch {
-	case depth > MaxDepth:
-		s.add(u, line, PatUnscannable, cmd, fmt.Sprintf("makefile %s is included deeper than %d levels", name, MaxDepth))
-		return false
-	case fi.Size() > MaxFileBytes:
-		s.add(u, line, PatUnscannable, cmd, fmt.Sprintf("makefile %s is larger than %d bytes", name, MaxFileBytes))
-		return false
-	case !s.files[name] && (len(s.files) >= MaxFiles || s.total+fi.Size() > MaxTotalBytes):
-		s.add(u, line, PatUnscannable, cmd, fmt.Sprintf("makefile %s exceeds the scan budget (%d files, %d bytes)", name, MaxFiles, MaxTotalBytes))
-		return false
-	}
-	data, err := os.ReadFile(real)
-	if err != nil {
-		s.add(u, line, PatUnscannable, cmd, fmt.Sprintf("makefile %s cannot be read: %v", name, err))
-		return false
-	}
-	if !s.files[name] {
-		s.files[name] = true
-		s.total += int64(len(data))
-	}
-	lines := strings.Split(string(data), "\n")
-	var cur []*makeRule
-	for i := 0; i < len(lines); i++ {
-		start := i + 1
-		text := lines[i]
-		for strings.HasSuffix(text, "\\") && i+1 < len(lines) {
-			i++
-			text = text[:len(text)-1] + "\n" + lines[i]
-		}
-		if strings.HasPrefix(text, "\t") {
-			if cur != nil {
-				l := makeLine{file: name, line: start, text: strings.TrimLeft(strings.TrimPrefix(text, "\t"), "@-+ \t")}
-				for _, r := range cur {
-					r.recipe = append(r.recipe, l)
-				}
-			}
-			continue
-		}
-		trimmed := strings.TrimSpace(text)
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
-			continue
-		}
-		cur = nil
-		if m := makeInclude.FindStringSubmatch(text); m != nil {
-			for _, inc := range strings.Fields(expandMake(m[1], mf.vars)) {
-				if strings.Contains(inc, "${"+unknownVar+"}") {
-					continue // computed: make reads what exists at run time
-				}
-				if !strings.HasPrefix(inc, "/") {
-					inc = filepath.Join(filepath.Dir(abs), inc)
-				}
-				s.readMakefile(u, at, inc, mf, depth+1)
-			}
-			continue
-		}
-		if m := makeAssign.FindStringSubmatch(text); m != nil {
-			v := strings.TrimSpace(m[3])
-			switch m[2] {
-			case "?=":
-				if _, ok := mf.vars[m[1]]; !ok {
-					mf.vars[m[1]] = v
-				}
-			case "+=":
-				mf.vars[m[1]] = strings.TrimSpace(mf.vars[m[1]] + " " + v)
-			case "!=":
-				mf.vars[m[1]] = "${" + unknownVar + "}"
-			default:
-				mf.vars[m[1]] = v
-			}
-			continue
-		}
-		head, rest, ok := strings.Cut(text, ":")
-		if !ok || strings.HasPrefix(trimmed, ".") && !strings.Contains(head, " ") && strings.ToUpper(head) == head {
-			continue // a directive (ifeq, define, ...) or a special target (.PHONY)
-		}
-		rest = strings.TrimPrefix(rest, ":")
-		prereqs, inline, _ := strings.Cut(rest, ";")
-		if i := strings.Index(prereqs, "|"); i >= 0 {
-			prereqs = prereqs[:i] + " " + prereqs[i+1:]
-		}
-		for _, t := range strings.Fields(expandMake(head, mf.vars)) {
-			if strings.Contains(t, "%") {
-				continue // pattern rules run for files, not for named targets
-			}
-			r, ok := mf.rules[t]
-			if !ok {
-				r = &makeRule{}
-				mf.rules[t] = r
-			}
-			r.prereqs = append(r.prereqs, strings.Fields(expandMake(prereqs, mf.vars))...)
-			if strings.TrimSpace(inline) != "" {
-				r.recipe = append(r.recipe, makeLine{file: name, line: start, text: strings.TrimSpace(inline)})
-			}
-			cur = append(cur, r)
-			if mf.first == "" && !strings.HasPrefix(t, ".") {
-				mf.first = t
-			}
-		}
-	}
-	return true
+	return strings.HasSuffix(name, last)
 }
 
-// expandMake expands make's $(VAR) and ${VAR} from vars (recursively, a few
-// levels), turns $$ into the shell's $, and leaves whatever it cannot know
-// (automatic variables, functions such as $(shell ...)) as a run-time value.
-func expandMake(s string, vars map[string]string) string {
-	unknown := "${" + unknownVar + "}"
-	for range 8 {
-		next := makeRef.ReplaceAllStringFunc(s, func(m string) string {
-			sub := makeRef.FindStringSubmatch(m)
-			name := sub[1] + sub[2]
-			if v, ok := vars[name]; ok {
-				return v
-			}
-			return unknown
-		})
-		if next == s {
-			break
-		}
-		s = next
+// visitComputed follows every rule whose target is only known at run time,
+// once: any of them may be the one a computed prerequisite names.
+func (v *makeVisit) visitComputed(depth int) {
+	if v.computed {
+		return
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
+	v.computed = true
+	for _, r := range v.mf.computed {
+		for _, p := range r.prereqs {
+			v.visit(p, depth+1, nil)
 		}
-		switch c := s[i+1]; {
-		case c == '$':
-			b.WriteByte('$')
-			i++
-		case c == '{' && strings.HasPrefix(s[i:], unknown):
-			b.WriteString(unknown)
-			i += len(unknown) - 1
-		case c == '(' || c == '{':
-			// A function call or a nested reference: skip to its close.
-			depth, j := 0, i+1
-			for ; j < len(s); j++ {
-				if s[j] == '(' || s[j] == '{' {
-					depth++
-				} else if s[j] == ')' || s[j] == '}' {
-					if depth--; depth == 0 {
-						break
-					}
-				}
-			}
-			b.WriteString(unknown)
-			i = j
-		default:
-			b.WriteString(unknown) // $@, $<, $^, $*
-			i++
+		for _, p := range r.orderOnly {
+			v.visit(p, depth+1, nil)
 		}
 	}
-	return b.String()
+	for _, r := range v.mf.computed {
+		v.recipe(r, r.target)
+	}
+}
+
+// recipe scans the recipe of rule r making target t. Each line is expanded
+// with the makefile's variables and t's automatic variables; each command
+// of it ($(define) values may add lines) runs in a shell of its own.
+func (v *makeVisit) recipe(r *makeRule, t string) {
+	if len(r.recipe) == 0 {
+		return
+	}
+	stem := r.stem
+	if stem == "" && !strings.Contains(r.target, "%") {
+		stem = strings.TrimSuffix(t, path.Ext(t))
+	}
+	auto := &makeAuto{target: t, stem: stem, prereqs: r.prereqs, orderOnly: r.orderOnly}
+	for _, l := range r.recipe {
+		if v.s.ctx.Err() != nil {
+			return
+		}
+		text := newMakeExpander(v.mf.vars, auto).expand(l.text)
+		fixed := 0
+		if strings.Count(text, "\n") != strings.Count(l.text, "\n") {
+			fixed = l.line // lines from a variable's value: report the recipe line
+		}
+		for _, c := range recipeCommands(text) {
+			c = separateUnknown(strings.TrimLeft(c, "@-+ \t"))
+			if strings.TrimSpace(c) == "" {
+				continue
+			}
+			key := strings.Join([]string{l.file, fmt.Sprint(l.line), v.envKey, c}, "\x00")
+			if v.s.recipes[key] {
+				continue
+			}
+			v.s.recipes[key] = true
+			v.s.shellSource(&unit{file: l.file, src: c, lineBase: l.line, depth: v.u.depth + 1, fixed: fixed}, v.env.clone())
+		}
+	}
+}
+
+// separateUnknown makes a value only known at run time that starts a
+// recipe command a command of its own: it is most often a quiet prefix
+// ($(QUIET_CC) is empty or `@echo CC $@;`), and the rest is then a command
+// the shell scanner can judge rather than the arguments of an unknown one.
+func separateUnknown(c string) string {
+	rest := strings.TrimLeft(c, unknownMark)
+	if len(rest) == len(c) {
+		return c
+	}
+	next := strings.TrimLeft(strings.ReplaceAll(rest, "\\\n", ""), " \t")
+	if next == "" || strings.ContainsAny(next[:1], ";&|)") {
+		return c
+	}
+	return c[:len(c)-len(rest)] + ";" + rest
+}
+
+// recipeCommands splits an expanded recipe line at newlines that are not
+// escaped: make runs each part in a shell of its own.
+func recipeCommands(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		if text[i] == '\n' && !(i > 0 && text[i-1] == '\\') {
+			out = append(out, text[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, text[start:])
 }
 
 func isNumber(s string) bool {

@@ -152,7 +152,7 @@ func ScanFile(ctx context.Context, path, fixtureRoot string, roots []string) (Re
 	if !filepath.IsAbs(abs) {
 		abs = filepath.Join(s.root, abs)
 	}
-	s.script(&unit{file: CommandFile, lineBase: 1}, nil, abs, "", newEnv(s.root))
+	s.script(&unit{file: CommandFile, src: path, lineBase: 1}, nil, abs, "", newEnv(s.root))
 	return s.result()
 }
 
@@ -167,6 +167,8 @@ type scanner struct {
 	files    map[string]bool
 	total    int64
 	steps    int
+	makes    map[string]bool // make runs followed (makeRun.key)
+	recipes  map[string]bool // recipe commands scanned: file, line, cwd and text
 }
 
 func newScanner(ctx context.Context, fixtureRoot string, roots []string) (*scanner, error) {
@@ -181,7 +183,8 @@ func newScanner(ctx context.Context, fixtureRoot string, roots []string) (*scann
 	if err != nil {
 		return nil, fmt.Errorf("scan: fixture root: %w", err)
 	}
-	s := &scanner{ctx: ctx, root: filepath.Clean(root), realRoot: real, seen: map[string]bool{}, files: map[string]bool{}}
+	s := &scanner{ctx: ctx, root: filepath.Clean(root), realRoot: real, seen: map[string]bool{}, files: map[string]bool{},
+		makes: map[string]bool{}, recipes: map[string]bool{}}
 	for _, r := range roots {
 		if r == "" || !filepath.IsAbs(r) {
 			return nil, fmt.Errorf("scan: allowed root %q is not absolute", r)
@@ -220,9 +223,16 @@ func (s *scanner) result() (Result, error) {
 	return res, nil
 }
 
-// add records a finding once per (file, line, pattern).
+// add records a finding once per (file, line, pattern). Every finding
+// carries the text of its line, so a reader can find what was judged.
 func (s *scanner) add(u *unit, line int, pattern, command, msg string) {
 	sev := Patterns()[pattern]
+	if u.fixed > 0 {
+		line = u.fixed
+	}
+	if command == "" {
+		command = u.lineText(line)
+	}
 	key := fmt.Sprintf("%s\x00%d\x00%s", u.file, line, pattern)
 	if s.seen[key] {
 		return
@@ -239,10 +249,28 @@ type unit struct {
 	src      string
 	lineBase int // the line in file of the source's first line
 	depth    int
+	fixed    int // when set, the line of every finding: src does not map line by line onto file
 }
 
 func (u *unit) child(src string, line int) *unit {
-	return &unit{file: u.file, src: src, lineBase: line, depth: u.depth + 1}
+	return &unit{file: u.file, src: src, lineBase: line, depth: u.depth + 1, fixed: u.fixed}
+}
+
+// lineText is the text of line (a line of u.file) in u.src, or the first
+// line of u.src that has any text, or the file's name.
+func (u *unit) lineText(line int) string {
+	lines := strings.Split(u.src, "\n")
+	if i := line - u.lineBase; i >= 0 && i < len(lines) {
+		if t := cmdText(lines[i]); t != "" {
+			return t
+		}
+	}
+	for _, l := range lines {
+		if t := cmdText(l); t != "" {
+			return t
+		}
+	}
+	return u.file
 }
 
 // location of a resolved path relative to what the command may touch.

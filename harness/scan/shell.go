@@ -80,6 +80,9 @@ func (s *scanner) nested(u *unit, at *stmtRef, src string, line int, e *env) {
 	}
 	ne := e.clone()
 	ne.vars[unknownVar] = unknownMark
+	// A computed name (eval "${$1:+x}") stays a name: the placeholder variable.
+	src = strings.ReplaceAll(src, "${"+unknownMark, "${"+unknownVar)
+	src = strings.ReplaceAll(src, "$"+unknownMark, "$"+unknownVar)
 	src = strings.ReplaceAll(src, unknownMark, "${"+unknownVar+"}")
 	s.shellSource(u.child(src, line), ne)
 }

@@ -2,6 +2,7 @@ package scan
 
 import (
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,7 @@ type env struct {
 	assigned map[string]bool   // names assigned anywhere in the script (so never "unset")
 	cwd      string            // absolute (lexical) working directory; "" when unknown
 	remotes  map[string]string // git remotes added in the script: name -> URL
+	makeVars []string          // command-line variables of the make running this shell: sub-makes get them too
 }
 
 func newEnv(cwd string) *env {
@@ -31,7 +33,25 @@ func (e *env) clone() *env {
 	for k, v := range e.remotes {
 		c.remotes[k] = v
 	}
+	c.makeVars = e.makeVars
 	return c
+}
+
+// key sums up what a command run in e may depend on, so that a run that
+// was scanned in the same state need not be scanned again.
+func (e *env) key() string {
+	var parts []string
+	for k, v := range e.vars {
+		parts = append(parts, k+"="+v)
+	}
+	for k := range e.assigned {
+		parts = append(parts, k)
+	}
+	for k, v := range e.remotes {
+		parts = append(parts, "remote "+k+"="+v)
+	}
+	sort.Strings(parts)
+	return e.cwd + "\x00" + strings.Join(parts, "\x00")
 }
 
 // harnessVars are the variables the harness sets for the verification

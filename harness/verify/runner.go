@@ -407,19 +407,9 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 	return plan, nil
 }
 
-// blockingSummary names each blocking pattern once, with the file and line
-// of its first finding.
-func blockingSummary(fs []scan.Finding) string {
-	var parts []string
-	seen := map[string]bool{}
-	for _, f := range fs {
-		if (f.Severity == scan.High || f.Severity == scan.Critical) && !seen[f.Pattern] {
-			seen[f.Pattern] = true
-			parts = append(parts, fmt.Sprintf("%s at %s:%d", f.Pattern, f.File, f.Line))
-		}
-	}
-	return "dangerous operations found: " + strings.Join(parts, ", ")
-}
+// blockingSummary is the scan's own summary: how many findings, how many
+// block, and the first few blocking ones with their file, line and text.
+func blockingSummary(fs []scan.Finding) string { return scan.Summary(fs) }
 
 // RunWithPolicy is Preflight, then Execute when the plan allows it. A refused
 // verification is TEST_NOT_RUN (or GOVERNANCE_UNAVAILABLE) with the refusal
