@@ -25,7 +25,7 @@ var pageTmpl = template.Must(template.New("batch").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("$%.4f (%s)", *t.CostUSD, t.CostBasis)
 	},
-	"pct":      func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
+	"pct": func(v float64) string { return fmt.Sprintf("%.0f%%", v*100) },
 	"list": func(l string) string {
 		if l == ListFailToPass {
 			return "fail-to-pass"
