@@ -51,6 +51,26 @@ type AdversarialRecord struct {
 	// "declined" (a person said no: ADVERSARY_NOT_CONFIRMED); "" when no
 	// test was left to run.
 	Confirmed string `json:"confirmed,omitempty"`
+	// Agent is the coding agent that was the adversary, when one was
+	// (nil for a command of the user's own).
+	Agent *AdversaryAgent `json:"agent,omitempty"`
+}
+
+// AdversaryAgent is the coding agent that ran as the adversary: which,
+// the model and endpoint it was given, and what the harness's meter
+// counted. SameAsCase is set, with Warning, when it is Case's agent and
+// model too.
+type AdversaryAgent struct {
+	Name       string      `json:"name"`
+	Version    string      `json:"version"`
+	Model      string      `json:"model"`
+	Endpoint   string      `json:"endpoint"`
+	Usage      *ModelUsage `json:"usage"`
+	SameAsCase bool        `json:"same_as_case"`
+	Warning    string      `json:"warning,omitempty"`
+	// Requests is backend/adversary-requests.jsonl, every model request
+	// the meter relayed.
+	Requests string `json:"requests"`
 }
 
 // Who let an adversary's tests run (AdversarialRecord.Confirmed).

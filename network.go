@@ -60,6 +60,9 @@ type NetworkPolicy struct {
 	// Setup is the task's setup command's list (run in the verification
 	// checkout before the verification).
 	Setup []NetworkRule `json:"setup"`
+	// Adversary is the adversary agent's list (its model meter), when the
+	// task's adversary is an agent.
+	Adversary []NetworkRule `json:"adversary,omitempty"`
 }
 
 // NetworkLimits are the egress limits of the run and which were reached.

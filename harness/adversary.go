@@ -2,12 +2,13 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -18,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -66,6 +68,33 @@ func (r *run) ask() func(context.Context, adversary.Summary) (bool, error) {
 	}
 }
 
+// AdversaryRequests lists every model request of the adversary's agent.
+const AdversaryRequests = "backend/adversary-requests.jsonl"
+
+// startAdversaryAgent starts the task's adversary agent before Case (its
+// key, installation and endpoint checked, its meter up), so that its
+// meter's address is in the run's network policy; a command adversary
+// needs nothing here.
+func (r *run) startAdversaryAgent(ctx context.Context) bool {
+	want := r.spec.Adversary.Agent
+	if want == nil {
+		return true
+	}
+	a, err := adversary.StartAgent(ctx, adversary.AgentInput{Want: *want, Getenv: r.o.Getenv, Dir: r.o.Agent.Dir, Command: r.o.AdversaryCommand,
+		Adapter: adapterFor, Clock: r.o.Clock})
+	if err != nil {
+		code := ctoharness.BlockAgentConfigInvalid
+		var ae *adversary.AgentError
+		if errors.As(err, &ae) {
+			code = ae.Code
+		}
+		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepContract, Message: err.Error() + "; Case was not started"})
+		return false
+	}
+	r.adv = a
+	return true
+}
+
 // autoConfirm says whether the adversary's tests run without asking.
 func (r *run) autoConfirm() bool { return r.o.AutoConfirm || r.o.Config.AutoConfirm }
 
@@ -87,7 +116,11 @@ func (r *run) adversarial(ctx context.Context, own record) {
 	r.o.Progress.Step("adversary")
 	claims, n, problem := r.readClaims(ctx)
 	var set hidden.Set
-	rec, blocker := adversary.Run(ctx, adversary.Input{Command: a.Command, Log: evidence.AdversaryLog,
+	command := a.Command
+	if ag := a.Agent; ag != nil {
+		command = []string{ag.Name, "--model", ag.Model} // its own command line is the adapter's
+	}
+	rec, blocker := adversary.Run(ctx, adversary.Input{Command: command, Log: evidence.AdversaryLog,
 		AutoConfirm: r.autoConfirm(), Ask: r.ask(), TestCommand: a.TestCommand,
 		Generate: func(ctx context.Context) (adversary.Generated, error) {
 			gen, s, err := r.runAdversary(ctx, own, claims)
@@ -117,6 +150,7 @@ func (r *run) adversarial(ctx context.Context, own record) {
 			return done.tests, done.log, err
 		}})
 	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
+	r.adversaryAgentRecord(ctx, rec)
 	r.rep.Adversarial = rec
 	if blocker != nil {
 		r.block(*blocker)
@@ -148,7 +182,16 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 			return gen, hidden.Set{}, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
 		}
 	}
-	v, _, err := r.planView(true, a.Command)
+	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
+	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
+	if claims != "" {
+		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
+	}
+	argv, env, err := r.adversaryArgv(a, env, scratch)
+	if err != nil {
+		return gen, hidden.Set{}, err
+	}
+	v, _, err := r.planView(true, argv)
 	if err != nil {
 		return gen, hidden.Set{}, fmt.Errorf("the adversary's sandbox view cannot be planned: %w", err)
 	}
@@ -167,11 +210,6 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	if err != nil {
 		return gen, hidden.Set{}, fmt.Errorf("%s could not be opened: %w", evidence.AdversaryLog, err)
 	}
-	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
-	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
-	if claims != "" {
-		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
-	}
 	vpol.NetAllowed = nil
 	vpol.Profile.FlakeReruns = 0
 	secs := a.TimeoutSeconds
@@ -179,11 +217,9 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 		secs = defaultAdversaryTimeout
 	}
 	timeout := time.Duration(secs) * time.Second
-	vin := verify.Input{Command: shellJoin(a.Command), Fixture: tests, Env: env, Timeout: timeout, Log: f, LogPath: evidence.AdversaryLog, Tracer: r.tr,
-		Wrap: func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-			launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
-			return launch, attr, []*os.File{pf}, err
-		}}
+	// A command adversary has no network; an agent reaches its meter alone.
+	vin := verify.Input{Command: shellJoin(argv), Fixture: tests, Env: env, Timeout: timeout, Log: f, LogPath: evidence.AdversaryLog, Tracer: r.tr,
+		Wrap: r.wrapExtra(egress.CommandAdversary, pol, r.adv != nil)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	gen.ExitCode, gen.DurationMs, gen.TimedOut = out.ExitCode, out.DurationMs, out.Classification == ctoharness.TestTimeout
 	switch {
@@ -203,6 +239,58 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 		gen.Files = append(gen.Files, adversary.File{Path: f.Path, Data: f.Data()})
 	}
 	return gen, set, nil
+}
+
+// adversaryArgv is the adversary's command line and environment: the
+// task's command as given, or its agent's, started in the tests
+// directory with the harness's prompt, its state in the adversary's own
+// scratch HOME and its model requests through its meter.
+func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string) ([]string, []string, error) {
+	if r.adv == nil {
+		return a.Command, env, nil
+	}
+	state := filepath.Join(scratch, "home", ".cto-harness-agent")
+	brief := adversary.Brief{Task: r.spec.Task, Checkout: adversaryCheckoutInView, TestCommand: a.TestCommand, TestResults: a.TestResults}
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, adversary.EnvClaims+"=") }) {
+		brief.Claims = adversaryClaimsInView
+	}
+	cmd, err := r.adv.Command(adversary.Launch{WorkDir: adversaryTestsInView, State: state, BaseEnv: append(env, r.netEnv(egress.CommandAdversary)...),
+		Brief: brief, Root: os.Geteuid() == 0})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the adversary's agent command cannot be built: %w", err)
+	}
+	for _, d := range append([]string{state}, cmd.Dirs...) {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("the adversary agent's directory %s could not be made: %w", d, err)
+		}
+	}
+	for _, f := range cmd.Files {
+		r.tr.Trace(ctoharness.TraceWrite, f.Path)
+		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
+			return nil, nil, fmt.Errorf("the adversary agent's settings %s could not be written: %w", f.Path, err)
+		}
+	}
+	return cmd.Argv, cmd.Env, nil
+}
+
+// adversaryAgentRecord records the adversary agent's usage (and the
+// requests as evidence) once it has run.
+func (r *run) adversaryAgentRecord(ctx context.Context, rec *ctoharness.AdversarialRecord) {
+	if r.adv == nil {
+		return
+	}
+	var caseAgent, caseModel string
+	if a := r.rep.Agent; a != nil {
+		caseAgent, caseModel = a.Name, a.Model
+	}
+	ag, lines := r.adv.Record(r.price(r.spec.Adversary.Agent.Model), caseAgent, caseModel)
+	if err := r.dir.WriteFile(ctx, AdversaryRequests, lines); err != nil {
+		r.blockWrite(err, ctoharness.StepVerify)
+	} else {
+		ag.Requests = AdversaryRequests
+	}
+	rec.Agent = ag
 }
 
 // shellJoin quotes argv for sh -c, one single-quoted word per argument.

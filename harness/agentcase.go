@@ -349,46 +349,26 @@ func (a *agentRun) closeMeter() {
 // summed, with the cost the agent reported, or one estimated from the
 // config's prices, or none.
 func (a *agentRun) usage(ctx context.Context, r *run, rec *ctoharness.AgentRecord) {
-	reqs := a.meter.Requests()
-	u := &ctoharness.ModelUsage{PerRequest: []ctoharness.ModelRequest{}, CostSource: ctoharness.CostNotReported}
-	var lines []byte
-	for _, q := range reqs {
-		mr := ctoharness.ModelRequest{Seq: q.Seq, At: q.At, API: string(q.API), Status: q.Status, Error: q.Error, LatencyMs: q.LatencyMs,
-			InputUncached: q.Usage.InputUncached, CacheRead: q.Usage.CacheRead, CacheWrite: q.Usage.CacheWrite, Output: q.Usage.Output}
-		u.Requests++
-		if q.Error != "" {
-			u.Failed++
-		}
-		if !q.Reported {
-			u.Unreported++
-		}
-		u.InputUncached += mr.InputUncached
-		u.CacheRead += mr.CacheRead
-		u.CacheWrite += mr.CacheWrite
-		u.Output += mr.Output
-		if len(u.PerRequest) < ctoharness.MaxModelRequestsShown {
-			u.PerRequest = append(u.PerRequest, mr)
-		}
-		line, _ := json.Marshal(mr)
-		lines = append(append(lines, line...), '\n')
+	reported := 0.0
+	if rec.Finished {
+		reported = rec.ReportedCostUSD
 	}
-	var prices map[string]config.Price
-	if r.o.Config.Agent != nil {
-		prices = r.o.Config.Agent.Prices
-	}
-	switch price, ok := prices[rec.Model]; {
-	case rec.Finished && rec.ReportedCostUSD > 0:
-		c := rec.ReportedCostUSD
-		u.CostUSD, u.CostSource = &c, ctoharness.CostReported
-	case ok:
-		c := (float64(u.InputUncached)*price.Input + float64(u.CacheRead)*price.CacheRead +
-			float64(u.CacheWrite)*price.CacheWrite + float64(u.Output)*price.Output) / 1e6
-		u.CostUSD, u.CostSource = &c, ctoharness.CostEstimated
-	}
+	u, lines := modelmeter.Account(a.meter.Requests(), reported, r.price(rec.Model))
 	rec.Usage = u
 	if err := r.dir.WriteFile(ctx, ModelRequests, a.red.Bytes(lines)); err != nil {
 		r.blockWrite(err, ctoharness.StepCase)
 	}
+}
+
+// price is the config's price of model, nil when it has none.
+func (r *run) price(model string) *config.Price {
+	if r.o.Config.Agent == nil {
+		return nil
+	}
+	if p, ok := r.o.Config.Agent.Prices[model]; ok {
+		return &p
+	}
+	return nil
 }
 
 // record closes the stream file and copies what the stream said into the report.
@@ -530,12 +510,32 @@ func (r *run) redactString(s string) string {
 	return r.agent.red.String(s)
 }
 
-// sweepSecrets redacts the key from every evidence file written so far,
+// secret is one key the evidence must not hold: its variable and its
+// redactor (Case's agent's, the adversary agent's).
+type secret struct {
+	keyVar string
+	red    *agent.Redactor
+}
+
+// secrets are the run's keys.
+func (r *run) secrets() []secret {
+	var out []secret
+	if r.agent != nil && r.agent.red != nil {
+		out = append(out, secret{r.o.Agent.APIKeyEnv, r.agent.red})
+	}
+	if r.adv != nil {
+		out = append(out, secret{r.adv.KeyVar(), r.adv.Redactor()})
+	}
+	return out
+}
+
+// sweepSecrets redacts the keys from every evidence file written so far,
 // before any digest is computed. The hash-chained event log cannot be
-// rewritten (events are redacted as they are written); if it holds the key
+// rewritten (events are redacted as they are written); if it holds a key
 // anyway the run is blocked.
 func (r *run) sweepSecrets(names ...string) {
-	if r.agent == nil {
+	secrets := r.secrets()
+	if len(secrets) == 0 {
 		return
 	}
 	if len(names) == 0 {
@@ -547,34 +547,35 @@ func (r *run) sweepSecrets(names ...string) {
 		}
 		names = all
 	}
-	for _, n := range names {
-		p := r.dir.Path(n)
-		if n == evidence.EventsFile {
-			if data, err := os.ReadFile(p); err == nil && r.agent.red.Contains(data) {
-				r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
-					Message: "the event log holds the value of " + r.o.Agent.APIKeyEnv + " and cannot be rewritten without breaking its hash chain"})
+	for _, sec := range secrets {
+		for _, n := range names {
+			p := r.dir.Path(n)
+			if n == evidence.EventsFile {
+				if data, err := os.ReadFile(p); err == nil && sec.red.Contains(data) {
+					r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+						Message: "the event log holds the value of " + sec.keyVar + " and cannot be rewritten without breaking its hash chain"})
+				}
+				continue
 			}
-			continue
-		}
-		if _, err := r.agent.red.File(p); err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
-				Message: fmt.Sprintf("%s could not be redacted: %v", n, err)})
+			if _, err := sec.red.File(p); err != nil {
+				r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+					Message: fmt.Sprintf("%s could not be redacted: %v", n, err)})
+			}
 		}
 	}
 }
 
 // redactReport redacts the report itself (inline output, messages).
 func (r *run) redactReport() {
-	if r.agent == nil {
-		return
-	}
-	raw, err := json.Marshal(r.rep)
-	if err != nil || !r.agent.red.Contains(raw) {
-		return
-	}
-	var clean ctoharness.Report
-	if err := json.Unmarshal(r.agent.red.Bytes(raw), &clean); err == nil {
-		*r.rep = clean
+	for _, sec := range r.secrets() {
+		raw, err := json.Marshal(r.rep)
+		if err != nil || !sec.red.Contains(raw) {
+			continue
+		}
+		var clean ctoharness.Report
+		if err := json.Unmarshal(sec.red.Bytes(raw), &clean); err == nil {
+			*r.rep = clean
+		}
 	}
 }
 

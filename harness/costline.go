@@ -31,12 +31,26 @@ func costEntry(rep *ctoharness.Report, at time.Time) ledger.Entry {
 	if rep.CaseProcessStarted {
 		e.Case = caseParty(rep)
 	}
-	if rep.Adversarial != nil {
-		// The adversary is a command of the user's own: no model the
-		// harness metered.
-		e.Adversary = &ledger.Party{Agent: "command", CostSource: string(ctoharness.CostNotReported)}
+	if a := rep.Adversarial; a != nil {
+		e.Adversary = adversaryParty(a)
 	}
 	return e
+}
+
+// adversaryParty is the adversary and what its meter counted: an agent's
+// usage, or, for a command of the user's own, nothing the harness could
+// meter.
+func adversaryParty(a *ctoharness.AdversarialRecord) *ledger.Party {
+	ag := a.Agent
+	if ag == nil {
+		return &ledger.Party{Agent: "command", CostSource: string(ctoharness.CostNotReported)}
+	}
+	p := &ledger.Party{Agent: ag.Name, Model: ag.Model, CostSource: string(ctoharness.CostNotReported)}
+	if u := ag.Usage; u != nil {
+		p.Requests, p.InputTokens, p.CacheReadTokens, p.CacheWriteTokens, p.OutputTokens = u.Requests, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output
+		p.CostUSD, p.CostSource = u.CostUSD, string(u.CostSource)
+	}
+	return p
 }
 
 // caseParty is who ran as Case and what its model meter counted.

@@ -49,6 +49,10 @@ func TestCostEntry(t *testing.T) {
 	if a := e.Adversary; a == nil || a.Agent != "command" || a.CostUSD != nil {
 		t.Fatalf("the adversary: %+v", a)
 	}
+	rep.Adversarial.Agent = &ctoharness.AdversaryAgent{Name: "codex", Model: "gpt-x", Usage: &ctoharness.ModelUsage{Requests: 2, Output: 9, CostSource: ctoharness.CostNotReported}}
+	if a := costEntry(rep, at).Adversary; a.Agent != "codex" || a.Model != "gpt-x" || a.Requests != 2 || a.OutputTokens != 9 || a.CostUSD != nil {
+		t.Fatalf("the adversary agent: %+v", a)
+	}
 	rep.CaseProcessStarted = false
 	if e := costEntry(rep, at); e.Case != nil {
 		t.Fatalf("no Case ran, the entry has %+v", e.Case)

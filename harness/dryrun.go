@@ -245,9 +245,15 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 		if secs == 0 {
 			secs = defaultAdversaryTimeout
 		}
+		argv, allow := a.Command, []string{}
+		if ag := a.Agent; ag != nil {
+			// The agent's own command line is made when it runs; its one
+			// endpoint is its model, through the harness's meter.
+			argv, allow = []string{ag.Name, "--model", ag.Model}, []string{ag.BaseURL + " (through the harness's model meter)"}
+		}
 		plan.Commands = append(plan.Commands,
-			PlannedCommand{Role: "adversary", Argv: a.Command, Dir: adversaryTestsInView, TimeoutSeconds: secs, Sandboxed: !o.Unsandboxed, Rlimits: rl,
-				EnvKeys: backend.EnvKeys(append(venv, adversary.EnvTask+"=", adversary.EnvCheckout+"=", adversary.EnvTestsDir+"=")), NetworkAllow: []string{}},
+			PlannedCommand{Role: "adversary", Argv: argv, Dir: adversaryTestsInView, TimeoutSeconds: secs, Sandboxed: !o.Unsandboxed, Rlimits: rl,
+				EnvKeys: backend.EnvKeys(append(venv, adversary.EnvTask+"=", adversary.EnvCheckout+"=", adversary.EnvTestsDir+"=")), NetworkAllow: allow},
 			PlannedCommand{Role: "adversarial-tests", Argv: []string{"/bin/sh", "-c", a.TestCommand}, Dir: baselineInView,
 				TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv), NetworkAllow: []string{}})
 		if o.Unsandboxed {

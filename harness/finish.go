@@ -20,6 +20,7 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	r.step(ctoharness.StepReport)
 	r.stopEgress()
 	r.agent.closeMeter()
+	r.adv.Close()
 	r.freeSpace()
 	r.o.Progress.Close()
 	if r.rep.Tests.Classification == "" {
@@ -160,6 +161,17 @@ func Markdown(rep *ctoharness.Report) []byte {
 	if a := rep.Adversarial; a != nil {
 		fmt.Fprintf(&b, "\n## Adversarial tests\n\n- adversary: %s\n- discriminating tests (failed on the baseline): %d, failed on the result: %d; tests that tell nothing: %d; excluded files: %d\n",
 			mdText(strings.Join(a.Command, " ")), a.Discriminating, a.Failed, countClass(a.Tests, ctoharness.AdversaryNotDiscriminating), len(a.Excluded))
+		if ag := a.Agent; ag != nil {
+			requests := 0
+			if ag.Usage != nil {
+				requests = ag.Usage.Requests
+			}
+			fmt.Fprintf(&b, "- the adversary is the agent %s %s, model %s: %d model requests, cost %s\n", mdText(ag.Name), mdText(ag.Version), mdText(ag.Model),
+				requests, mdText(CostText(ag.Usage)))
+			if ag.Warning != "" {
+				fmt.Fprintf(&b, "- **warning:** %s\n", mdText(ag.Warning))
+			}
+		}
 		if a.Problem != "" {
 			fmt.Fprintf(&b, "- the step could not finish: %s\n", mdText(a.Problem))
 		}

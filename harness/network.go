@@ -53,7 +53,18 @@ func (o *Options) checkNet() error {
 // netPolicy resolves each command's allowlist: the config's and the flags'
 // entries are granted as given; each of the task's entries must be covered
 // by them (a task never widens what the user granted).
-func (r *run) netPolicy() (egress.Policy, error) { return netPolicy(r.o, r.spec) }
+func (r *run) netPolicy() (egress.Policy, error) {
+	p, err := netPolicy(r.o, r.spec)
+	if err != nil || r.adv == nil {
+		return p, err
+	}
+	// The adversary's agent reaches its meter and nothing else.
+	ep := r.adv.Endpoint()
+	if p.Adversary, err = egress.ParseList([]string{ep}, egress.SourceFlag, map[string]string{ep: "adversary"}); err != nil {
+		return p, ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepContract, err, "the adversary's model meter address cannot be allowed")
+	}
+	return p, nil
+}
 
 func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 	var cfgCase, cfgVerify, cfgSetup, specCase, specVerify, specSetup []string

@@ -80,6 +80,10 @@ type Options struct {
 	// with an adversary is refused before Case (ADVERSARY_NOT_CONFIRMED).
 	AutoConfirm bool
 	Confirm     func(ctx context.Context, s adversary.Summary) (bool, error)
+	// AdversaryCommand is the executable of a task's adversary agent
+	// instead of its installed pinned release (a stand-in, in tests); the
+	// agents directory is Agent.Dir's.
+	AdversaryCommand []string
 
 	// Profile names the execution profile ("" is fast, or agent with an
 	// agent); AllowDangerous runs a

@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -42,12 +43,13 @@ type run struct {
 	before      *ctoharness.SourceProof
 	fixture     string // set once the fixture exists
 	contract    *task.Contract
-	facts       sandbox.Facts  // what the machine can enforce, probed at the gate
-	profile     profile.Policy // the execution profile's limits
-	agent       *agentRun      // set at the gate when a coding agent runs as Case
-	net         *netState      // network egress, when an allowlist is in force
-	prev        *gates.Record  // the previous stage's record the gate accepted
-	superMode   supervise.Mode // how an unsandboxed Case's process tree is held (see confine.go)
+	facts       sandbox.Facts    // what the machine can enforce, probed at the gate
+	profile     profile.Policy   // the execution profile's limits
+	agent       *agentRun        // set at the gate when a coding agent runs as Case
+	adv         *adversary.Agent // set at the contract when the task's adversary is a coding agent
+	net         *netState        // network egress, when an allowlist is in force
+	prev        *gates.Record    // the previous stage's record the gate accepted
+	superMode   supervise.Mode   // how an unsandboxed Case's process tree is held (see confine.go)
 	cur         ctoharness.Step
 	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
 	diskFull    bool         // a write failed for lack of space (diskfull.go)

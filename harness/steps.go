@@ -506,6 +506,9 @@ func (r *run) writeContract(ctx context.Context) bool {
 			return false
 		}
 		c.ClaimsFile = filepath.Join(r.scratch, claimsFile) // Case's scratch, shown at its own path
+		if !r.startAdversaryAgent(ctx) {
+			return false
+		}
 	}
 	data, _ := json.Marshal(c)
 	if leak := r.leaksSource(string(data)); leak != "" {

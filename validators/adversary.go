@@ -31,6 +31,18 @@ func checkAdversarial(v *runView, c collector) {
 	if (a.Problem != "") != hasBlocker(v.report, ctoharness.BlockAdversaryFailed) {
 		c.fail(chk, evidence.ReportJSON, "the adversarial step's problem %q and its ADVERSARY_FAILED blocker disagree", a.Problem)
 	}
+	// An agent adversary's usage is the meter's account of the requests
+	// kept beside it.
+	if ag := a.Agent; ag != nil {
+		switch lines, errText := readLines(v.path(ag.Requests)); {
+		case ag.Requests == "" || !v.files[ag.Requests]:
+			c.fail(chk, evidence.ReportJSON, "the adversary agent's model requests %q are not in the run", ag.Requests)
+		case errText != "":
+			c.fail(chk, ag.Requests, "%s", errText)
+		case ag.Usage == nil || ag.Usage.Requests != len(lines):
+			c.fail(chk, ag.Requests, "the adversary agent's usage counts %v requests, the file holds %d", ag.Usage, len(lines))
+		}
+	}
 	// Generated tests run only once someone let them: --auto-confirm or a
 	// person; a person who declined leaves the run without a verdict.
 	if len(a.Tests) > 0 && a.Confirmed != ctoharness.ConfirmedAuto && a.Confirmed != ctoharness.ConfirmedTerminal {

@@ -38,7 +38,8 @@ func checkNetwork(v *runView, c collector) {
 	}
 	rules := map[string]egress.List{}
 	for cmd, list := range map[string][]ctoharness.NetworkRule{string(egress.CommandCase): sum.Policy.Case,
-		string(egress.CommandVerify): sum.Policy.Verification, string(egress.CommandSetup): sum.Policy.Setup} {
+		string(egress.CommandVerify): sum.Policy.Verification, string(egress.CommandSetup): sum.Policy.Setup,
+		string(egress.CommandAdversary): sum.Policy.Adversary} {
 		for _, r := range list {
 			e, err := egress.ParseEndpoint(r.Endpoint)
 			if err != nil {
@@ -48,7 +49,7 @@ func checkNetwork(v *runView, c collector) {
 			rules[cmd] = append(rules[cmd], egress.Rule{Endpoint: e, Source: r.Source})
 		}
 	}
-	noPolicy := len(sum.Policy.Case)+len(sum.Policy.Verification)+len(sum.Policy.Setup) == 0
+	noPolicy := len(sum.Policy.Case)+len(sum.Policy.Verification)+len(sum.Policy.Setup)+len(sum.Policy.Adversary) == 0
 	var got ctoharness.NetworkSummary
 	got.DeniedLog = []ctoharness.NetworkDenied{}
 	limits := map[string]bool{}

@@ -120,7 +120,11 @@ func recordPolicy(p Policy) ctoharness.NetworkPolicy {
 		}
 		return out
 	}
-	return ctoharness.NetworkPolicy{Case: conv(p.Case), Verification: conv(p.Verify), Setup: conv(p.Setup)}
+	np := ctoharness.NetworkPolicy{Case: conv(p.Case), Verification: conv(p.Verify), Setup: conv(p.Setup)}
+	if len(p.Adversary) > 0 {
+		np.Adversary = conv(p.Adversary)
+	}
+	return np
 }
 
 // Summary is the report's network section so far.

@@ -29,6 +29,9 @@ const (
 	// CommandSetup is the task's setup command, run in the verification
 	// checkout before the verification (installing dependencies, say).
 	CommandSetup Command = "setup"
+	// CommandAdversary is a task's adversary when it is a coding agent:
+	// its list is its model meter's endpoint alone.
+	CommandAdversary Command = "adversary"
 )
 
 // Rule sources: where an allowlist entry came from.
@@ -259,6 +262,8 @@ type Policy struct {
 	Case   List
 	Verify List
 	Setup  List
+	// Adversary is the adversary agent's list: the harness's meter.
+	Adversary List
 }
 
 // For returns cmd's list.
@@ -268,15 +273,21 @@ func (p Policy) For(cmd Command) List {
 		return p.Verify
 	case CommandSetup:
 		return p.Setup
+	case CommandAdversary:
+		return p.Adversary
 	}
 	return p.Case
 }
 
 // Empty reports whether no command may reach anything.
-func (p Policy) Empty() bool { return len(p.Case) == 0 && len(p.Verify) == 0 && len(p.Setup) == 0 }
+func (p Policy) Empty() bool {
+	return len(p.Case) == 0 && len(p.Verify) == 0 && len(p.Setup) == 0 && len(p.Adversary) == 0
+}
 
 // Commands lists every command that may have an allowlist.
-func Commands() []Command { return []Command{CommandCase, CommandVerify, CommandSetup} }
+func Commands() []Command {
+	return []Command{CommandCase, CommandVerify, CommandSetup, CommandAdversary}
+}
 
 // ports lists the distinct ports of l's exact endpoints, sorted.
 func (l List) ports() []uint16 {

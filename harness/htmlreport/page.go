@@ -51,6 +51,12 @@ var assets embed.FS
 var pageTmpl = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
 		"add": func(a, b int) int { return a + b },
+		"usd": func(c *float64) string {
+			if c == nil {
+				return "unknown"
+			}
+			return fmt.Sprintf("$%.4f", *c)
+		},
 		"css": func() template.CSS {
 			b, _ := assets.ReadFile("page.css")
 			return template.CSS(b)
@@ -120,6 +126,10 @@ type page struct {
 	Network                 netView
 	Views                   []viewSection
 	Tests                   testsView
+	// AdversaryLog is an excerpt of adversary.log: the adversary's
+	// output, an agent's conversation in its own stream format.
+	AdversaryLog    string
+	AdversaryLogCut int
 }
 
 type kv struct{ K, V string }
@@ -213,6 +223,9 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	p.Network = r.network(extra["network"])
 	p.Views = sandboxViews(extra["sandbox"])
 	p.Tests = r.tests(rep)
+	if a := rep.Adversarial; a != nil && a.Log != "" && !strings.Contains(a.Log, "..") && !strings.HasPrefix(a.Log, "/") {
+		p.AdversaryLog, p.AdversaryLogCut = r.excerpt(a.Log)
+	}
 	return p
 }
 

@@ -235,13 +235,19 @@ func (r reader) tests(rep *ctoharness.Report) testsView {
 	if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
 		name = "test.log"
 	}
-	text := r.text(name)
-	v.LogSize = len(text)
-	ls := lines(text)
-	if len(ls) > testLogHead+testLogTail {
-		v.LogCut = len(ls) - testLogHead - testLogTail
-		ls = append(append(append([]string{}, ls[:testLogHead]...), fmt.Sprintf("… %d lines left out; the whole log is test.log …", v.LogCut)), ls[len(ls)-testLogTail:]...)
-	}
-	v.Log = strings.Join(ls, "\n")
+	v.LogSize = len(r.text(name))
+	v.Log, v.LogCut = r.excerpt(name)
 	return v
+}
+
+// excerpt is the start and the end of the run's log name, with how many
+// lines between were left out.
+func (r reader) excerpt(name string) (string, int) {
+	ls := lines(r.text(name))
+	cut := 0
+	if len(ls) > testLogHead+testLogTail {
+		cut = len(ls) - testLogHead - testLogTail
+		ls = append(append(append([]string{}, ls[:testLogHead]...), fmt.Sprintf("… %d lines left out; the whole log is %s …", cut, name)), ls[len(ls)-testLogTail:]...)
+	}
+	return strings.Join(ls, "\n"), cut
 }

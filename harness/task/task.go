@@ -101,11 +101,25 @@ type Spec struct {
 // docs/adversarial.md) writes tests into its directory; TestCommand runs
 // them in a checkout of the baseline and of the result, writing
 // TestResults.
+//
+// Agent, instead of Command, is one of the four coding agents with the
+// harness's own prompt, its model requests through the harness's meter
+// (every field is needed: a task's adversary has no flags to fall back on).
 type SpecAdversary struct {
-	Command        []string    `json:"command"`
-	TimeoutSeconds int         `json:"timeout_seconds,omitempty"`
-	TestCommand    string      `json:"test_command"`
-	TestResults    TestResults `json:"test_results"`
+	Command        []string        `json:"command,omitempty"`
+	Agent          *AdversaryAgent `json:"agent,omitempty"`
+	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
+	TestCommand    string          `json:"test_command"`
+	TestResults    TestResults     `json:"test_results"`
+}
+
+// AdversaryAgent is the coding agent a task's adversary is: which, the
+// model it asks for, the endpoint and the harness variable with its key.
+type AdversaryAgent struct {
+	Name      string `json:"name"`
+	Model     string `json:"model"`
+	BaseURL   string `json:"base_url"`
+	APIKeyEnv string `json:"api_key_env"`
 }
 
 // SpecSandbox narrows the view for Case and, with Verification, for the

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/agent"
+	"github.com/cto-harness/cto-harness/harness/agent/qwen"
 	"github.com/cto-harness/cto-harness/harness/caseworld"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 )
 
@@ -141,5 +146,70 @@ func TestRunConfirmation(t *testing.T) {
 				t.Errorf("problem %q with blocker %v", rec.Problem, b)
 			}
 		})
+	}
+}
+
+// The adversary's agent is checked before Case: a missing key, a bad URL
+// and an endpoint that is down are told apart; a started one's record
+// warns when it is Case's agent and model too.
+func TestStartAgent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	up := "http://" + ln.Addr().String() + "/v1"
+	env := func(k string) string {
+		if k == "ADV_KEY" {
+			return "sk-adv-0123456789"
+		}
+		return ""
+	}
+	in := func(want task.AdversaryAgent) AgentInput {
+		return AgentInput{Want: want, Getenv: env, Command: []string{"/bin/true"}, Adapter: func(s agent.Spec) agent.Adapter { return qwen.Adapter{Spec: s} }, Clock: time.Now}
+	}
+	for _, c := range []struct {
+		name string
+		want task.AdversaryAgent
+		code ctoharness.BlockerCode
+	}{
+		{"no-key", task.AdversaryAgent{Name: "qwen-code", Model: "m", BaseURL: up, APIKeyEnv: "NO_SUCH_KEY"}, ctoharness.BlockAgentConfigInvalid},
+		{"bad-url", task.AdversaryAgent{Name: "qwen-code", Model: "m", BaseURL: "ftp://x", APIKeyEnv: "ADV_KEY"}, ctoharness.BlockAgentConfigInvalid},
+		{"unknown", task.AdversaryAgent{Name: "nobody", Model: "m", BaseURL: up, APIKeyEnv: "ADV_KEY"}, ctoharness.BlockAgentConfigInvalid},
+		{"down", task.AdversaryAgent{Name: "qwen-code", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "ADV_KEY"}, ctoharness.BlockModelEndpointUnreachable},
+	} {
+		_, err := StartAgent(context.Background(), in(c.want))
+		var ae *AgentError
+		if !errors.As(err, &ae) || ae.Code != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+	}
+	a, err := StartAgent(context.Background(), in(task.AdversaryAgent{Name: "qwen-code", Model: "m", BaseURL: up, APIKeyEnv: "ADV_KEY"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if rec, _ := a.Record(nil, "codex", "m"); rec.SameAsCase || rec.Warning != "" || rec.Usage == nil || rec.Usage.Requests != 0 {
+		t.Errorf("another agent: %+v", rec)
+	}
+	if rec, _ := a.Record(nil, "qwen-code", "m"); !rec.SameAsCase || !strings.Contains(rec.Warning, "same agent and model as Case") {
+		t.Errorf("the same agent and model: %+v", rec)
+	}
+	cmd, err := a.Command(Launch{WorkDir: "/cto-harness/adversary", State: t.TempDir(), Brief: Brief{Task: "Fix Sum.", Checkout: "/cto-harness/result", TestCommand: "go test ./...", TestResults: task.TestResults{Format: "go-test-json", Path: "r.json"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(cmd.Argv, " ")
+	if !strings.Contains(joined, "Fix Sum.") || !strings.Contains(joined, "Do not mock") || !strings.Contains(strings.Join(cmd.Env, " "), "OPENAI_BASE_URL=http://"+a.Endpoint()) {
+		t.Errorf("the agent is not told the task and the rules, or not pointed at its meter: %v %v", cmd.Argv, cmd.Env)
 	}
 }
