@@ -513,19 +513,21 @@ func (l *configLoader) condition(cond, dir string) (match, known bool) {
 	return false, false
 }
 
-// parseConfig parses git's configuration syntax: sections with optional
-// quoted subsections (and the legacy [section.sub] form), case-insensitive
-// names, quoted values with \n \t \b \" \\ escapes, backslash line
-// continuation and # or ; comments.
+// parseConfig parses git's configuration syntax as git's
+// git_parse_source does: sections with optional quoted subsections (and
+// the legacy [section.sub] form), case-insensitive names starting with a
+// letter, quoted values with \n \t \b \" \\ escapes, backslash line
+// continuation and # or ; comments. What git calls a bad config line is
+// refused, so that the harness never reads a repository git cannot.
 func parseConfig(data []byte, file string) ([]configVar, error) {
 	s := string(data)
 	s = strings.TrimPrefix(s, "\xef\xbb\xbf")
 	var out []configVar
-	section := ""
+	section := "" // with its trailing dot once a header was read
 	line := 1
 	i := 0
 	bad := func(what string) error {
-		return &UnsupportedError{Code: ctoharness.BlockSourceUnreadable, Reason: fmt.Sprintf("bad git config line %d in %s: %s", line, file, what)}
+		return &UnsupportedError{Code: ctoharness.BlockSourceUnreadable, Reason: fmt.Sprintf("bad git config line %d in %s: %s; git refuses this file too, so fix that line", line, file, what)}
 	}
 	for i < len(s) {
 		c := s[i]
@@ -540,61 +542,25 @@ func parseConfig(data []byte, file string) ([]configVar, error) {
 				i++
 			}
 		case c == '[':
-			i++
-			start := i
-			for i < len(s) && (isKeyChar(s[i]) || s[i] == '.') {
-				i++
+			name, next, err := parseSectionHeader(s, i+1)
+			if err != nil {
+				return nil, bad(err.Error())
 			}
-			name := strings.ToLower(s[start:i])
-			if name == "" && (i >= len(s) || s[i] != ' ') {
-				return nil, bad("empty section name")
-			}
-			if i < len(s) && s[i] == ' ' {
-				for i < len(s) && s[i] == ' ' {
-					i++
-				}
-				if i >= len(s) || s[i] != '"' {
-					return nil, bad("subsection must be quoted")
-				}
-				i++
-				var sub strings.Builder
-				for i < len(s) && s[i] != '"' {
-					if s[i] == '\n' {
-						return nil, bad("newline in subsection")
-					}
-					if s[i] == '\\' && i+1 < len(s) {
-						i++
-					}
-					sub.WriteByte(s[i])
-					i++
-				}
-				if i >= len(s) {
-					return nil, bad("unterminated subsection")
-				}
-				i++
-				name += "." + sub.String()
-			} else if dot := strings.IndexByte(name, '.'); dot >= 0 {
-				// Legacy [section.subsection]: the subsection is lower-cased.
-				name = name[:dot] + "." + strings.ToLower(name[dot+1:])
-			}
-			if i >= len(s) || s[i] != ']' {
-				return nil, bad("unterminated section header")
-			}
-			i++
-			section = name
-		case isKeyChar(c):
-			if section == "" {
-				return nil, bad("key outside a section")
-			}
+			i = next
+			section = name + "."
+		case isAlpha(c):
+			// A key before any section header is read by git as it
+			// stands, without a section.
 			start := i
 			for i < len(s) && isKeyChar(s[i]) {
 				i++
 			}
-			v := configVar{key: section + "." + strings.ToLower(s[start:i]), file: file}
+			v := configVar{key: section + strings.ToLower(s[start:i]), file: file}
 			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 				i++
 			}
-			if i < len(s) && s[i] == '=' {
+			switch {
+			case i < len(s) && s[i] == '=':
 				i++
 				v.set = true
 				var val string
@@ -604,8 +570,10 @@ func parseConfig(data []byte, file string) ([]configVar, error) {
 					return nil, bad(err.Error())
 				}
 				v.value = val
-			} else if i < len(s) && s[i] != '\n' && s[i] != '\r' && s[i] != '#' && s[i] != ';' {
-				return nil, bad("expected '=' after a key")
+			case !atLineEnd(s, i):
+				// git takes nothing but "=" or the end of the line after
+				// a key: not even a comment.
+				return nil, bad(fmt.Sprintf("expected '=' or the end of the line after key %q", s[start:i]))
 			}
 			out = append(out, v)
 		default:
@@ -615,8 +583,83 @@ func parseConfig(data []byte, file string) ([]configVar, error) {
 	return out, nil
 }
 
+// parseSectionHeader reads a section header from just after its "[", as
+// git's get_base_var and get_extended_base_var do, and returns the
+// section (lower-cased, ".subsection" appended as written) and where the
+// header ends. The name is key characters and dots; whitespace after it
+// (git's isspace: space, tab or a carriage return, a line end refused)
+// starts a quoted subsection, in which a backslash keeps the next
+// character whatever it is and a line end is refused; "]" must follow.
+func parseSectionHeader(s string, i int) (string, int, error) {
+	start := i
+	for i < len(s) && (isKeyChar(s[i]) || s[i] == '.') {
+		i++
+	}
+	name := strings.ToLower(s[start:i])
+	switch {
+	case i < len(s) && s[i] == ']':
+		if name == "" {
+			return "", i, errors.New("empty section name")
+		}
+		// Legacy [section.subsection]: lower-cased as a whole.
+		return name, i + 1, nil
+	case atLineEnd(s, i):
+		return "", i, errors.New("unterminated section header")
+	case !isConfigSpace(s[i]):
+		return "", i, fmt.Errorf("unexpected character %q in a section header", s[i])
+	}
+	for !atLineEnd(s, i) && isConfigSpace(s[i]) {
+		i++
+	}
+	if atLineEnd(s, i) {
+		return "", i, errors.New("line end before a subsection")
+	}
+	if s[i] != '"' {
+		return "", i, errors.New("subsection must be quoted")
+	}
+	i++
+	var sub strings.Builder
+	for {
+		if i >= len(s) {
+			return "", i, errors.New("unterminated subsection")
+		}
+		c := s[i]
+		if c == '"' {
+			break
+		}
+		if c == '\\' {
+			i++
+			if atLineEnd(s, i) {
+				return "", i, errors.New("line end in a subsection")
+			}
+			c = s[i]
+		} else if c == '\n' {
+			return "", i, errors.New("line end in a subsection")
+		}
+		sub.WriteByte(c)
+		i++
+	}
+	i++
+	if i >= len(s) || s[i] != ']' {
+		return "", i, errors.New("a subsection must be followed by ']'")
+	}
+	return name + "." + sub.String(), i + 1, nil
+}
+
+// atLineEnd reports whether s ends a line at i as git's get_next_char
+// reads it: "\n", "\r\n" or the end of the file.
+func atLineEnd(s string, i int) bool {
+	return i >= len(s) || s[i] == '\n' || s[i] == '\r' && i+1 < len(s) && s[i+1] == '\n'
+}
+
+// isConfigSpace is git's isspace: space, tab, line feed and carriage
+// return, not the C library's vertical tab or form feed.
+func isConfigSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
 func isKeyChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
+	return isAlpha(c) || c >= '0' && c <= '9' || c == '-'
 }
 
 // parseValue reads a value up to the end of its line, as git's
@@ -643,9 +686,10 @@ func parseValue(s string, i, line int) (string, int, int, error) {
 			continue
 		}
 		if !quoted && (c == ' ' || c == '\t' || c == '\r') {
+			// git keeps inner whitespace as one space per character.
 			if started {
 				pendingSpace++
-				b.WriteByte(c)
+				b.WriteByte(' ')
 			}
 			continue
 		}
@@ -654,7 +698,7 @@ func parseValue(s string, i, line int) (string, int, int, error) {
 		switch c {
 		case '\\':
 			if i >= len(s) {
-				return "", i, line, errors.New("backslash at the end of the file")
+				continue // git reads the end of the file as a line end: a continuation
 			}
 			e := s[i]
 			i++

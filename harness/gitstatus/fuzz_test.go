@@ -123,6 +123,7 @@ func FuzzConfig(f *testing.F) {
 		"[core]\n\tbare = false\n\tfilemode\n[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n",
 		"[Section.Sub]\nkey = \"quoted \\\"value\\\"\" ; comment\nnext = a\\\n  b\n",
 		"[include]\npath = ~/x\n[includeIf \"gitdir:~/work/\"]\npath = y\n",
+		"Top = level\n[remote\t\"Origin\"]\r\n\turl = u\\",
 	} {
 		f.Add([]byte(s))
 	}
@@ -136,7 +137,10 @@ func FuzzConfig(f *testing.F) {
 			return
 		}
 		for _, v := range vars {
-			if v.key == "" || strings.ToLower(v.key[:strings.IndexByte(v.key, '.')]) != v.key[:strings.IndexByte(v.key, '.')] {
+			// A key before any section header has no section: it is
+			// lower-cased as a whole.
+			section, _, _ := strings.Cut(v.key, ".")
+			if v.key == "" || strings.ToLower(section) != section {
 				t.Fatalf("key %q has an upper-case section", v.key)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"golang.org/x/sys/unix"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 )
@@ -72,7 +73,12 @@ func Compute(in *Input) ([]ctoharness.StatusEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &computer{in: in, idx: idx, h: newBlobHasher(), attrDirs: map[string]*attrFile{}}
+	wt, err := openWorktreeDir(in.Root)
+	if err != nil {
+		return nil, err
+	}
+	defer wt.close()
+	c := &computer{in: in, idx: idx, wt: wt, h: newBlobHasher(), attrDirs: map[string]*attrFile{}}
 	if err := c.loadSettings(); err != nil {
 		return nil, err
 	}
@@ -143,6 +149,7 @@ func CheckConfig(cfg *Config, gitDir, root string) error {
 type computer struct {
 	in  *Input
 	idx *Index
+	wt  *worktreeDir // every worktree file is read through it, by its path relative to the root
 	h   *blobHasher
 
 	fileMode, symlinks bool
@@ -252,7 +259,7 @@ func (c *computer) loadSettings() error {
 		if e.Type != ctoharness.EntryFile || !(e.Path == ".gitattributes" || strings.HasSuffix(e.Path, "/.gitattributes")) || underDotGit(e.Path) {
 			continue
 		}
-		data, err := os.ReadFile(c.in.Root + "/" + e.Path)
+		data, err := c.wt.readFile(e.Path)
 		if err != nil {
 			return fmt.Errorf("read attributes file %s: %w", e.Path, err)
 		}
@@ -471,19 +478,13 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 			stage0 = append(stage0, *e)
 		}
 	}
-	if c.in.HeadTree != plumbing.ZeroHash {
-		staged, err := DiffIndex(c.in.Repo, c.in.HeadTree, &Index{Entries: stage0})
-		if err != nil {
-			return nil, err
-		}
-		for p, code := range staged {
-			if _, u := unmerged[p]; !u {
-				get(p).x = byte(code)
-			}
-		}
-	} else {
-		for i := range stage0 {
-			get(stage0[i].Name).x = 'A'
+	staged, err := DiffIndex(c.in.Repo, c.in.HeadTree, &Index{Entries: stage0})
+	if err != nil {
+		return nil, err
+	}
+	for p, code := range staged {
+		if _, u := unmerged[p]; !u {
+			get(p).x = byte(code)
 		}
 	}
 	for p, mask := range unmerged {
@@ -572,8 +573,11 @@ func (c *computer) worktree(e *Entry) (byte, error) {
 	if e.Mode&modeTypeMask == modeGitlink {
 		return c.gitlink(e, f)
 	}
-	if f == nil || f.Type == ctoharness.EntryDir {
+	if f == nil {
 		return 'D', nil
+	}
+	if f.Type == ctoharness.EntryDir {
+		return c.replacedByDir(e)
 	}
 	if e.IntentToAdd {
 		return 'A', nil
@@ -641,7 +645,7 @@ func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.
 	attrs := c.attrs(e.Name)
 	conv := conversionFor(attrs, c.autocrlf)
 	if c.lfs && attrs["filter"] == "lfs" {
-		data, err := readExact(c.in.Root+"/"+f.Path, f.Size)
+		data, err := c.wt.readExact(f.Path, f.Size)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
@@ -652,9 +656,14 @@ func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.
 		return ObjectHash("blob", data), nil
 	}
 	if conv.none() {
-		return c.h.file(c.in.Root, f.Path, f.Size)
+		file, err := c.wt.openConfined(f.Path)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		defer file.Close()
+		return c.h.opened(file, c.wt.name(f.Path), f.Size)
 	}
-	data, err := readExact(c.in.Root+"/"+f.Path, f.Size)
+	data, err := c.wt.readExact(f.Path, f.Size)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
@@ -663,22 +672,6 @@ func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.
 		return plumbing.ZeroHash, err
 	}
 	return ObjectHash("blob", data), nil
-}
-
-func readExact(p string, size int64) ([]byte, error) {
-	fd, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s for status: %w", p, err)
-	}
-	defer fd.Close()
-	data, err := io.ReadAll(io.LimitReader(fd, size+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s for status: %w", p, err)
-	}
-	if int64(len(data)) != size {
-		return nil, fmt.Errorf("%s: %w (%d bytes, lstat said %d)", p, errSizeChanged, len(data), size)
-	}
-	return data, nil
 }
 
 // blobHasCRLF reads a blob of the object store and reports whether it is
@@ -798,7 +791,8 @@ func (c *computer) untracked(emit func(path string, ignored bool)) error {
 					ds.skip = true
 					// git drops an untracked "dir/" whose name the index
 					// has (index_name_is_other): a file replaced by a
-					// repository is listed as deleted only.
+					// repository is listed as deleted or type-changed
+					// only (replacedByDir).
 					if !c.inIndex(p) {
 						emit(p+"/", ds.excluded)
 					}
@@ -870,7 +864,7 @@ func (c *computer) readInTree(rel string) ([]byte, error) {
 	if f.Type != ctoharness.EntryFile {
 		return nil, nil
 	}
-	data, err := os.ReadFile(c.in.Root + "/" + rel)
+	data, err := c.wt.readFile(rel)
 	if err != nil {
 		return nil, fmt.Errorf("read ignore file %s: %w", rel, err)
 	}
@@ -896,7 +890,7 @@ func (c *computer) subGitDir(rel string) (string, error) {
 	switch f.Type {
 	case ctoharness.EntryDir:
 	case ctoharness.EntryFile:
-		data, err := os.ReadFile(gd)
+		data, err := c.wt.readFile(rel + "/.git")
 		if err != nil {
 			return "", fmt.Errorf("read gitfile %s: %w", gd, err)
 		}
@@ -912,10 +906,25 @@ func (c *computer) subGitDir(rel string) (string, error) {
 	default:
 		return "", nil
 	}
-	if !isGitDir(gd) {
+	ok, err := isGitDir(gd)
+	if err != nil {
+		return "", nestedTooLong(rel, gd, err)
+	}
+	if !ok {
 		return "", nil
 	}
 	return gd, nil
+}
+
+// nestedTooLong is the refusal of a nested repository (or submodule) at
+// rel whose git directory gd cannot be read for its path's length: the
+// route reads nested repositories by absolute path, so it cannot tell
+// whether git would list the directory, compare it or fail (git 2.39 dies
+// on such a path: "Invalid path").
+func nestedTooLong(rel, gd string, err error) error {
+	return refuse(ctoharness.BlockSourceGitFeature,
+		"%s may hold a nested repository, but its git directory's path (%d bytes) is too long for the harness, which reads nested repositories and submodules by absolute path (%v; PATH_MAX is %d); move it to a shorter path",
+		rel, len(gd), err, unix.PathMax)
 }
 
 // sameDir reports whether the core.worktree value v (relative to gitDir)
@@ -946,20 +955,26 @@ func HeadBranch(gitDir string) string {
 
 // isGitDir is git's is_git_directory: a valid HEAD in gd, and objects and
 // refs in its common directory, which a linked worktree's git directory
-// names in its commondir file.
-func isGitDir(gd string) bool {
+// names in its commondir file. A path too long to read is an error, not a
+// "no": taken for a plain directory, it would hide a repository git finds.
+func isGitDir(gd string) (bool, error) {
 	common := CommonDir(gd)
+	for _, p := range []string{gd + "/commondir", common + "/objects", common + "/refs", gd + "/HEAD"} {
+		if len(p) >= unix.PathMax {
+			return false, fmt.Errorf("%.60s...: %w", p, syscall.ENAMETOOLONG)
+		}
+	}
 	for _, sub := range []string{"objects", "refs"} {
 		if fi, err := os.Stat(common + "/" + sub); err != nil || !fi.IsDir() {
-			return false
+			return false, nil
 		}
 	}
 	head, err := os.ReadFile(gd + "/HEAD")
 	if err != nil {
-		return false
+		return false, nil
 	}
 	h := strings.TrimSpace(string(head))
-	return strings.HasPrefix(h, "ref: refs/") || plumbing.IsHash(h)
+	return strings.HasPrefix(h, "ref: refs/") || plumbing.IsHash(h), nil
 }
 
 // subRepo is an opened submodule: its HEAD and its status input.
@@ -1040,6 +1055,12 @@ func ResolveHead(gitDir string) (string, plumbing.Hash, error) {
 		dir := common
 		if !strings.HasPrefix(ref, "refs/") || strings.HasPrefix(ref, "refs/worktree/") || strings.HasPrefix(ref, "refs/bisect/") {
 			dir = gitDir
+		}
+		for _, p := range []string{dir + "/" + ref, common + "/packed-refs"} {
+			if len(p) >= unix.PathMax {
+				// Unreadable for its length, it would pass for unborn.
+				return "", plumbing.ZeroHash, fmt.Errorf("resolve %s: %.60s...: %w", ref, p, syscall.ENAMETOOLONG)
+			}
 		}
 		if loose, err := os.ReadFile(dir + "/" + ref); err == nil {
 			v := strings.TrimSpace(string(loose))

@@ -26,6 +26,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/caseworld"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,13 +235,18 @@ func (b *blobHasher) leaf(root string, m *ctoharness.ManifestEntry) (plumbing.Ha
 // file hashes root/rel, opened confined to root: a worktree Case wrote may
 // have swapped a directory for a symlink or a file for a FIFO since the walk.
 func (b *blobHasher) file(root, rel string, size int64) (plumbing.Hash, error) {
-	var out plumbing.Hash
-	p := root + "/" + rel
 	f, err := caseworld.Open(root, rel)
 	if err != nil {
-		return out, fmt.Errorf("open %s for status: %w", p, err)
+		return plumbing.ZeroHash, fmt.Errorf("open %s for status: %w", root+"/"+rel, err)
 	}
 	defer f.Close()
+	return b.opened(f, root+"/"+rel, size)
+}
+
+// opened hashes the open file f (named p), which its lstat said is size
+// bytes long.
+func (b *blobHasher) opened(f *os.File, p string, size int64) (plumbing.Hash, error) {
+	var out plumbing.Hash
 	b.h.Reset()
 	b.h.Write([]byte("blob " + strconv.FormatInt(size, 10) + "\x00"))
 	n := int64(0)

@@ -105,12 +105,15 @@ func ObjectHash(kind string, content []byte) plumbing.Hash {
 	return out
 }
 
-// DiffIndex compares the tree (HEAD's, for a status) with the index,
-// descending only into directories whose hashes differ, so a clean index
-// costs no object reads.
+// DiffIndex compares the tree (HEAD's, for a status; zero when HEAD has
+// no commit) with the index, descending only into directories whose
+// hashes differ, so a clean index costs no object reads.
+//
+// A sparse-index directory entry the tree does not have is named by the
+// files of its tree, as git names them (it expands such an entry to
+// compare it), never by the directory.
 func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error) {
 	entries := idx.Entries
-	trees := buildIndexTrees(entries)
 	ch := Staged{}
 	var allHead func(prefix string, h plumbing.Hash) error
 	allHead = func(prefix string, h plumbing.Hash) error {
@@ -129,13 +132,27 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 		}
 		return nil
 	}
-	allIndex := func(prefix string) {
+	allIndex := func(prefix string) error {
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name, prefix) {
+			switch {
+			case !strings.HasPrefix(e.Name, prefix):
+			case e.Mode == filemode.Dir && strings.HasSuffix(e.Name, "/"):
+				if err := diffTrees(r, e.Name, plumbing.ZeroHash, e.Hash, ch); err != nil {
+					return fmt.Errorf("expand sparse directory %s: %w", e.Name, err)
+				}
+			default:
 				ch[e.Name] = git.Added
 			}
 		}
+		return nil
 	}
+	if tree == plumbing.ZeroHash {
+		if err := allIndex(""); err != nil {
+			return nil, err
+		}
+		return ch, nil
+	}
+	trees := buildIndexTrees(entries)
 	var dir func(path string, h plumbing.Hash) error
 	dir = func(path string, h plumbing.Hash) error {
 		it := trees[path]
@@ -182,7 +199,9 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 			case c > 0:
 				k := kids[j]
 				if k.dir {
-					allIndex(prefix + k.name + "/")
+					if err := allIndex(prefix + k.name + "/"); err != nil {
+						return err
+					}
 				} else {
 					ch[prefix+k.name] = git.Added
 				}
@@ -244,7 +263,7 @@ func treeNameByte(s string, i int, dir bool) int {
 
 // diffTrees records how tree b differs from tree a (both in the object
 // store) under prefix: the expansion of a sparse-index directory whose
-// hash differs from HEAD's.
+// hash differs from HEAD's (a is zero where HEAD has no such directory).
 func diffTrees(r *git.Repository, prefix string, a, b plumbing.Hash, ch Staged) error {
 	list := func(h plumbing.Hash) (map[string]object.TreeEntry, error) {
 		out := map[string]object.TreeEntry{}
