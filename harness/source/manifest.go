@@ -13,7 +13,8 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
@@ -74,7 +75,10 @@ func ManifestDigest(entries []ctoharness.ManifestEntry) string {
 // is placed at its name and its subtree at name+"/" (git's tree order),
 // which orders full paths bytewise. It never follows symlinks: directories
 // are opened with O_NOFOLLOW and only descended into when lstat says they
-// are directories.
+// are directories. Every entry is reached through its directory's
+// descriptor (fstatat, openat, readlinkat), never by its full path, which
+// in a deep tree can exceed PATH_MAX where the path git uses (relative to
+// the worktree) does not.
 //
 // The walk is syscall-bound, so a walker hands shallow subtrees to another
 // goroutine whenever one of GOMAXPROCS-1 slots is free; the subtree's
@@ -127,7 +131,7 @@ func (wk *walk) newWalker() *walker {
 // child is one directory entry, lstat'ed, waiting for its turn in order.
 type child struct {
 	name string
-	st   syscall.Stat_t
+	st   unix.Stat_t
 }
 
 // slot is a position in a directory's output: a child itself, or its
@@ -151,14 +155,18 @@ func Manifest(ctx context.Context, root string) ([]ctoharness.ManifestEntry, err
 func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
 	wk := &walk{ctx: ctx, deep: deep, slots: make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 0))}
 	w := wk.newWalker()
-	var st syscall.Stat_t
-	if err := lstat(root, &st); err != nil {
+	var st unix.Stat_t
+	if err := lstatAt(unix.AT_FDCWD, root, &st); err != nil {
 		return nil, fmt.Errorf("lstat %s: %w", root, err)
 	}
-	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return nil, fmt.Errorf("%s is no longer a directory (%v)", root, fileMode(uint32(st.Mode)))
 	}
-	err := w.dir(root, "", &st, 0)
+	fd, err := openDir(unix.AT_FDCWD, root)
+	if err != nil {
+		return nil, fmt.Errorf("open directory %s: %w", root, err)
+	}
+	err = w.dir(fd, root, "", &st, 0)
 	w.parts = append(w.parts, part{entries: w.cur})
 	// Always wait for every subtree, even after an error, so no goroutine
 	// is still reading the source when this returns.
@@ -206,9 +214,10 @@ func flatten(out []ctoharness.ManifestEntry, parts []part) []ctoharness.Manifest
 	return out
 }
 
-// fork walks abs on another goroutine if a slot is free, leaving a
-// placeholder for its output; it reports whether it did.
-func (w *walker) fork(abs, rel string, depth int) bool {
+// fork walks the directory fd (named abs) on another goroutine if a slot
+// is free, leaving a placeholder for its output; it reports whether it
+// did, and the goroutine then owns fd.
+func (w *walker) fork(fd int, abs, rel string, depth int) bool {
 	select {
 	case w.slots <- struct{}{}:
 	default:
@@ -221,16 +230,18 @@ func (w *walker) fork(abs, rel string, depth int) bool {
 		defer close(sub.done)
 		defer func() { <-w.slots }()
 		cw := w.newWalker()
-		sub.err = cw.dir(abs, rel, nil, depth)
+		sub.err = cw.dir(fd, abs, rel, nil, depth)
 		sub.parts = append(cw.parts, part{entries: cw.cur})
 	}()
 	return true
 }
 
-// dir emits the entries under abs. rootSt is the root's own lstat when abs
-// is the walk root (its "." entry sorts among the children), nil otherwise.
-func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
-	names, err := w.readNames(abs)
+// dir emits the entries under the directory fd, which it closes; abs is
+// its path, for messages only. rootSt is the root's own lstat when abs is
+// the walk root (its "." entry sorts among the children), nil otherwise.
+func (w *walker) dir(fd int, abs, rel string, rootSt *unix.Stat_t, depth int) error {
+	defer unix.Close(fd)
+	names, err := w.readNames(fd, abs)
 	if err != nil {
 		return err
 	}
@@ -248,11 +259,11 @@ func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
 		}
 		k := &kids[i]
 		k.name = name
-		if err := lstat(abs+"/"+name, &k.st); err != nil {
+		if err := lstatAt(fd, name, &k.st); err != nil {
 			return fmt.Errorf("lstat %s/%s: %w", abs, name, err)
 		}
 		slots = append(slots, slot{i: int32(i)})
-		if k.st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		if k.st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			slots = append(slots, slot{i: int32(i), descend: true})
 		}
 	}
@@ -265,7 +276,7 @@ func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
 	slices.SortFunc(slots, func(a, b slot) int { return gitstatus.TreeOrder(name(a), a.descend, name(b), b.descend) })
 	for _, s := range slots {
 		if s.i < 0 {
-			if err := w.add(".", abs, rootSt); err != nil {
+			if err := w.add(".", abs, -1, "", rootSt); err != nil {
 				return err
 			}
 			continue
@@ -276,33 +287,34 @@ func (w *walker) dir(abs, rel string, rootSt *syscall.Stat_t, depth int) error {
 			childRel = rel + "/" + k.name
 		}
 		childAbs := abs + "/" + k.name
-		var err error
-		switch {
-		case !s.descend:
-			err = w.add(childRel, childAbs, &k.st)
-		case depth < forkDepth && w.fork(childAbs, childRel, depth+1):
-		default:
-			err = w.dir(childAbs, childRel, nil, depth+1)
+		if !s.descend {
+			if err := w.add(childRel, childAbs, fd, k.name, &k.st); err != nil {
+				return err
+			}
+			continue
 		}
+		sub, err := openDir(fd, k.name)
 		if err != nil {
+			return fmt.Errorf("open directory %s: %w", childAbs, err)
+		}
+		if depth < forkDepth && w.fork(sub, childAbs, childRel, depth+1) {
+			continue
+		}
+		if err := w.dir(sub, childAbs, childRel, nil, depth+1); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readNames lists a directory with raw getdents calls: os.File would add a
-// poller registration attempt and a sorted copy per directory.
-func (w *walker) readNames(abs string) ([]string, error) {
-	fd, err := open(abs, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("open directory %s: %w", abs, err)
-	}
-	defer syscall.Close(fd)
+// readNames lists the directory fd (named abs) with raw getdents calls:
+// os.File would add a poller registration attempt and a sorted copy per
+// directory.
+func (w *walker) readNames(fd int, abs string) ([]string, error) {
 	var names []string
 	for {
-		n, err := syscall.ReadDirent(fd, w.dirent)
-		if err == syscall.EINTR {
+		n, err := unix.ReadDirent(fd, w.dirent)
+		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
@@ -311,21 +323,30 @@ func (w *walker) readNames(abs string) ([]string, error) {
 		if n <= 0 {
 			return names, nil
 		}
-		_, _, names = syscall.ParseDirent(w.dirent[:n], -1, names)
+		_, _, names = unix.ParseDirent(w.dirent[:n], -1, names)
 	}
 }
 
-func open(p string, flags int) (int, error) {
+// openAt is openat retried on EINTR.
+func openAt(dir int, name string, flags int) (int, error) {
 	for {
-		fd, err := syscall.Open(p, flags, 0)
-		if err != syscall.EINTR {
+		fd, err := unix.Openat(dir, name, flags|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
 			return fd, err
 		}
 	}
 }
 
-func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
-	mt, ct := statTimes(st)
+// openDir opens the directory name in dir for listing, never through a
+// symlink.
+func openDir(dir int, name string) (int, error) {
+	return openAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW)
+}
+
+// add emits the entry name of the directory dir (rel below the root, abs
+// for messages).
+func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) error {
+	mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
 	e := ctoharness.ManifestEntry{
 		Path:    rel,
 		Mode:    uint32(fileMode(uint32(st.Mode))),
@@ -337,21 +358,21 @@ func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
 		UID:     st.Uid,
 		GID:     st.Gid,
 	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFREG:
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
 		e.Type = ctoharness.EntryFile
 		if w.deep {
-			sum, err := w.hashFile(abs)
+			sum, err := w.hashFile(dir, name, abs)
 			if err != nil {
 				return err
 			}
 			e.SHA256 = sum
 		}
-	case syscall.S_IFDIR:
+	case unix.S_IFDIR:
 		e.Type = ctoharness.EntryDir
-	case syscall.S_IFLNK:
+	case unix.S_IFLNK:
 		e.Type = ctoharness.EntrySymlink
-		target, err := os.Readlink(abs)
+		target, err := readlinkAt(dir, name)
 		if err != nil {
 			return fmt.Errorf("readlink %s: %w", abs, err)
 		}
@@ -366,12 +387,13 @@ func (w *walker) add(rel, abs string, st *syscall.Stat_t) error {
 // hashFile hashes a regular file with one reused buffer and hasher; the
 // explicit read loop avoids io.Copy, which allocates a buffer per call for
 // an *os.File source.
-func (w *walker) hashFile(abs string) (string, error) {
+func (w *walker) hashFile(dir int, name, abs string) (string, error) {
 	// O_NONBLOCK: if the file was swapped for a FIFO since lstat, open must not hang.
-	f, err := os.OpenFile(abs, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	fd, err := openAt(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK)
 	if err != nil {
 		return "", fmt.Errorf("open %s: %w", abs, err)
 	}
+	f := os.NewFile(uintptr(fd), abs)
 	defer f.Close()
 	w.h.Reset()
 	for {
@@ -387,12 +409,30 @@ func (w *walker) hashFile(abs string) (string, error) {
 	return hex.EncodeToString(w.h.Sum(w.sum[:0])), nil
 }
 
-// lstat is syscall.Lstat retried on EINTR, so a signal does not fail a proof.
-func lstat(p string, st *syscall.Stat_t) error {
+// lstatAt is fstatat without following a symlink, retried on EINTR, so a
+// signal does not fail a proof.
+func lstatAt(dir int, name string, st *unix.Stat_t) error {
 	for {
-		err := syscall.Lstat(p, st)
-		if err != syscall.EINTR {
+		err := unix.Fstatat(dir, name, st, unix.AT_SYMLINK_NOFOLLOW)
+		if err != unix.EINTR {
 			return err
+		}
+	}
+}
+
+// readlinkAt is readlinkat with a buffer grown until the target fits.
+func readlinkAt(dir int, name string) (string, error) {
+	for n := 256; ; n *= 2 {
+		buf := make([]byte, n)
+		m, err := unix.Readlinkat(dir, name, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if m < n {
+			return string(buf[:m]), nil
 		}
 	}
 }
@@ -401,27 +441,27 @@ func lstat(p string, st *syscall.Stat_t) error {
 // so manifests agree with os.Lstat.
 func fileMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
-	switch m & syscall.S_IFMT {
-	case syscall.S_IFBLK:
+	switch m & unix.S_IFMT {
+	case unix.S_IFBLK:
 		mode |= fs.ModeDevice
-	case syscall.S_IFCHR:
+	case unix.S_IFCHR:
 		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case syscall.S_IFDIR:
+	case unix.S_IFDIR:
 		mode |= fs.ModeDir
-	case syscall.S_IFIFO:
+	case unix.S_IFIFO:
 		mode |= fs.ModeNamedPipe
-	case syscall.S_IFLNK:
+	case unix.S_IFLNK:
 		mode |= fs.ModeSymlink
-	case syscall.S_IFSOCK:
+	case unix.S_IFSOCK:
 		mode |= fs.ModeSocket
 	}
-	if m&syscall.S_ISGID != 0 {
+	if m&unix.S_ISGID != 0 {
 		mode |= fs.ModeSetgid
 	}
-	if m&syscall.S_ISUID != 0 {
+	if m&unix.S_ISUID != 0 {
 		mode |= fs.ModeSetuid
 	}
-	if m&syscall.S_ISVTX != 0 {
+	if m&unix.S_ISVTX != 0 {
 		mode |= fs.ModeSticky
 	}
 	return mode
