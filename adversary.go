@@ -51,6 +51,11 @@ type AdversarialRecord struct {
 	// "declined" (a person said no: ADVERSARY_NOT_CONFIRMED); "" when no
 	// test was left to run.
 	Confirmed string `json:"confirmed,omitempty"`
+	// StepMs is the whole step; TestsMs the test command's part of it (on
+	// the baseline and the result). What the harness itself spends is
+	// StepMs less DurationMs (the adversary's own run) and TestsMs.
+	StepMs  int64 `json:"step_ms,omitempty"`
+	TestsMs int64 `json:"tests_ms,omitempty"`
 	// Agent is the coding agent that was the adversary, when one was
 	// (nil for a command of the user's own).
 	Agent *AdversaryAgent `json:"agent,omitempty"`

@@ -114,6 +114,8 @@ func (r *run) adversarial(ctx context.Context, own record) {
 		return
 	}
 	r.o.Progress.Step("adversary")
+	start := r.o.Clock()
+	var testsMs int64
 	claims, n, problem := r.readClaims(ctx)
 	var set hidden.Set
 	command := a.Command
@@ -147,8 +149,10 @@ func (r *run) adversarial(ctx context.Context, own record) {
 				t.dir, t.commit, t.log, t.what = "adversary-result", r.rep.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
 			}
 			done, err := r.testsOn(ctx, own, t)
+			testsMs += done.commandMs
 			return done.tests, done.log, err
 		}})
+	rec.StepMs, rec.TestsMs = r.o.Clock().Sub(start).Milliseconds(), testsMs
 	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
 	r.adversaryAgentRecord(ctx, rec)
 	r.rep.Adversarial = rec

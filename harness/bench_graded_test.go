@@ -101,3 +101,60 @@ func BenchmarkGradedBaseline(b *testing.B) {
 		b.Errorf("the baseline step's own work (all but its command) took %.1f %% of the result's verification time; the target is ≤ 5 %%", 100*own)
 	}
 }
+
+// BenchmarkAdversaryOverhead measures what the adversarial step costs
+// besides the adversary's own run and its tests' runs: the result's
+// checkout for the adversary, reading and screening its files, the
+// baseline's and the result's checkouts for its tests, their sandboxes
+// and reading their reports. The adversary is a command that copies one
+// TAP test; the target is at most 1 s of the harness's own work per run.
+func BenchmarkAdversaryOverhead(b *testing.B) {
+	set := compileB(b)
+	runs := b.TempDir()
+	exe, _ := os.Executable()
+	keys := testKeys(b)
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
+		b.Fatalf("stage 2: %v", res.Errors)
+	}
+	src := filepath.Join(b.TempDir(), "owned", "sum")
+	for name, data := range gradedModule {
+		writeFile(b, filepath.Join(src, name), data)
+	}
+	run(b, src, "git", "init", "-q", "-b", "main")
+	run(b, src, "git", "add", "-A")
+	run(b, src, "git", "-c", "user.name=bench", "-c", "user.email=bench@invalid", "commit", "-q", "-m", "sum")
+	tests := filepath.Join(b.TempDir(), "adv")
+	writeFile(b, filepath.Join(tests, "adv", "run.sh"), "printf '1..1\\n'; if grep -q 'a < 0' sum.go; then echo 'not ok 1 - fixed'; else echo 'ok 1 - fixed'; fi\n")
+	patch := filepath.Join(b.TempDir(), "patch", "fix.patch")
+	writeFile(b, patch, sumFix)
+	spec := task.Spec{Task: "Fix Sum for negative numbers.", AllowedPaths: []string{"sum.go"}, CaseTimeoutSeconds: 60,
+		Verification: task.Verification{Command: "true", TimeoutSeconds: 60},
+		Adversary: &task.SpecAdversary{Command: []string{"/bin/cp", "-R", tests + "/.", "."}, TestCommand: "sh adv/run.sh > adv.tap",
+			TestResults: task.TestResults{Format: "tap", Path: "adv.tap"}}}
+	o := harness.Options{Stage: 3, Source: src, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe, AutoConfirm: true,
+		Config: config.Config{OwnedSources: []string{src}, Sandbox: &config.Sandbox{ViewPaths: config.ViewPaths{ReadPaths: []string{filepath.Dir(patch), tests}}}},
+		Lane:   ctoharness.LaneFake, Scenario: "apply-patch=" + patch,
+		Getenv:    env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3", "PATH": os.Getenv("PATH")}.get,
+		VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+	var step, own int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep, err := harness.Run(context.Background(), o)
+		if err != nil || rep.Status != ctoharness.StatusPass {
+			b.Fatalf("run: %v %v", err, rep.Blockers)
+		}
+		a := rep.Adversarial
+		if a == nil || a.Discriminating != 1 {
+			b.Fatalf("the adversary's test did not count: %+v", a)
+		}
+		step += a.StepMs
+		own += a.StepMs - a.DurationMs - a.TestsMs
+	}
+	b.StopTimer()
+	perRun := float64(own) / float64(b.N)
+	b.ReportMetric(perRun, "harness-ms/run")
+	b.ReportMetric(float64(own)/float64(step), "harness-share-of-step")
+	if perRun > 1000 {
+		b.Errorf("the adversarial step's own work took %.0f ms per run; the target is ≤ 1000 ms", perRun)
+	}
+}
