@@ -30,6 +30,7 @@ const (
 	adversaryCheckoutInView = "/cto-harness/result"
 	adversaryTestsInView    = "/cto-harness/adversary"
 	adversaryClaimsInView   = "/cto-harness/claims.json"
+	adversaryDiffInView     = "/cto-harness/patch.diff"
 )
 
 // claimsFile is where, in Case's scratch (its HOME, which it may write),
@@ -191,6 +192,9 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	if claims != "" {
 		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
 	}
+	if a.ShowDiff {
+		env = append(env, adversary.EnvDiff+"="+adversaryDiffInView)
+	}
 	argv, env, err := r.adversaryArgv(a, env, scratch)
 	if err != nil {
 		return gen, hidden.Set{}, err
@@ -204,6 +208,9 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	v.Files = append(v.Files, sandbox.Bind{Path: adversaryCheckoutInView, Source: work})
 	if claims != "" {
 		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.dir.Path(claims)})
+	}
+	if a.ShowDiff {
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryDiffInView, Source: r.dir.Path(evidence.PatchFile)})
 	}
 	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
 	v.Cwd, v.Expect = adversaryTestsInView, ""
@@ -255,6 +262,9 @@ func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string)
 	}
 	state := filepath.Join(scratch, "home", ".cto-harness-agent")
 	brief := adversary.Brief{Task: r.spec.Task, Checkout: adversaryCheckoutInView, TestCommand: a.TestCommand, TestResults: a.TestResults}
+	if a.ShowDiff {
+		brief.Diff = adversaryDiffInView
+	}
 	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, adversary.EnvClaims+"=") }) {
 		brief.Claims = adversaryClaimsInView
 	}

@@ -550,7 +550,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 				cmd = append(cmd, strings.ReplaceAll(a, "{adversary}", dir))
 			}
 		}
-		spec.Adversary = &task.SpecAdversary{Command: cmd, TestCommand: adv.TestCommand,
+		spec.Adversary = &task.SpecAdversary{Command: cmd, TestCommand: adv.TestCommand, ShowDiff: adv.ShowDiff,
 			TestResults: task.TestResults{Format: testresults.Format(adv.TestResults.Format), Path: adv.TestResults.Path}}
 	}
 	spec.Base = st.Base

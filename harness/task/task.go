@@ -106,11 +106,15 @@ type Spec struct {
 // harness's own prompt, its model requests through the harness's meter
 // (every field is needed: a task's adversary has no flags to fall back on).
 type SpecAdversary struct {
-	Command        []string        `json:"command,omitempty"`
-	Agent          *AdversaryAgent `json:"agent,omitempty"`
-	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
-	TestCommand    string          `json:"test_command"`
-	TestResults    TestResults     `json:"test_results"`
+	Command []string        `json:"command,omitempty"`
+	Agent   *AdversaryAgent `json:"agent,omitempty"`
+	// ShowDiff shows the adversary Case's diff (patch.diff) as well as the
+	// result; by default it sees the result only, as a test designer that
+	// never sees the implementation writes more accurate tests.
+	ShowDiff       bool        `json:"show_diff,omitempty"`
+	TimeoutSeconds int         `json:"timeout_seconds,omitempty"`
+	TestCommand    string      `json:"test_command"`
+	TestResults    TestResults `json:"test_results"`
 }
 
 // AdversaryAgent is the coding agent a task's adversary is: which, the

@@ -103,6 +103,12 @@ func TestAdversaryQwenCode(t *testing.T) {
 			if rep.Network == nil || len(rep.Network.Policy.Adversary) != 1 {
 				t.Errorf("the adversary's network policy: %+v", rep.Network)
 			}
+			page, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.ReportHTML))
+			for _, frag := range []string{`id="adversary-agent"`, `id="adversarial-tests"`, `id="adversary-log"`} {
+				if !strings.Contains(string(page), frag) {
+					t.Errorf("report.html lacks %s", frag)
+				}
+			}
 			res := validators.Run(context.Background(), rep.RunArtifactDir, set, validators.RunOptions{ExpectPass: c.code == ""})
 			if !res.OK {
 				t.Fatalf("the evidence does not validate: %v", res.Errors)

@@ -31,6 +31,7 @@ const (
 	EnvCheckout = "ADVERSARY_CHECKOUT"  // a read-only checkout of the result
 	EnvTestsDir = "ADVERSARY_TESTS_DIR" // where it writes its tests (its working directory)
 	EnvClaims   = "ADVERSARY_CLAIMS"    // Case's claims (claims.json), when Case gave any
+	EnvDiff     = "ADVERSARY_DIFF"      // Case's diff (patch.diff), when the task shows it
 )
 
 // mocks are the conservative matches of a test that replaces what it

@@ -147,6 +147,7 @@ type Brief struct {
 	Task        string
 	Checkout    string // the read-only result
 	Claims      string // "" when Case gave none
+	Diff        string // Case's diff, "" unless the task shows it
 	TestCommand string
 	TestResults task.TestResults
 }
@@ -161,6 +162,9 @@ func Prompt(b Brief) string {
 	fmt.Fprintf(&s, "\n\nThe agent's result is a read-only checkout at %s. ", b.Checkout)
 	if b.Claims != "" {
 		fmt.Fprintf(&s, "What the agent says its change does is in %s (JSON). ", b.Claims)
+	}
+	if b.Diff != "" {
+		fmt.Fprintf(&s, "The agent's diff is in %s. ", b.Diff)
 	}
 	s.WriteString("\nWrite your test files in the current directory, at the paths they should have in the repository (they are laid over a fresh checkout at the same paths).")
 	fmt.Fprintf(&s, "\nThey run with `%s`, which must write its report (%s) to %s.", b.TestCommand, b.TestResults.Format, b.TestResults.Path)
