@@ -189,7 +189,7 @@ func (r *run) steps(ctx context.Context) {
 	}
 	var col *collected
 	defer func() { r.cleanEnd(proofCtx(ctx), rec, col) }()
-	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) {
+	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) || !r.prescan(ctx) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
