@@ -44,7 +44,7 @@ RUNS_DIR/batches/<batch id>/ and a batch resumes where it stopped. See docs/batc
 // BatchRunCmd is `cto-harness batch run SPEC`.
 type BatchRunCmd struct {
 	Spec        string        `arg:"" type:"existingfile" help:"The batch spec file." placeholder:"SPEC"`
-	Concurrency int           `name:"concurrency" help:"Trials at once (default: the spec's concurrency, else one per core and per 2 GiB of available memory)."`
+	Concurrency int           `name:"concurrency" help:"Trials at once (default: the spec's concurrency, else each coding agent's max_in_flight (8 unless the spec says) summed, plus one per core and per 2 GiB of memory for the fake Case, bounded by memory at 768 MiB a trial). Each agent's max_in_flight holds whatever this is."`
 	NATS        string        `name:"nats" help:"Publish the trials to this NATS JetStream server and let 'cto-harness worker' processes run them (see docs/batch.md)." placeholder:"URL"`
 	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM), besides the config's signing.worker_keys; a result is counted only when signed by one of these; repeatable."`
 	AckWait     time.Duration `name:"ack-wait" default:"2m" help:"With --nats: how long a worker may go silent before its trial is given to another worker."`
@@ -155,7 +155,13 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 		}
 		runner = local
 		if conc == 0 {
-			conc = firstPositive(spec.Concurrency, batch.DefaultConcurrency())
+			conc = spec.Concurrency
+		}
+		if conc == 0 {
+			var why string
+			if conc, why = batch.ConcurrencyFor(plan); why != "" {
+				fmt.Fprintf(env.Stderr, "cto-harness: %s\n", why)
+			}
 		}
 	}
 	fmt.Fprintf(env.Stdout, "batch %s: %d trials (%d sources x %d tasks x %d agents x %d repeats), %d at once, at most %d attempts each\n",
@@ -195,15 +201,6 @@ func batchSigned(keyID string) string {
 		return "unsigned: no signing key configured"
 	}
 	return "signed by key " + keyID + " in " + batch.SummarySignature
-}
-
-func firstPositive(v ...int) int {
-	for _, x := range v {
-		if x > 0 {
-			return x
-		}
-	}
-	return 0
 }
 
 // checkStageGates refuses a local batch without the stage-3 gates: every

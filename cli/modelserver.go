@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
 )
@@ -11,11 +12,12 @@ import (
 // ModelServerCmd is `cto-harness modelserver`: the scripted model server run
 // standalone, for demos and for trying an agent by hand.
 type ModelServerCmd struct {
-	Listen   string `name:"listen" default:"127.0.0.1:0" help:"Address to listen on (port 0 picks a free port)." placeholder:"HOST:PORT"`
-	Script   string `name:"script" required:"" type:"existingfile" help:"JSON script: {\"turns\":[{\"action\":\"write\",\"path\":\"hello.txt\",\"content\":\"hi\\n\"},{\"action\":\"text\",\"text\":\"done\"}]}." placeholder:"FILE"`
-	WorkDir  string `name:"workdir" type:"path" help:"Directory that resolves relative script paths when a request does not reveal the agent's working directory." placeholder:"DIR"`
-	Log      bool   `name:"log" help:"Print one line per request on stderr: method, path, API, script turn, status."`
-	Requests string `name:"requests" type:"path" help:"On exit, write every recorded request (secrets redacted) here as JSON lines." placeholder:"FILE"`
+	Listen   string        `name:"listen" default:"127.0.0.1:0" help:"Address to listen on (port 0 picks a free port)." placeholder:"HOST:PORT"`
+	Script   string        `name:"script" required:"" type:"existingfile" help:"JSON script: {\"turns\":[{\"action\":\"write\",\"path\":\"hello.txt\",\"content\":\"hi\\n\"},{\"action\":\"text\",\"text\":\"done\"}]}." placeholder:"FILE"`
+	WorkDir  string        `name:"workdir" type:"path" help:"Directory that resolves relative script paths when a request does not reveal the agent's working directory." placeholder:"DIR"`
+	Log      bool          `name:"log" help:"Print one line per request on stderr: method, path, API, script turn, status."`
+	Requests string        `name:"requests" type:"path" help:"On exit, write every recorded request (secrets redacted) here as JSON lines." placeholder:"FILE"`
+	Latency  time.Duration `name:"latency" help:"Wait this long before answering each model request, as a hosted model would (for example 2s)." placeholder:"DURATION"`
 }
 
 // Help explains the server.
@@ -34,7 +36,10 @@ func (c *ModelServerCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	opts := modelserver.Options{Script: script, WorkDir: c.WorkDir}
+	if c.Latency < 0 {
+		return usagef("--latency %s is negative; give a duration such as 2s", c.Latency)
+	}
+	opts := modelserver.Options{Script: script, WorkDir: c.WorkDir, Latency: c.Latency}
 	if c.Log {
 		var mu sync.Mutex
 		opts.OnRequest = func(r modelserver.Request) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ type world struct {
 	keys    attest.Keys
 }
 
-func newWorld(t *testing.T, sources int) *world {
+func newWorld(t testing.TB, sources int) *world {
 	t.Helper()
 	set, err := schemas.Compile()
 	if err != nil {
@@ -99,7 +100,7 @@ func newWorld(t *testing.T, sources int) *world {
 	return w
 }
 
-func (w *world) plan(t *testing.T, s batch.Spec) batch.Plan {
+func (w *world) plan(t testing.TB, s batch.Spec) batch.Plan {
 	t.Helper()
 	data, err := json.Marshal(s)
 	if err != nil {
@@ -675,5 +676,58 @@ func TestBatchPerTest(t *testing.T) {
 	}
 	if strings.Contains(string(page), "<code>untouched</code>") {
 		t.Error("batch.html lists a pass-to-pass test no agent broke")
+	}
+}
+
+// holdRunner is a Runner whose attempts wait d, as a trial that waits on
+// its model does, and which records how many of each agent's ran at once.
+type holdRunner struct {
+	d    time.Duration
+	mu   sync.Mutex
+	now  map[string]int
+	peak map[string]int
+}
+
+func (h *holdRunner) RunTrial(ctx context.Context, t batch.Trial, attempt int) (batch.Attempt, error) {
+	h.mu.Lock()
+	h.now[t.Agent.Name]++
+	h.peak[t.Agent.Name] = max(h.peak[t.Agent.Name], h.now[t.Agent.Name])
+	h.mu.Unlock()
+	time.Sleep(h.d)
+	h.mu.Lock()
+	h.now[t.Agent.Name]--
+	h.mu.Unlock()
+	return batch.Attempt{ID: batch.AttemptID(t.ID, attempt), N: attempt, Outcome: batch.OutcomePass, Status: "pass", Blockers: []string{}, EvidenceValid: true}, nil
+}
+
+// Trials that wait on their model run many at once, each agent's bounded
+// by its max_in_flight (8 by default for a coding agent), whatever the
+// workers; the default concurrency is the agents' in-flight bounds, not
+// the cores.
+func TestAgentsInFlight(t *testing.T) {
+	w := newWorld(t, 1)
+	p := w.plan(t, batch.Spec{Name: "inflight", Sources: w.sources, Tasks: []batch.TaskRef{{Name: "note"}},
+		Agents: []batch.Agent{{Name: "capped", Kind: "qwen-code", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "K", MaxInFlight: 2},
+			{Name: "hosted", Kind: "codex", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIKeyEnv: "K"}}, Repeats: 12})
+	n, why := batch.ConcurrencyFor(p)
+	if want := 2 + batch.DefaultMaxInFlight; n != want && why == "" {
+		t.Errorf("default concurrency %d, want %d (the agents' in-flight bounds)", n, want)
+	}
+	st, err := batch.OpenStore(w.runs, p.BatchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdRunner{d: 50 * time.Millisecond, now: map[string]int{}, peak: map[string]int{}}
+	start := time.Now()
+	counts, err := batch.Execute(context.Background(), p, st, h, batch.Options{Concurrency: 24})
+	if err != nil || counts.Done != 24 {
+		t.Fatalf("%+v %v", counts, err)
+	}
+	if h.peak["capped"] != 2 || h.peak["hosted"] != batch.DefaultMaxInFlight {
+		t.Errorf("peak trials at once %v, want capped 2 and hosted %d", h.peak, batch.DefaultMaxInFlight)
+	}
+	// 12 trials of 50 ms, 2 at a time, take 6 rounds: at least 300 ms.
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("the capped agent's trials took %v: its bound did not hold", took)
 	}
 }

@@ -116,12 +116,25 @@ func Execute(ctx context.Context, p Plan, st Store, r Runner, o Options) (Counts
 	work := make(chan TrialRecord)
 	var wg sync.WaitGroup
 	var firstErr error
+	inFlight := agentSlots(p)
 	for i := 0; i < o.Concurrency; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for rec := range work {
-				if err := runTrial(ctx, p, st, r, rec, &mu, &c, emit); err != nil {
+				slots := inFlight[rec.Trial.Agent.Name]
+				if slots != nil {
+					select {
+					case slots <- struct{}{}:
+					case <-ctx.Done():
+						continue
+					}
+				}
+				err := runTrial(ctx, p, st, r, rec, &mu, &c, emit)
+				if slots != nil {
+					<-slots
+				}
+				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -145,6 +158,68 @@ feed:
 		firstErr = ctx.Err()
 	}
 	return c, firstErr
+}
+
+// agentSlots bounds each coding agent's trials at once (its max_in_flight,
+// else DefaultMaxInFlight); the fake Case's are bounded by the workers
+// alone.
+func agentSlots(p Plan) map[string]chan struct{} {
+	out := map[string]chan struct{}{}
+	for _, t := range p.Trials {
+		if _, ok := out[t.Agent.Name]; ok {
+			continue
+		}
+		n := t.Agent.MaxInFlight
+		if n == 0 && t.Agent.Kind != "" {
+			n = DefaultMaxInFlight
+		}
+		var slots chan struct{}
+		if n > 0 {
+			slots = make(chan struct{}, n)
+		}
+		out[t.Agent.Name] = slots
+	}
+	return out
+}
+
+// TrialMemory is what one trial is taken to need, for the bound on trials
+// at once: the harness and a coding agent's own process (a Node program)
+// with room to spare.
+const TrialMemory = 768 << 20
+
+// ConcurrencyFor is the trials at once for p when neither the flag nor the
+// spec says: the sum of the coding agents' max_in_flight (their trials
+// wait on their models), DefaultConcurrency for the fake Case's, never more than
+// the trials, and bounded by memory (TrialMemory each); why says so when
+// memory bounded it ("" otherwise).
+func ConcurrencyFor(p Plan) (n int, why string) {
+	seen := map[string]bool{}
+	fake := false
+	for _, t := range p.Trials {
+		if seen[t.Agent.Name] {
+			continue
+		}
+		seen[t.Agent.Name] = true
+		switch {
+		case t.Agent.MaxInFlight > 0:
+			n += t.Agent.MaxInFlight
+		case t.Agent.Kind != "":
+			n += DefaultMaxInFlight
+		default:
+			fake = true
+		}
+	}
+	if fake {
+		n += DefaultConcurrency() // the fake Case's trials are the processor's
+	}
+	n = min(n, max(len(p.Trials), 1))
+	if mem := availableMemory(); mem > 0 {
+		if m := max(int(mem/TrialMemory), 1); m < n {
+			return m, fmt.Sprintf("%d trials at once, bounded by memory: %d MiB available, %d MiB per trial; free memory or give --concurrency to change it",
+				m, mem>>20, TrialMemory>>20)
+		}
+	}
+	return max(n, 1), ""
 }
 
 // runTrial makes the attempts one trial still needs.

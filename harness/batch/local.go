@@ -303,7 +303,7 @@ func scripted(o *harness.Options, a Agent, allowed []string) (func(), error) {
 	default:
 		return nil, fmt.Errorf("unknown scripted mode %q; use %s", a.Scripted, strings.Join(ScriptedModes(), " or "))
 	}
-	srv, err := modelserver.Start(modelserver.Options{Script: script}, "127.0.0.1:0")
+	srv, err := modelserver.Start(modelserver.Options{Script: script, Latency: time.Duration(a.ScriptedLatencyMs) * time.Millisecond}, "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

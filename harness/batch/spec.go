@@ -68,7 +68,19 @@ type Agent struct {
 	Scripted string `json:"scripted,omitempty"`
 	// Price estimates the cost when the agent reports none.
 	Price *Price `json:"price,omitempty"`
+	// MaxInFlight bounds this agent's trials at once (its model quota);
+	// 0 is DefaultMaxInFlight for a coding agent and no bound but the
+	// machine's for the fake Case.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+	// ScriptedLatencyMs makes the scripted model server wait this long
+	// before each answer, as a hosted model does.
+	ScriptedLatencyMs int `json:"scripted_latency_ms,omitempty"`
 }
+
+// DefaultMaxInFlight is a coding agent's trials at once when its spec
+// gives no max_in_flight: its trials wait on a hosted model most of the
+// time, so they are many more than the cores.
+const DefaultMaxInFlight = 8
 
 // Price is US dollars per million tokens.
 type Price struct {

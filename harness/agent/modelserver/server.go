@@ -58,6 +58,10 @@ type Options struct {
 	// OnRequest, when set, is called with each request once answered (for
 	// logging); calls may be concurrent.
 	OnRequest func(Request)
+	// Latency is how long each model request waits before its answer
+	// starts, as a hosted model's would: a batch of agents that wait on
+	// their model can be measured on loopback.
+	Latency time.Duration
 }
 
 // Server is the scripted model server. It is an http.Handler; Start also
@@ -153,6 +157,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Header: redactHeader(r.Header),
 		Body:   redactString(string(body), key),
 		Turn:   -1,
+	}
+	if d := s.opts.Latency; d > 0 && rec.API != APIOther {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		case <-s.closing:
+			return
+		}
 	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	ex := &exchange{srv: s, w: sw, r: r, body: body, key: key, turn: -1}
