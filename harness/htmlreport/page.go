@@ -130,6 +130,14 @@ type page struct {
 	// output, an agent's conversation in its own stream format.
 	AdversaryLog    string
 	AdversaryLogCut int
+	// Claims are Case's claims as the adversary got them (claims.json).
+	Claims []claim
+}
+
+// claim is one of Case's claims: what it says its change does, and where.
+type claim struct {
+	Claim string   `json:"claim"`
+	Paths []string `json:"paths"`
 }
 
 type kv struct{ K, V string }
@@ -225,6 +233,14 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	p.Tests = r.tests(rep)
 	if a := rep.Adversarial; a != nil && a.Log != "" && !strings.Contains(a.Log, "..") && !strings.HasPrefix(a.Log, "/") {
 		p.AdversaryLog, p.AdversaryLogCut = r.excerpt(a.Log)
+	}
+	if a := rep.Adversarial; a != nil && a.ClaimsArtifact != "" && !strings.Contains(a.ClaimsArtifact, "..") && !strings.HasPrefix(a.ClaimsArtifact, "/") {
+		var c struct {
+			Claims []claim `json:"claims"`
+		}
+		if r.json(a.ClaimsArtifact, &c) {
+			p.Claims = c.Claims
+		}
 	}
 	return p
 }
