@@ -273,17 +273,8 @@ func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the adversary's agent command cannot be built: %w", err)
 	}
-	for _, d := range append([]string{state}, cmd.Dirs...) {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("the adversary agent's directory %s could not be made: %w", d, err)
-		}
-	}
-	for _, f := range cmd.Files {
-		r.tr.Trace(ctoharness.TraceWrite, f.Path)
-		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
-			return nil, nil, fmt.Errorf("the adversary agent's settings %s could not be written: %w", f.Path, err)
-		}
+	if err := prepareAgent(r.tr, state, cmd); err != nil {
+		return nil, nil, fmt.Errorf("the adversary agent's state could not be made: %w", err)
 	}
 	return cmd.Argv, cmd.Env, nil
 }

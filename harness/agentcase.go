@@ -251,21 +251,30 @@ func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, d := range append([]string{state}, cmd.Dirs...) {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	for _, f := range cmd.Files {
-		r.tr.Trace(ctoharness.TraceWrite, f.Path)
-		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
-			return nil, nil, fmt.Errorf("write %s: %w", f.Path, err)
-		}
+	if err := prepareAgent(r.tr, state, cmd); err != nil {
+		return nil, nil, err
 	}
 	r.rep.Agent.Notes = append(r.rep.Agent.Notes, cmd.Notes...)
 	sort.Strings(cmd.Env)
 	return cmd.Argv, cmd.Env, nil
+}
+
+// prepareAgent makes an agent's state directory and the directories and
+// settings files its adapter asks for, all inside the scratch it runs in.
+func prepareAgent(tr ctoharness.Tracer, state string, cmd agent.Command) error {
+	for _, d := range append([]string{state}, cmd.Dirs...) {
+		tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	for _, f := range cmd.Files {
+		tr.Trace(ctoharness.TraceWrite, f.Path)
+		if err := os.WriteFile(f.Path, f.Data, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", f.Path, err)
+		}
+	}
+	return nil
 }
 
 // wire makes the backend read the agent's native stream: every line goes

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/config"
@@ -37,17 +38,9 @@ const sumFix = `--- a/sum.go
  }
 `
 
-// BenchmarkGradedBaseline measures what grading against the baseline
-// costs: a graded Go task (a hidden fail-to-pass test, a pass-to-pass
-// test, go test -json) whose Case applies the fix. It reports the baseline
-// step's time as a ratio to the result's verification command, and the
-// harness's own part of it (the baseline step but its command: checkout,
-// hidden tests, sandbox, reading the report) as a share of the result's
-// verification time, which should be at most 5 %.
-func BenchmarkGradedBaseline(b *testing.B) {
-	if _, err := exec.LookPath("go"); err != nil {
-		b.Skip("the go command is not on PATH")
-	}
+// gradedBench is a benchmark's runs directory with stage 2 validated and
+// an owned git repository of gradedModule.
+func gradedBench(b *testing.B) (*schemas.Set, string, string, attest.Keys, string) {
 	set := compileB(b)
 	runs := b.TempDir()
 	exe, _ := os.Executable()
@@ -62,6 +55,21 @@ func BenchmarkGradedBaseline(b *testing.B) {
 	run(b, src, "git", "init", "-q", "-b", "main")
 	run(b, src, "git", "add", "-A")
 	run(b, src, "git", "-c", "user.name=bench", "-c", "user.email=bench@invalid", "commit", "-q", "-m", "sum")
+	return set, runs, exe, keys, src
+}
+
+// BenchmarkGradedBaseline measures what grading against the baseline
+// costs: a graded Go task (a hidden fail-to-pass test, a pass-to-pass
+// test, go test -json) whose Case applies the fix. It reports the baseline
+// step's time as a ratio to the result's verification command, and the
+// harness's own part of it (the baseline step but its command: checkout,
+// hidden tests, sandbox, reading the report) as a share of the result's
+// verification time, which should be at most 5 %.
+func BenchmarkGradedBaseline(b *testing.B) {
+	if _, err := exec.LookPath("go"); err != nil {
+		b.Skip("the go command is not on PATH")
+	}
+	set, runs, exe, keys, src := gradedBench(b)
 	aside := b.TempDir()
 	hidden := filepath.Join(aside, "hidden")
 	writeFile(b, filepath.Join(hidden, "sum_hidden_test.go"), "package sum\n\nimport \"testing\"\n\nfunc TestSumNegatives(t *testing.T) {\n\tif Sum(-1, -2) != -3 {\n\t\tt.Fatal(\"-1-2\")\n\t}\n}\n")
@@ -109,20 +117,7 @@ func BenchmarkGradedBaseline(b *testing.B) {
 // and reading their reports. The adversary is a command that copies one
 // TAP test; the target is at most 1 s of the harness's own work per run.
 func BenchmarkAdversaryOverhead(b *testing.B) {
-	set := compileB(b)
-	runs := b.TempDir()
-	exe, _ := os.Executable()
-	keys := testKeys(b)
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
-		b.Fatalf("stage 2: %v", res.Errors)
-	}
-	src := filepath.Join(b.TempDir(), "owned", "sum")
-	for name, data := range gradedModule {
-		writeFile(b, filepath.Join(src, name), data)
-	}
-	run(b, src, "git", "init", "-q", "-b", "main")
-	run(b, src, "git", "add", "-A")
-	run(b, src, "git", "-c", "user.name=bench", "-c", "user.email=bench@invalid", "commit", "-q", "-m", "sum")
+	set, runs, exe, keys, src := gradedBench(b)
 	tests := filepath.Join(b.TempDir(), "adv")
 	writeFile(b, filepath.Join(tests, "adv", "run.sh"), "printf '1..1\\n'; if grep -q 'a < 0' sum.go; then echo 'not ok 1 - fixed'; else echo 'ok 1 - fixed'; fi\n")
 	patch := filepath.Join(b.TempDir(), "patch", "fix.patch")

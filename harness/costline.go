@@ -45,12 +45,7 @@ func adversaryParty(a *ctoharness.AdversarialRecord) *ledger.Party {
 	if ag == nil {
 		return &ledger.Party{Agent: "command", CostSource: string(ctoharness.CostNotReported)}
 	}
-	p := &ledger.Party{Agent: ag.Name, Model: ag.Model, CostSource: string(ctoharness.CostNotReported)}
-	if u := ag.Usage; u != nil {
-		p.Requests, p.InputTokens, p.CacheReadTokens, p.CacheWriteTokens, p.OutputTokens = u.Requests, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output
-		p.CostUSD, p.CostSource = u.CostUSD, string(u.CostSource)
-	}
-	return p
+	return metered(ag.Name, ag.Model, ag.Usage)
 }
 
 // caseParty is who ran as Case and what its model meter counted.
@@ -64,8 +59,14 @@ func caseParty(rep *ctoharness.Report) *ledger.Party {
 		// A --case-cmd command: whatever it spent, the harness did not meter.
 		return &ledger.Party{Agent: "command", CostSource: string(ctoharness.CostNotReported)}
 	}
-	p := &ledger.Party{Agent: a.Name, Model: a.Model, CostSource: string(ctoharness.CostNotReported)}
-	if u := a.Usage; u != nil {
+	return metered(a.Name, a.Model, a.Usage)
+}
+
+// metered is an agent's party as its model meter counted it (u nil: it
+// never started, and nothing is known of its cost).
+func metered(agent, model string, u *ctoharness.ModelUsage) *ledger.Party {
+	p := &ledger.Party{Agent: agent, Model: model, CostSource: string(ctoharness.CostNotReported)}
+	if u != nil {
 		p.Requests, p.InputTokens, p.CacheReadTokens, p.CacheWriteTokens, p.OutputTokens = u.Requests, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output
 		p.CostUSD, p.CostSource = u.CostUSD, string(u.CostSource)
 	}
