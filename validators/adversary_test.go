@@ -40,17 +40,7 @@ func TestAdversarialCheckCatchesARelabelledTest(t *testing.T) {
 			}
 		}
 	})
-	d, _ := evidence.Digests(dir)
-	editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["artifact_digests"] = d })
-	sum, _ := evidence.FileSHA256(filepath.Join(dir, evidence.ReportJSON))
-	os.WriteFile(filepath.Join(dir, evidence.ReportSum), []byte(sum+"  report.json\n"), 0o644)
-	got := validators.Run(context.Background(), dir, o.Schemas, validators.RunOptions{})
-	for _, f := range got.Errors {
-		if f.Check == "adversarial" {
-			return
-		}
-	}
-	t.Fatalf("the adversarial check did not fire; errors: %v", got.Errors)
+	wantAdversarialCheck(t, o, dir)
 }
 
 // A run whose adversary's tests ran with nobody recorded as confirming
@@ -69,6 +59,14 @@ func TestAdversarialCheckWantsTheConfirmation(t *testing.T) {
 	editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) {
 		delete(m["adversarial"].(map[string]any), "confirmed")
 	})
+	wantAdversarialCheck(t, o, dir)
+}
+
+// wantAdversarialCheck reseals a damaged run's report (its digests and
+// checksum made to match again, so only the damage is left) and requires
+// the adversarial check to refuse it.
+func wantAdversarialCheck(t *testing.T, o validators.ReplayOptions, dir string) {
+	t.Helper()
 	d, _ := evidence.Digests(dir)
 	editJSON(t, filepath.Join(dir, evidence.ReportJSON), func(m map[string]any) { m["artifact_digests"] = d })
 	sum, _ := evidence.FileSHA256(filepath.Join(dir, evidence.ReportJSON))
