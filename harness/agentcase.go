@@ -404,34 +404,34 @@ func (a *agentRun) record(rec *ctoharness.AgentRecord) error {
 	return err
 }
 
-// modelFailed blocks a run whose model provider the meter judged failed
-// (Case was stopped for it), with the code that names the failure.
-func (a *agentRun) modelFailed(r *run) bool {
+// stopBlocker is the blocker of a run whose model provider the meter
+// judged failed (Case was stopped for it), with the code that names the
+// failure; nil when the provider did not fail.
+func (a *agentRun) stopBlocker(baseURL string) *ctoharness.Blocker {
 	st := a.model.verdict()
 	if st == nil {
-		return false
+		return nil
 	}
 	code := map[string]ctoharness.BlockerCode{modelmeter.StopAPIError: ctoharness.BlockModelAPIError,
 		modelmeter.StopRateLimited: ctoharness.BlockModelRateLimited, modelmeter.StopStalled: ctoharness.BlockModelStalled}[st.Reason]
 	if code == "" {
 		code = ctoharness.BlockModelAPIError
 	}
-	r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepCase,
+	return &ctoharness.Blocker{Code: code, Step: ctoharness.StepCase,
 		Message: fmt.Sprintf("%s was stopped: %s at %s; the per-request record is in report.json (agent.usage) and %s",
-			a.spec.Name, a.red.String(st.Message), r.o.Agent.BaseURL, ModelRequests)})
-	return true
+			a.spec.Name, a.red.String(st.Message), baseURL, ModelRequests)}
 }
 
-// modelError blocks a run whose stream reported a model or API error,
-// whatever the exit status (agents differ: some exit 0, one exits 144).
-func (a *agentRun) modelError(r *run) bool {
+// errorBlocker is the blocker of a run whose stream reported a model or API
+// error, whatever the exit status (agents differ: some exit 0, one exits
+// 144); nil when it reported none.
+func (a *agentRun) errorBlocker() *ctoharness.Blocker {
 	res := a.tr.Result()
 	if !res.IsError {
-		return false
+		return nil
 	}
-	r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentModelError, Step: ctoharness.StepCase,
-		Message: fmt.Sprintf("%s reported a model or API error: %s; see %s", a.spec.Name, a.red.String(res.ErrorMessage), AgentStream)})
-	return true
+	return &ctoharness.Blocker{Code: ctoharness.BlockAgentModelError, Step: ctoharness.StepCase,
+		Message: fmt.Sprintf("%s reported a model or API error: %s; see %s", a.spec.Name, a.red.String(res.ErrorMessage), AgentStream)}
 }
 
 // afterCollect judges what the agent left: the key written into the

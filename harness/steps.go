@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -25,14 +26,15 @@ import (
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/store"
-	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -554,211 +556,179 @@ func (r *run) change(ctx context.Context) {
 	r.runCase(ctx)
 }
 
+// runCase runs one Case process: started (command, environment, logs,
+// watches, launch), watched while it runs, and judged once it ended.
 func (r *run) runCase(ctx context.Context) {
 	r.o.Progress.Step("Case")
-	argv := r.caseCommand()
-	if r.o.Lane == ctoharness.LaneFake {
-		argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
-	} else if leak := r.leaksSource(strings.Join(argv, " ")); leak != "" {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
-			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
+	l, ok := r.startCase(ctx)
+	if !ok {
 		return
 	}
-	if err := r.makeScratch(); err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
+	defer l.cmds.close()
+	out, err, ok := r.watchCase(ctx, l)
+	if !ok {
 		return
 	}
-	env := append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(egress.CommandCase)...)
-	if r.agent != nil {
-		var err error
-		if argv, env, err = r.agent.command(r, env); err != nil {
-			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
-			return
-		}
-		r.rep.Sandbox.EnvAllowlist = mergeKeys(r.rep.Sandbox.EnvAllowlist, backend.EnvKeys(env))
+	r.endCase(ctx, l, out, err)
+}
+
+// caseLaunch is what startCase prepared for one Case process.
+type caseLaunch struct {
+	argv, env []string
+	launch    []string // argv under the launcher
+	attr      *syscall.SysProcAttr
+	extra     []*os.File
+	logs      map[string]*os.File
+	cmds      *caseCommands
+	watch     *caserun.Watch
+}
+
+func (l *caseLaunch) closeLogs() {
+	for _, f := range l.logs {
+		f.Close()
 	}
-	r.rep.Case.Argv = argv
-	r.rep.Case.EnvKeys = backend.EnvKeys(env)
+}
+
+// startCase prepares Case's command, environment and logs, and the
+// launcher with its exec watch. Every exec of Case's processes is seen by
+// the exec watch, which counts and refuses commands; Case's own
+// case.command events are claims.
+func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
+	l := &caseLaunch{logs: map[string]*os.File{}}
+	if !r.caseArgv(l) {
+		return nil, false
+	}
+	r.rep.Case.Argv = l.argv
+	r.rep.Case.EnvKeys = backend.EnvKeys(l.env)
 	r.rep.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
-	files := map[string]*os.File{}
 	for _, name := range []string{evidence.CaseStdout, evidence.CaseStderr, evidence.CaseEvents} {
 		f, err := r.dir.OpenAppend(name)
 		if err != nil {
 			r.blockWrite(err, ctoharness.StepCase)
-			for _, f := range files {
-				f.Close()
-			}
-			return
+			l.closeLogs()
+			return nil, false
 		}
-		files[name] = f
+		l.logs[name] = f
 	}
-	// Every exec of Case's processes is seen by the exec watch, which counts
-	// and refuses commands; Case's own case.command events are claims.
-	cmds := r.newCaseCommands(ctx)
-	defer cmds.close()
+	l.cmds = r.newCaseCommands(ctx)
 	var execs *execwatch.Watch
-	if cmds.observed {
+	if l.cmds.observed {
 		var own []string
 		if r.agent != nil {
 			own = r.agent.ownPaths()
 		}
-		var werr error
-		if execs, werr = execwatch.New(execwatch.Options{AgentPaths: own, Decide: cmds.decide}); werr != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: werr.Error()})
-			for _, f := range files {
-				f.Close()
-			}
-			return
+		var err error
+		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.decide}); err != nil {
+			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
+			l.closeLogs()
+			l.cmds.close()
+			return nil, false
 		}
 	}
-	launch, attr, extra, watch, err := r.launchFor(egress.CommandCase, argv, execs, nil)
-	if err != nil {
+	var err error
+	var watch *notify.Watch
+	if l.launch, l.attr, l.extra, watch, err = r.launchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
-		for _, f := range files {
-			f.Close()
-		}
-		return
+		l.closeLogs()
+		l.cmds.close()
+		return nil, false
 	}
-	cmds.watch, cmds.execs = watch, execs
-	r.tr.TraceExec(argv, r.fixture)
+	l.cmds.watch, l.cmds.execs = watch, execs
+	return l, true
+}
+
+// caseArgv is Case's command and environment: the fake Case's, the task's
+// or a coding agent's, never naming the source.
+func (r *run) caseArgv(l *caseLaunch) bool {
+	l.argv = r.caseCommand()
+	if r.o.Lane == ctoharness.LaneFake {
+		l.argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
+	} else if leak := r.leaksSource(strings.Join(l.argv, " ")); leak != "" {
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
+			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
+		return false
+	}
+	if err := r.makeScratch(); err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
+		return false
+	}
+	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(egress.CommandCase)...)
+	if r.agent == nil {
+		return true
+	}
+	var err error
+	if l.argv, l.env, err = r.agent.command(r, l.env); err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
+		return false
+	}
+	r.rep.Sandbox.EnvAllowlist = mergeKeys(r.rep.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
+	return true
+}
+
+// watchCase starts the launched Case and waits for it, turning its events
+// into run events. Unsandboxed, the profile's command budget can only be
+// counted from Case's case.command events; when it is spent, Case is
+// stopped. A failing model provider stops Case now, not at its timeout.
+func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, error, bool) {
+	r.tr.TraceExec(l.argv, r.fixture)
 	r.rep.CaseProcessStarted = true
-	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
-	// Unsandboxed, the profile's command budget can only be counted from
-	// Case's case.command events; when it is spent, Case is stopped.
+	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": l.argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	if r.agent != nil {
-		// A failing model provider stops Case now, not at its timeout.
 		r.agent.model.stopWith(stopCase)
 	}
-	var budgetStop string
-	in := backend.Input{Argv: launch, SysProcAttr: attr, ExtraFiles: extra, Fixture: r.fixture, Env: env,
+	l.watch = &caserun.Watch{Lock: &l.cmds.mu, Started: r.caseStarted, Claim: l.cmds.claim, Stop: stopCase, Profile: string(r.profile.Name),
+		Emit: func(t ctoharness.EventType, data map[string]any) { r.emit(ctx, t, data) }}
+	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: r.fixture, Env: l.env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
-		Stdout:  files[evidence.CaseStdout], Stderr: files[evidence.CaseStderr], Events: files[evidence.CaseEvents],
+		Stdout:  l.logs[evidence.CaseStdout], Stderr: l.logs[evidence.CaseStderr], Events: l.logs[evidence.CaseEvents],
 		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
-		OnEvent: func(e backend.CaseEvent) {
-			cmds.mu.Lock()
-			defer cmds.mu.Unlock()
-			if e.Type == ctoharness.EvCaseStarted {
-				r.caseStarted()
-			}
-			var data map[string]any
-			_ = json.Unmarshal(e.Raw, &data)
-			delete(data, "type")
-			r.emit(ctx, e.Type, data)
-			if cmd, _ := data["command"].(string); e.Type == ctoharness.EvCaseCommand {
-				if reason := cmds.claim(cmd); reason != "" && budgetStop == "" {
-					budgetStop = fmt.Sprintf("%s (command %q, profile %s)", reason, cmd, r.profile.Name)
-					stopCase()
-				}
-			}
-		}}
+		OnEvent:       l.watch.OnEvent}
 	if r.agent != nil {
-		if werr := r.agent.wire(r, &in); werr != nil {
-			for _, f := range files {
-				f.Close()
-			}
-			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, werr, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
-			return
+		if err := r.agent.wire(r, &in); err != nil {
+			l.closeLogs()
+			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
+			return backend.Outcome{}, nil, false
 		}
 	}
 	out, err := backend.Run(caseCtx, in)
+	return out, err, true
+}
+
+// endCase records how Case ended and judges it (see caserun.Judge).
+func (r *run) endCase(ctx context.Context, l *caseLaunch, out backend.Outcome, err error) {
+	e := caserun.Ended{Out: out, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
+		MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes, TimeoutSeconds: r.contract.CaseTimeoutSeconds}
 	if r.agent != nil {
 		if rerr := r.agent.record(r.rep.Agent); rerr != nil {
 			r.blockWrite(rerr, ctoharness.StepCase)
 		}
 		r.agent.closeMeter()
 		r.agent.usage(ctx, r, r.rep.Agent)
+		e.ModelStopped, e.ModelError = r.agent.stopBlocker(r.o.Agent.BaseURL), r.agent.errorBlocker()
 	}
-	watchErr := cmds.close()
-	r.rep.Case.Commands = cmds.record()
-	r.rep.Case.ExitCode = out.ExitCode
-	r.rep.Case.DurationMs = out.Duration.Milliseconds()
-	r.rep.Case.TimedOut = out.TimedOut
-	r.rep.Case.Events = out.Events
-	r.rep.Case.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
+	e.WatchErr = l.cmds.close()
+	e.BudgetStop = l.watch.BudgetStop()
+	c := &r.rep.Case
+	c.Commands = l.cmds.record()
+	c.ExitCode, c.DurationMs, c.TimedOut, c.Events = out.ExitCode, out.Duration.Milliseconds(), out.TimedOut, out.Events
+	c.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
 		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
-	r.rep.Case.StdoutInline, r.rep.Case.StderrInline, r.rep.Case.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
+	c.StdoutInline, c.StderrInline, c.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
 	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
 		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": out.Events})
-	if r.interrupted() {
-		// Case was stopped by the interrupt: how it ended says nothing about
-		// Case, but a log that could not be written still counts.
-		if err != nil && (out.TimedOut || out.ExitCode != nil) {
-			r.blockWrite(err, ctoharness.StepCase)
-		}
-		return
+	e.Interrupted = r.interrupted()
+	v := caserun.Judge(e)
+	if v.WriteErr != nil {
+		r.blockWrite(v.WriteErr, ctoharness.StepCase)
 	}
-	switch {
-	case err != nil && !out.TimedOut && out.ExitCode == nil:
-		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "Case could not be run"), ctoharness.StepCase)
-		return
-	case err != nil:
-		r.blockWrite(err, ctoharness.StepCase)
+	if v.StartErr != nil {
+		r.blockErr(v.StartErr, ctoharness.StepCase)
 	}
-	if watchErr != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case's seccomp watch failed, so its command count and network record cannot be trusted: %v", watchErr)})
-	}
-	if out.Usage.Hit != "" {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventLimit, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case was stopped: it wrote %s, the %s profile's limit (%d events, %d bytes); %d further event(s) were dropped",
-				out.Usage.Hit, r.profile.Name, r.profile.MaxCaseEvents, r.profile.MaxEventBytes, out.Usage.Dropped)})
-		return
-	}
-	if r.agent != nil && r.agent.modelFailed(r) {
-		return
-	}
-	if budgetStop != "" {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockBudgetExceeded, Step: ctoharness.StepCase,
-			Message: "Case was stopped: " + budgetStop})
-		return
-	}
-	if code := exitCode(out.ExitCode); !r.o.Unsandboxed {
-		if msg, ok := sandbox.IsSetupFailure(code, out.StderrInline); ok {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: msg})
-			return
-		}
-		if msg, ok := sandbox.IsStartFailure(code, out.StderrInline); ok {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
-			return
-		}
-	} else if msg, ok := supervise.IsSetupFailure(code, out.StderrInline); ok {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase, Message: msg})
-		return
-	}
-	if out.TimedOut {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseTimeout, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case did not finish within %ds and was killed with its whole process group", r.contract.CaseTimeoutSeconds)})
-		return
-	}
-	if r.agent != nil && r.agent.modelError(r) {
-		return
-	}
-	if out.ExitCode != nil && *out.ExitCode != 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseExitNonZero, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case exited with status %d; see %s", *out.ExitCode, evidence.CaseStderr)})
-	} else if out.ExitCode == nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseExitNonZero, Step: ctoharness.StepCase,
-			Message: "Case was killed by " + out.Signal})
-	}
-	if out.MalformedN > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventMalformed, Step: ctoharness.StepCase,
-			Message: fmt.Sprintf("Case wrote %d stdout line(s) that are not events (%s); stdout is reserved for JSON events as docs/case-adapter.md defines them, use stderr for logs; the lines are in %s",
-				out.MalformedN, strings.Join(out.Malformed, "; "), evidence.CaseStdout)})
-	}
-	if len(out.OrderViolations) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseEventOrder, Step: ctoharness.StepCase,
-			Message: "Case's events break the required order: " + strings.Join(out.OrderViolations, "; ") + "; see docs/case-adapter.md"})
-	}
-	if miss := out.Missing(); len(miss) > 0 {
-		names := make([]string, len(miss))
-		for i, m := range miss {
-			names[i] = string(m)
-		}
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockMissingRequiredEvent, Step: ctoharness.StepCase,
-			Message: "Case never emitted the required event(s) " + strings.Join(names, ", ") + "; see docs/case-adapter.md"})
+	for _, b := range v.Blockers {
+		r.block(b)
 	}
 }
 
