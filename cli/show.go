@@ -11,8 +11,8 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/reportmd"
 )
 
 // ShowCmd is `cto-harness show RUN`.
@@ -68,7 +68,7 @@ func (c *ShowCmd) Run(g *Globals, env *Env) error {
 	if extra.Agent != nil {
 		if u := extra.Agent.Usage; u != nil {
 			fmt.Fprintf(w, "  model: %d requests (%d failed), tokens in %d uncached + %d cache read + %d cache write, out %d; cost %s\n",
-				u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, term(harness.CostText(u)))
+				u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, term(reportmd.CostText(u)))
 		} else {
 			fmt.Fprintln(w, "  model: no requests (the agent was not started)")
 		}

@@ -624,48 +624,6 @@ func (r *run) agentLimits() {
 	}
 }
 
-// agentMarkdown is report.md's section on the coding agent.
-func agentMarkdown(b *strings.Builder, a *ctoharness.AgentRecord) {
-	if a == nil {
-		return
-	}
-	fmt.Fprintf(b, "\n## Agent\n\n- %s %s, model %s, endpoint %s\n", mdText(a.Name), mdText(a.Version), mdText(orNone(a.Model)), mdText(orNone(a.Endpoint)))
-	if u := a.Usage; u != nil {
-		fmt.Fprintf(b, "- model requests (turns): %d, %d failed; tokens in: %d uncached + %d cache read + %d cache write; out: %d; cost: %s\n",
-			u.Requests, u.Failed, u.InputUncached, u.CacheRead, u.CacheWrite, u.Output, CostText(u))
-	} else {
-		b.WriteString("- model requests: none (the agent was not started)\n")
-	}
-	fmt.Fprintf(b, "- the agent's own account: finished %v, turns %d, tokens %d in / %d out / %d cached (its own convention), API time %d ms\n",
-		a.Finished, a.Turns, a.InputTokens, a.OutputTokens, a.CachedTokens, a.APITimeMs)
-	fmt.Fprintf(b, "- %d shell commands, %d file writes, %d native stream lines (%d unknown) in %s\n",
-		a.Commands, a.FileWrites, a.NativeLines, a.UnknownLines, mdText(a.StreamPath))
-	if a.ResultError != "" {
-		fmt.Fprintf(b, "- error: %s\n", mdText(a.ResultError))
-	}
-	if len(a.AttemptedEscapes) > 0 {
-		fmt.Fprintf(b, "- attempted writes outside the fixture: %s\n", mdText(strings.Join(a.AttemptedEscapes, ", ")))
-	}
-	if len(a.SecretEnv) > 0 {
-		fmt.Fprintf(b, "- secrets passed (values redacted): %s\n", mdText(strings.Join(a.SecretEnv, ", ")))
-	}
-	for _, n := range a.Notes {
-		fmt.Fprintf(b, "- %s\n", mdText(n))
-	}
-}
-
-// CostText is a run's cost for people: the amount and where it comes from,
-// or "not reported" (never $0 for unknown).
-func CostText(u *ctoharness.ModelUsage) string {
-	if u == nil || u.CostUSD == nil {
-		return "not reported"
-	}
-	if u.CostSource == ctoharness.CostEstimated {
-		return fmt.Sprintf("$%.4f (estimated from the config's prices)", *u.CostUSD)
-	}
-	return fmt.Sprintf("$%.4f (reported by the agent)", *u.CostUSD)
-}
-
 // planAgent is the dry run's view of an agent: the command line and
 // environment keys it would get (the key itself stands as its redaction
 // marker), or the gate's refusal.

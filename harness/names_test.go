@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/reportmd"
 )
 
 // hostileReport is a blocked run whose changed file names and messages try
@@ -24,7 +24,7 @@ func hostileReport() *ctoharness.Report {
 }
 
 func TestMarkdownCannotBeForgedByNames(t *testing.T) {
-	md := string(harness.Markdown(hostileReport()))
+	md := string(reportmd.Markdown(hostileReport()))
 	for i, line := range strings.Split(md, "\n") {
 		if strings.Contains(line, "PASS") && !strings.HasPrefix(line, "- ") {
 			t.Errorf("line %d carries PASS outside a list item: %q", i+1, line)

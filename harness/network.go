@@ -358,41 +358,6 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 	return launch, attr, append(extra, pf), w, nil
 }
 
-// networkMarkdown is report.md's network section, when a policy was in force.
-func networkMarkdown(b *strings.Builder, n *ctoharness.NetworkSummary) {
-	if n == nil {
-		return
-	}
-	rules := func(l []ctoharness.NetworkRule) string {
-		var out []string
-		for _, r := range l {
-			out = append(out, r.Endpoint+" ("+r.Source+")")
-		}
-		if len(out) == 0 {
-			return "nothing"
-		}
-		return strings.Join(out, ", ")
-	}
-	fmt.Fprintf(b, "\n## Network\n\n- Case may reach: %s\n- verification may reach: %s\n", mdText(rules(n.Policy.Case)), mdText(rules(n.Policy.Verification)))
-	if len(n.Policy.Setup) > 0 {
-		fmt.Fprintf(b, "- the setup command may reach: %s\n", mdText(rules(n.Policy.Setup)))
-	}
-	fmt.Fprintf(b, "- %d attempt(s): %d allowed, %d denied, %d failed; %d bytes up, %d down (see %s)\n",
-		n.Attempts, n.Allowed, n.Denied, n.Failed, n.BytesUp, n.BytesDown, mdText(n.LogPath))
-	for _, d := range n.DeniedLog {
-		if d.Host == "" && d.Port == 0 {
-			// A refused socket call names no endpoint; its reason says
-			// which call.
-			fmt.Fprintf(b, "- denied: %s: %s\n", mdText(d.Command), mdText(d.Reason))
-			continue
-		}
-		fmt.Fprintf(b, "- denied: %s %s:%d: %s\n", mdText(d.Command), mdText(d.Host), d.Port, mdText(d.Reason))
-	}
-	if len(n.Limits.Exceeded) > 0 {
-		fmt.Fprintf(b, "- limits reached: %s\n", mdText(strings.Join(n.Limits.Exceeded, ", ")))
-	}
-}
-
 // lazyLog is network.jsonl. With an allowlist it is open from the start;
 // without one it is created by the first record, so a run whose commands
 // made no refused socket call has none.

@@ -14,11 +14,11 @@ import (
 	"unicode"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitquote"
+	"github.com/cto-harness/cto-harness/harness/reportmd"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -157,7 +157,7 @@ func checkReportMarkdown(v *runView, c collector) {
 	}
 	rep := *v.report
 	rep.ArtifactDigests = nil
-	if !bytes.Equal(harness.Markdown(&rep), md) {
+	if !bytes.Equal(reportmd.Markdown(&rep), md) {
 		c.fail(chk, evidence.ReportMD, "report.md is not the rendering of report.json")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/htmlreport"
+	"github.com/cto-harness/cto-harness/harness/reportmd"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -96,7 +97,7 @@ func rewriteReport(t *testing.T, dir string, edit func(*ctoharness.Report)) {
 	}
 	edit(&r)
 	md := filepath.Join(dir, evidence.ReportMD)
-	if err := os.WriteFile(md, harness.Markdown(&r), 0o644); err != nil {
+	if err := os.WriteFile(md, reportmd.Markdown(&r), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.ArtifactDigests[evidence.ReportMD] = sha(t, md)

@@ -1,4 +1,4 @@
-package harness_test
+package reportmd_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/reportmd"
 )
 
 // report.md lists at most ctoharness.MaxFilesShown changed files and says
@@ -17,7 +17,7 @@ func TestMarkdownBoundsTheFileList(t *testing.T) {
 	for i := range n {
 		rep.ChangedFiles = append(rep.ChangedFiles, ctoharness.ChangedFile{Path: fmt.Sprintf("f%05d", i), Change: ctoharness.ChangeAdded, Allowed: i < 2000})
 	}
-	md := string(harness.Markdown(rep))
+	md := string(reportmd.Markdown(rep))
 	if got := strings.Count(md, " (added, "); got != ctoharness.MaxFilesShown {
 		t.Errorf("%d files listed, want %d", got, ctoharness.MaxFilesShown)
 	}
@@ -25,7 +25,7 @@ func TestMarkdownBoundsTheFileList(t *testing.T) {
 		t.Errorf("report.md lacks %q", want)
 	}
 	rep.ChangedFiles = rep.ChangedFiles[:3]
-	if md := string(harness.Markdown(rep)); strings.Contains(md, "more (") || strings.Count(md, " (added, ") != 3 {
+	if md := string(reportmd.Markdown(rep)); strings.Contains(md, "more (") || strings.Count(md, " (added, ") != 3 {
 		t.Errorf("a short list is summarised:\n%s", md)
 	}
 }
