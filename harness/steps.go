@@ -28,12 +28,12 @@ import (
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/overlay"
-	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/results"
+	"github.com/cto-harness/cto-harness/harness/step/testverdict"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
@@ -847,7 +847,25 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return
 	}
-	work, scratch := r.roots(true)
+	work, scratch, co, ok := r.prepareVerify(ctx, own, col, warm)
+	if !ok {
+		return
+	}
+	rec, err, judged, ok := r.runVerification(ctx, own, work, scratch, co)
+	if !ok || judged {
+		return
+	}
+	if b := testverdict.Judge(testverdict.Input{Rec: rec, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
+		Unreached: r.unreachableSuffix(egress.CommandVerify)}); b != nil {
+		r.block(*b)
+	}
+}
+
+// prepareVerify makes the verification's checkout of the result, its
+// scratch directories, its view, the hidden tests and the task's setup.
+// The kept build cache must exist before the view, which shows it, is built.
+func (r *run) prepareVerify(ctx context.Context, own record, col *collected, warm *keptWarm) (work, scratch string, co checkout.Result, ok bool) {
+	work, scratch = r.roots(true)
 	r.o.Progress.Step("checkout")
 	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
 		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, ResultTime: col.at, Tracer: r.tr})
@@ -856,45 +874,47 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 	if err != nil {
 		r.blockErr(err, ctoharness.StepVerify)
 		r.skipVerify("the verification checkout of the result could not be made")
-		return
+		return work, scratch, co, false
 	}
-	dirs := backend.ScratchDirs(scratch)
-	for _, d := range dirs {
+	for _, d := range backend.ScratchDirs(scratch) {
 		r.tr.Trace(ctoharness.TraceMkdir, d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
 			r.skipVerify("the scratch directories could not be created")
-			return
+			return work, scratch, co, false
 		}
 	}
-	// The kept build cache must exist before the verification's view,
-	// which shows it, is built.
 	warm.wait()
 	if r.interrupted() {
 		r.skipVerify("the run was interrupted during the build cache warm-up")
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
-		return
+		return work, scratch, co, false
 	}
 	if !r.o.Unsandboxed {
 		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
 			r.skipVerify("the verification command's sandbox could not be built")
-			return
+			return work, scratch, co, false
 		}
 	}
-	if !r.layHidden(ctx, work) {
+	if !r.layHidden(ctx, work) || !r.setup(ctx, work, scratch) {
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
-		return
+		return work, scratch, co, false
 	}
-	if !r.setup(ctx, work, scratch) {
-		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
-		return
-	}
+	return work, scratch, co, true
+}
+
+// runVerification runs the verification command on the checkout, reads
+// its test report and grades it (with fail-to-pass tests, against the
+// baseline too), and records verification_done. judged says the test
+// report already blocked a command that exited 0; ok false that the step
+// ended early (an unwritable log, an interrupt).
+func (r *run) runVerification(ctx context.Context, own record, work, scratch string, co checkout.Result) (rec ctoharness.TestsRecord, err error, judged, ok bool) {
 	f, err := r.dir.OpenAppend(evidence.TestLog)
 	if err != nil {
 		r.blockWrite(err, ctoharness.StepVerify)
 		r.skipVerify("test.log could not be opened")
-		return
+		return rec, nil, false, false
 	}
 	env, pol := r.verifyEnv(egress.CommandVerify, scratch)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
@@ -902,44 +922,25 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
 	gitBefore := r.checkoutGit(ctx, work)
-	planted := false
-	if tr := r.spec.TestResults; tr != nil {
-		var perr error
-		if planted, perr = results.Clear(work, *tr); perr != nil {
-			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, perr, "the verification's test report path"), ctoharness.StepVerify)
-			r.skipVerify("a file at the test report's path could not be removed")
-			return
-		}
-	}
-	// Each run's test report is read as soon as it ends (and removed, so
-	// that a rerun writes its own): a test that fails and then passes on a
-	// rerun is told apart from the others.
-	var reports []report
-	if tr := r.spec.TestResults; tr != nil {
-		in.AfterRun = func(int) {
-			file, sum := results.Read(work, *tr, r.runID, planted)
-			r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
-			reports = append(reports, report{file, sum})
-			_, _ = results.Clear(work, *tr)
-		}
+	reports, ok := r.collectReports(work, &in)
+	if !ok {
+		return rec, nil, false, false
 	}
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
-	rec := out.TestsRecord()
+	rec = out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
 	r.rep.Tests = rec
 	if r.interrupted() {
 		r.rep.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
 		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
-		return
+		return rec, err, false, false
 	}
 	if err != nil {
 		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
-	judged := false // the test report blocked a command that exited 0
 	if tr := r.spec.TestResults; tr != nil && rec.ExitCode != nil && err == nil {
-		var ok bool
-		if ok, judged = r.readResults(ctx, *tr, reports); !ok {
-			return
+		if ok, judged = r.readResults(ctx, *tr, *reports); !ok {
+			return rec, err, judged, false
 		}
 		if res := r.rep.Tests.Results; res != nil && res.Grading != nil && res.Grading.Passed && len(r.spec.FailToPass) > 0 {
 			r.o.Progress.Step("baseline")
@@ -947,57 +948,46 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		}
 		rec = r.rep.Tests
 	}
+	r.verificationDone(ctx, rec, r.checkoutGitChanges(ctx, work, gitBefore))
+	return rec, err, judged, true
+}
+
+// collectReports clears the task's test report path before the command
+// runs, and reads each run's report as soon as it ends (and removes it, so
+// that a rerun writes its own): a test that fails and then passes on a
+// rerun is told apart from the others.
+func (r *run) collectReports(work string, in *verify.Input) (*[]report, bool) {
+	reports := &[]report{}
+	tr := r.spec.TestResults
+	if tr == nil {
+		return reports, true
+	}
+	planted, err := results.Clear(work, *tr)
+	if err != nil {
+		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification's test report path"), ctoharness.StepVerify)
+		r.skipVerify("a file at the test report's path could not be removed")
+		return nil, false
+	}
+	in.AfterRun = func(int) {
+		file, sum := results.Read(work, *tr, r.runID, planted)
+		r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+		*reports = append(*reports, report{file, sum})
+		_, _ = results.Clear(work, *tr)
+	}
+	return reports, true
+}
+
+// verificationDone records the verification_done event.
+func (r *run) verificationDone(ctx context.Context, rec ctoharness.TestsRecord, gitChanges []string) {
 	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": r.checkoutGitChanges(ctx, work, gitBefore)}
+		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": gitChanges}
 	if k := r.rep.Sandbox.KeptBuildCache; k != nil {
 		// The kept build cache layer read (its manifest's digest) and
 		// whether this run warmed it up.
 		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
 	}
 	r.emit(ctx, ctoharness.EvVerificationDone, done)
-	if judged {
-		return
-	}
-	if !r.o.Unsandboxed {
-		if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), rec.StderrInline); ok {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
-			return
-		}
-	}
-	block := func(code ctoharness.BlockerCode, format string, args ...any) {
-		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
-	}
-	switch verify.Refusal(rec.Refusal) {
-	case verify.RefusedDangerous:
-		block(ctoharness.BlockDangerousScript, "the verification command or a script it runs is dangerous (%s); see test.log, or pass --allow-dangerous", rec.Reason)
-		return
-	case verify.RefusedScope:
-		block(ctoharness.BlockTestScope, "a test target is out of scope (%s): %s", rec.ScopeReason, rec.Reason)
-		return
-	case verify.RefusedBudget:
-		block(ctoharness.BlockTestBudget, "the %s profile's test budget is spent: %s", r.profile.Name, rec.Reason)
-		return
-	case verify.RefusedProfile:
-		return // smoke: tests are not run, and such a run never qualifies
-	}
-	// An allowed endpoint this machine's network could not reach is named:
-	// tests that failed for it are not the change's fault.
-	unreached := r.unreachableSuffix(egress.CommandVerify)
-	switch rec.Classification {
-	case ctoharness.TestFailure:
-		block(ctoharness.BlockTestsFailed, "verification %q failed (%s)%s; see %s", rec.Command, rec.Reason, unreached, evidence.TestLog)
-	case ctoharness.TestTimeout:
-		block(ctoharness.BlockTestTimeout, "verification %q %s%s", rec.Command, rec.Reason, unreached)
-	case ctoharness.TestFlake:
-		block(ctoharness.BlockTestFlake, "verification %q failed, then passed on rerun: a flaky test; see %s", rec.Command, evidence.TestLog)
-	case ctoharness.TestGovUnav:
-		block(ctoharness.BlockGovernanceUnavailable, "a limit of the verification cannot be enforced: %s", rec.Reason)
-	case ctoharness.TestNotRun:
-		if err == nil { // a start error is blocked above
-			block(ctoharness.BlockTestNotRun, "verification %q did not run: %s%s; see %s", rec.Command, rec.Reason, unreached, evidence.TestLog)
-		}
-	}
 }
 
 // readResults reads the verification's test report into tests.json and
