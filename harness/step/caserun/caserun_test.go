@@ -34,7 +34,10 @@ func TestWatchBudgetStopsOnce(t *testing.T) {
 	var types []ctoharness.EventType
 	claims, stops, started := 0, 0, 0
 	w := &Watch{Lock: &sync.Mutex{}, Profile: "strict",
-		Emit: func(typ ctoharness.EventType, d map[string]any) { types = append(types, typ); emitted = append(emitted, d) },
+		Emit: func(typ ctoharness.EventType, d map[string]any) {
+			types = append(types, typ)
+			emitted = append(emitted, d)
+		},
 		Started: func() { started++ },
 		Claim: func(cmd string) string {
 			claims++
