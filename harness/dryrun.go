@@ -88,70 +88,127 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
 		return nil, err
 	}
-	runID := o.NewRunID(o.Stage, o.Clock())
-	plan := &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
+	p := &planning{o: o, prof: prof, runID: o.NewRunID(o.Stage, o.Clock())}
+	p.plan = &DryRun{Status: StatusDryRun, Stage: o.Stage, Blockers: []ctoharness.Blocker{}, Profile: prof.Record(),
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, Commands: []PlannedCommand{},
 		ToolchainsFound: toolenv.Detect(o.Getenv("HOME"), o.Config.Toolchains), Warnings: []string{},
 		Steps: []string{"gate check", "classify source", "source proof (before)", "copy", "baseline commit", "clean-start proof",
 			"write task contract", "change (Case)", "collect", "checkout of the result", "verification", "clean-end proof", "source proof (after)",
 			"non-mutation proof", "report"}}
 	d := gates.Check(ctx, gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Signing: o.Signing})
-	plan.Blockers = append(plan.Blockers, d.Blockers...)
-	if len(plan.Blockers) > 0 {
-		return plan, nil
+	p.block(d.Blockers...)
+	if len(p.plan.Blockers) > 0 {
+		return p.plan, nil
 	}
-	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock}
-	path, spec := o.Source, o.Spec
+	path, cleanup, err := p.sourceAndSpec(ctx, d.Stage)
+	defer cleanup()
+	if err != nil {
+		return nil, err
+	}
 	if path == "" {
-		if d.Stage.Fixture != gates.FixtureArtificial {
-			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
-				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", d.Stage)})
-			return plan, nil
+		return p.plan, nil
+	}
+	if !p.proveSource(ctx, path) {
+		return p.plan, nil
+	}
+	p.runDir = filepath.Join(o.RunsDir, p.runID)
+	p.plan.CopyTarget = filepath.Join(p.runDir, "fixture")
+	contract := task.NewContract(*p.spec, p.runID, p.plan.CopyTarget)
+	p.plan.TaskContract = &contract
+	p.rl = sandbox.DefaultRlimits()
+	if d.Stage.Backend == ctoharness.BackendCase {
+		p.planCase(contract)
+	}
+	p.planVerification()
+	p.planAdversary()
+	if err := p.scan(ctx); err != nil {
+		return nil, err
+	}
+	return p.plan, nil
+}
+
+// planning is one dry run being described.
+type planning struct {
+	o        Options
+	prof     profile.Policy
+	plan     *DryRun
+	runID    string
+	runDir   string
+	spec     *task.Spec
+	pol      source.Policy
+	repo     source.Repo
+	rl       sandbox.Rlimits
+	netPol   egress.Policy
+	venv     []string // the verification's environment
+	vscratch string
+}
+
+func (p *planning) block(b ...ctoharness.Blocker) { p.plan.Blockers = append(p.plan.Blockers, b...) }
+
+// sourceAndSpec is the source to classify and the task: the stages 1–2
+// artificial fixture is materialized in a temporary directory (removed by
+// cleanup). An empty path means a blocker ended the plan.
+func (p *planning) sourceAndSpec(ctx context.Context, stage gates.Stage) (path string, cleanup func(), err error) {
+	o := p.o
+	cleanup = func() {}
+	p.pol = source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock}
+	path, p.spec = o.Source, o.Spec
+	if path == "" {
+		if stage.Fixture != gates.FixtureArtificial {
+			p.block(ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
+				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", stage)})
+			return "", cleanup, nil
 		}
 		tmp, err := os.MkdirTemp("", "cto-harness-dry-run-")
 		if err != nil {
-			return nil, err
+			return "", cleanup, err
 		}
-		defer os.RemoveAll(tmp)
+		cleanup = func() { os.RemoveAll(tmp) }
 		path = filepath.Join(tmp, "artificial-source")
 		archive, _ := fixtures.Archive(fixtures.Artificial)
 		if _, err := fixtures.Materialize(ctx, archive, path, artificialCommitTime); err != nil {
-			return nil, err
+			return "", cleanup, err
 		}
-		pol.Owned = append(append([]string(nil), pol.Owned...), path)
-		if spec == nil {
+		p.pol.Owned = append(append([]string(nil), p.pol.Owned...), path)
+		if p.spec == nil {
 			data, _ := fixtures.TaskSpec(fixtures.Artificial)
 			s, err := task.Parse(data, "embedded artificial task", o.Schemas.Validator(schemas.TaskSpec))
 			if err != nil {
-				return nil, err
+				return "", cleanup, err
 			}
-			spec = &s
+			p.spec = &s
 		}
 	}
-	if spec == nil && o.RequireTask {
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
+	if p.spec == nil && o.RequireTask {
+		p.block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
 			Message: "no task was given: give --task FILE (see docs/tasks.md), or --sample-task to run the built-in sample task on purpose"})
-		return plan, nil
+		return "", cleanup, nil
 	}
-	if spec == nil {
+	if p.spec == nil {
 		s := DefaultSpec()
-		spec = &s
+		p.spec = &s
 	}
-	nop := ctoharness.NopTracer{}
-	repo, err := source.Classify(ctx, path, pol, nop)
+	return path, cleanup, nil
+}
+
+// proveSource classifies the source and proves it read-only, and checks
+// the task's base and history; false when the plan ends there.
+func (p *planning) proveSource(ctx context.Context, path string) bool {
+	o, spec, nop := p.o, p.spec, ctoharness.NopTracer{}
+	repo, err := source.Classify(ctx, path, p.pol, nop)
 	if err != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepClassify))
-		return plan, nil
+		p.block(ctoharness.AsBlocker(err, ctoharness.StepClassify))
+		return false
 	}
-	plan.Source = repo.Root
-	proof, err := source.Prove(ctx, repo, source.ProofOptions{RunID: runID, Kind: source.KindBefore, Now: o.Clock(), Getenv: o.Getenv}, nop)
+	p.repo, p.plan.Source = repo, repo.Root
+	proof, err := source.Prove(ctx, repo, source.ProofOptions{RunID: p.runID, Kind: source.KindBefore, Now: o.Clock(), Getenv: o.Getenv}, nop)
 	if err != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepSourceProof))
-		return plan, nil
+		p.block(ctoharness.AsBlocker(err, ctoharness.StepSourceProof))
+		return false
 	}
-	plan.SourceClean = proof.StatusClean
+	p.plan.SourceClean = proof.StatusClean
 	if !proof.StatusClean {
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
+		p.block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
 			Message: fmt.Sprintf("source %s is not clean (%s)", repo.Root, describeStatus(proof.Status))})
 	}
 	rev := o.Rev
@@ -160,39 +217,48 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	if rev != "" {
 		if _, _, err := fixture.ResolveBase(repo.Root, repo.GitDir, rev); err != nil {
-			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
+			p.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
 				Message: fmt.Sprintf("the task's base %s; give a commit, branch or tag of %s", err, repo.Root)})
 		}
 	}
 	if _, err := fixture.ParseHistory(spec.HistoryText()); err != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
+		p.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
 	}
-	runDir := filepath.Join(o.RunsDir, runID)
-	plan.CopyTarget = filepath.Join(runDir, "fixture")
-	contract := task.NewContract(*spec, runID, plan.CopyTarget)
-	plan.TaskContract = &contract
-	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, runID, "scratch")
-	rl := sandbox.DefaultRlimits()
-	if d.Stage.Backend == ctoharness.BackendCase {
-		argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
-		if o.Lane == ctoharness.LaneReal {
-			argv = o.CaseCmd
-			if len(argv) == 0 {
-				argv = o.Config.CaseCommand
-			}
+	return true
+}
+
+// planCase is Case's command: the fake Case's, the configured one's or a
+// coding agent's, with its environment keys and network.
+func (p *planning) planCase(contract task.Contract) {
+	o, plan := p.o, p.plan
+	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, p.runID, "scratch")
+	argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
+	if o.Lane == ctoharness.LaneReal {
+		argv = o.CaseCmd
+		if len(argv) == 0 {
+			argv = o.Config.CaseCommand
 		}
-		cset, _ := tools(o, egress.CommandCase) // an error is reported with the verification's below
-		env := cset.Apply(backend.Env(scratch, filepath.Join(runDir, "task.json"), o.Getenv("PATH"), repo.Root, separateGitDir(repo)))
-		if o.Agent.Name != "" {
-			argv, env = planAgent(o, contract, scratch, env, plan)
-		}
-		plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
-			TimeoutSeconds: spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(env)})
 	}
+	cset, _ := tools(o, egress.CommandCase) // an error is reported with the verification's below
+	env := cset.Apply(backend.Env(scratch, filepath.Join(p.runDir, "task.json"), o.Getenv("PATH"), p.repo.Root, separateGitDir(p.repo)))
+	if o.Agent.Name != "" {
+		argv, env = planAgent(o, contract, scratch, env, plan)
+	}
+	plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
+		TimeoutSeconds: p.spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: p.rl, EnvKeys: backend.EnvKeys(env)})
+}
+
+// planVerification is the setup and verification commands, run in a fresh
+// checkout of the result with a scratch of their own (package checkout),
+// and what would likely break them.
+func (p *planning) planVerification() {
+	o, plan, spec := p.o, p.plan, p.spec
 	netPol, nerr := netPolicy(o, *spec)
 	if nerr != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(nerr, ctoharness.StepContract))
+		p.block(ctoharness.AsBlocker(nerr, ctoharness.StepContract))
 	}
+	p.netPol = netPol
+	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, p.runID, "scratch")
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
 		if e, err := warmEco(o); err == nil && !o.Unsandboxed {
@@ -201,26 +267,10 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 			plan.Commands[i].EnvKeys = backend.EnvKeys(replaceEnv(plan.Commands[i].EnvKeys, ckeys))
 		}
 	}
-	// The verification runs in a fresh checkout of the result, with a
-	// scratch of its own (package checkout).
-	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, runlist.WorkDir, runID))
-	vset, terr := tools(o, egress.CommandVerify)
-	if terr != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(terr, ctoharness.StepGate))
-	}
-	venv := vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), repo.Root, separateGitDir(repo)))
-	if g, ok, err := warmGo(o); err != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
-	} else if ok && !o.Unsandboxed {
-		venv = replaceEnv(venv, g.Env())
-	}
-	senv := venv
-	if e, err := warmEco(o); err != nil {
-		plan.Blockers = append(plan.Blockers, ctoharness.AsBlocker(err, ctoharness.StepGate))
-	} else if !o.Unsandboxed {
-		senv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Setup.HasHost))
-		venv = replaceEnv(venv, e.env(envValue(venv, "HOME"), netPol.Verify.HasHost))
-	}
+	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, runlist.WorkDir, p.runID))
+	p.vscratch = vscratch
+	venv, senv, vset := p.verificationEnv(vscratch)
+	p.venv = venv
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
 		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
@@ -232,59 +282,92 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	}
 	if s := spec.Setup; s != nil {
 		plan.Commands = append(plan.Commands, PlannedCommand{Role: "setup", Argv: []string{"/bin/sh", "-c", s.Command},
-			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(senv),
+			Dir: vdir, TimeoutSeconds: s.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: p.rl, EnvKeys: backend.EnvKeys(senv),
 			NetworkAllow: nonNil(netPol.Setup.Strings())})
 	}
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "verification", Argv: []string{"/bin/sh", "-c", spec.Verification.Command},
-		Dir: vdir, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv),
+		Dir: vdir, TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: p.rl, EnvKeys: backend.EnvKeys(venv),
 		NetworkAllow: nonNil(netPol.Verify.Strings())})
-	if a := spec.Adversary; a != nil {
-		// After a passing verification: the adversary, then its tests on
-		// the baseline and the result, none with network.
-		secs := a.TimeoutSeconds
-		if secs == 0 {
-			secs = defaultAdversaryTimeout
-		}
-		argv, allow := a.Command, []string{}
-		if ag := a.Agent; ag != nil {
-			// The agent's own command line is made when it runs; its one
-			// endpoint is its model, through the harness's meter.
-			argv, allow = []string{ag.Name, "--model", ag.Model}, []string{ag.BaseURL + " (through the harness's model meter)"}
-		}
-		plan.Commands = append(plan.Commands,
-			PlannedCommand{Role: "adversary", Argv: argv, Dir: adversaryTestsInView, TimeoutSeconds: secs, Sandboxed: !o.Unsandboxed, Rlimits: rl,
-				EnvKeys: backend.EnvKeys(append(venv, adversary.EnvTask+"=", adversary.EnvCheckout+"=", adversary.EnvTestsDir+"=")), NetworkAllow: allow},
-			PlannedCommand{Role: "adversarial-tests", Argv: []string{"/bin/sh", "-c", a.TestCommand}, Dir: baselineInView,
-				TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: rl, EnvKeys: backend.EnvKeys(venv), NetworkAllow: []string{}})
-		if o.Unsandboxed {
-			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify,
-				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
-		}
-		if !o.AutoConfirm && !o.Config.AutoConfirm && o.Confirm == nil {
-			plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
-				Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config)"})
-		}
+}
+
+// verificationEnv is the verification's and the setup's environments, with
+// the toolchains and warm caches the config declares.
+func (p *planning) verificationEnv(vscratch string) (venv, senv []string, vset toolenv.Set) {
+	o := p.o
+	vset, terr := tools(o, egress.CommandVerify)
+	if terr != nil {
+		p.block(ctoharness.AsBlocker(terr, ctoharness.StepGate))
 	}
-	// The scanner reads the source's scripts: the fixture would be their copy.
-	vpol := verify.Policy{Profile: prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(vscratch)}
+	venv = vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), p.repo.Root, separateGitDir(p.repo)))
+	if g, ok, err := warmGo(o); err != nil {
+		p.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if ok && !o.Unsandboxed {
+		venv = replaceEnv(venv, g.Env())
+	}
+	senv = venv
+	if e, err := warmEco(o); err != nil {
+		p.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
+	} else if !o.Unsandboxed {
+		senv = replaceEnv(venv, e.env(envValue(venv, "HOME"), p.netPol.Setup.HasHost))
+		venv = replaceEnv(venv, e.env(envValue(venv, "HOME"), p.netPol.Verify.HasHost))
+	}
+	return venv, senv, vset
+}
+
+// planAdversary is the adversary and its tests, which run after a passing
+// verification: the adversary, then its tests on the baseline and the
+// result, none with network.
+func (p *planning) planAdversary() {
+	o, plan, spec := p.o, p.plan, p.spec
+	a := spec.Adversary
+	if a == nil {
+		return
+	}
+	secs := a.TimeoutSeconds
+	if secs == 0 {
+		secs = defaultAdversaryTimeout
+	}
+	argv, allow := a.Command, []string{}
+	if ag := a.Agent; ag != nil {
+		// The agent's own command line is made when it runs; its one
+		// endpoint is its model, through the harness's meter.
+		argv, allow = []string{ag.Name, "--model", ag.Model}, []string{ag.BaseURL + " (through the harness's model meter)"}
+	}
+	plan.Commands = append(plan.Commands,
+		PlannedCommand{Role: "adversary", Argv: argv, Dir: adversaryTestsInView, TimeoutSeconds: secs, Sandboxed: !o.Unsandboxed, Rlimits: p.rl,
+			EnvKeys: backend.EnvKeys(append(p.venv, adversary.EnvTask+"=", adversary.EnvCheckout+"=", adversary.EnvTestsDir+"=")), NetworkAllow: allow},
+		PlannedCommand{Role: "adversarial-tests", Argv: []string{"/bin/sh", "-c", a.TestCommand}, Dir: baselineInView,
+			TimeoutSeconds: spec.Verification.TimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: p.rl, EnvKeys: backend.EnvKeys(p.venv), NetworkAllow: []string{}})
+	if o.Unsandboxed {
+		p.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepVerify,
+			Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
+	}
+	if !o.AutoConfirm && !o.Config.AutoConfirm && o.Confirm == nil {
+		p.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
+			Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config)"})
+	}
+}
+
+// scan is the script scanner's verdict on the verification: it reads the
+// source's scripts, of which the fixture would be a copy.
+func (p *planning) scan(ctx context.Context) error {
+	o, spec := p.o, p.spec
+	vpol := verify.Policy{Profile: p.prof, AllowDangerous: o.AllowDangerous, DryRun: true, Roots: backend.ScratchDirs(p.vscratch)}
 	if !o.Unsandboxed {
-		vpol.NetAllowed = netPol.Verify.HasHost
+		vpol.NetAllowed = p.netPol.Verify.HasHost
 	}
-	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: repo.Root,
-		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: nop}, vpol)
+	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: p.repo.Root,
+		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: ctoharness.NopTracer{}}, vpol)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return nil, err
+		return err
 	}
-	plan.Verification = vp
-	switch vp.Refusal {
-	case verify.RefusedDangerous:
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockDangerousScript, Step: ctoharness.StepVerify, Message: vp.Reason})
-	case verify.RefusedScope:
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockTestScope, Step: ctoharness.StepVerify, Message: vp.Reason})
-	case verify.RefusedGovernance:
-		plan.Blockers = append(plan.Blockers, ctoharness.Blocker{Code: ctoharness.BlockGovernanceUnavailable, Step: ctoharness.StepVerify, Message: vp.Reason})
+	p.plan.Verification = vp
+	code := map[verify.Refusal]ctoharness.BlockerCode{verify.RefusedDangerous: ctoharness.BlockDangerousScript,
+		verify.RefusedScope: ctoharness.BlockTestScope, verify.RefusedGovernance: ctoharness.BlockGovernanceUnavailable}[vp.Refusal]
+	if code != "" {
+		p.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: vp.Reason})
 	}
-	return plan, nil
+	return nil
 }
 
 // unresolved warns about each program of the verification command that
