@@ -172,51 +172,15 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "adversary")
 	defer func() { _ = RemoveTree(filepath.Join(base, "result")) }()
 	work, tests, scratch := filepath.Join(base, "result"), filepath.Join(base, "tests"), filepath.Join(base, "scratch")
-	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
-		History: r.history(), Base: r.otherBase(), Overlay: true, SourceManifest: r.before.Manifest}
-	cb := checkout.Begin(ctx, in)
-	defer func() { _ = cb.Stop() }()
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.ResultCommit, own.baselineAt
-	if _, err := cb.Finish(ctx, in); err != nil {
-		return gen, hidden.Set{}, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
-	}
-	dirs := append([]string{tests}, backend.ScratchDirs(scratch)...)
-	for _, d := range dirs {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return gen, hidden.Set{}, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
-		}
-	}
-	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
-	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
-	if claims != "" {
-		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
-	}
-	if a.ShowDiff {
-		env = append(env, adversary.EnvDiff+"="+adversaryDiffInView)
-	}
-	argv, env, err := r.adversaryArgv(a, env, scratch)
+	cb, dirs, err := r.adversaryCheckout(ctx, own, work, tests, scratch)
+	defer func() { _ = cb.Stop() }() // unmounts the result's overlay checkout once the adversary is done
 	if err != nil {
 		return gen, hidden.Set{}, err
 	}
-	v, _, err := r.planView(true, argv)
+	argv, env, vpol, pol, err := r.adversaryLaunch(a, claims, work, tests, scratch, dirs)
 	if err != nil {
-		return gen, hidden.Set{}, fmt.Errorf("the adversary's sandbox view cannot be planned: %w", err)
+		return gen, hidden.Set{}, err
 	}
-	// The result is bound read-only; the tests directory is its only
-	// writable place besides its scratch.
-	v.Files = append(v.Files, sandbox.Bind{Path: adversaryCheckoutInView, Source: work})
-	if claims != "" {
-		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.dir.Path(claims)})
-	}
-	if a.ShowDiff {
-		v.Files = append(v.Files, sandbox.Bind{Path: adversaryDiffInView, Source: r.dir.Path(evidence.PatchFile)})
-	}
-	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
-	v.Cwd, v.Expect = adversaryTestsInView, ""
-	pol := r.policy(true)
-	pol.Writable = dirs // the result's checkout is not among them: read-only
-	pol.View = v
 	f, err := r.dir.OpenAppend(evidence.AdversaryLog)
 	if err != nil {
 		return gen, hidden.Set{}, fmt.Errorf("%s could not be opened: %w", evidence.AdversaryLog, err)
@@ -250,6 +214,62 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 		gen.Files = append(gen.Files, adversary.File{Path: f.Path, Data: f.Data()})
 	}
 	return gen, set, nil
+}
+
+// adversaryCheckout makes the result's checkout the adversary reads, and
+// its tests and scratch directories (the writable ones, returned). The
+// caller stops the checkout once nothing more runs in it.
+func (r *run) adversaryCheckout(ctx context.Context, own record, work, tests, scratch string) (*checkout.Baseline, []string, error) {
+	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
+		History: r.history(), Base: r.otherBase(), Overlay: true, SourceManifest: r.before.Manifest}
+	cb := checkout.Begin(ctx, in)
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.ResultCommit, own.baselineAt
+	if _, err := cb.Finish(ctx, in); err != nil {
+		return cb, nil, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
+	}
+	dirs := append([]string{tests}, backend.ScratchDirs(scratch)...)
+	for _, d := range dirs {
+		r.tr.Trace(ctoharness.TraceMkdir, d)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return cb, nil, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
+		}
+	}
+	return cb, dirs, nil
+}
+
+// adversaryLaunch is the adversary's command, environment and sandbox: the
+// result is bound read-only, and the tests directory is its only writable
+// place besides its scratch.
+func (r *run) adversaryLaunch(a *task.SpecAdversary, claims, work, tests, scratch string, dirs []string) ([]string, []string, verify.Policy, sandbox.Policy, error) {
+	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
+	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
+	if claims != "" {
+		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
+	}
+	if a.ShowDiff {
+		env = append(env, adversary.EnvDiff+"="+adversaryDiffInView)
+	}
+	argv, env, err := r.adversaryArgv(a, env, scratch)
+	if err != nil {
+		return nil, nil, vpol, sandbox.Policy{}, err
+	}
+	v, _, err := r.planView(true, argv)
+	if err != nil {
+		return nil, nil, vpol, sandbox.Policy{}, fmt.Errorf("the adversary's sandbox view cannot be planned: %w", err)
+	}
+	v.Files = append(v.Files, sandbox.Bind{Path: adversaryCheckoutInView, Source: work})
+	if claims != "" {
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.dir.Path(claims)})
+	}
+	if a.ShowDiff {
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryDiffInView, Source: r.dir.Path(evidence.PatchFile)})
+	}
+	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
+	v.Cwd, v.Expect = adversaryTestsInView, ""
+	pol := r.policy(true)
+	pol.Writable = dirs // the result's checkout is not among them: read-only
+	pol.View = v
+	return argv, env, vpol, pol, nil
 }
 
 // adversaryArgv is the adversary's command line and environment: the

@@ -131,12 +131,9 @@ const modelPrecheck = 2 * time.Second
 // harness's model meter.
 func (r *run) checkAgent(ctx context.Context) {
 	o := r.o.Agent
-	bad := func(code ctoharness.BlockerCode, format string, args ...any) {
-		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepGate, Message: fmt.Sprintf(format, args...)})
-	}
 	spec, err := agent.Lookup(o.Name)
 	if err != nil {
-		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
+		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentConfigInvalid, Step: ctoharness.StepGate, Message: err.Error()})
 		return
 	}
 	a := &agentRun{spec: spec, adapter: adapterFor(spec), reported: map[string]bool{}}
@@ -144,9 +141,34 @@ func (r *run) checkAgent(ctx context.Context) {
 		EgressAllowed: []string{}, Executable: []string{}, StreamPath: AgentStream, AttemptedEscapes: []string{},
 		SecretEnv: []string{}, Notes: []string{}}
 	if r.rep.Backend != ctoharness.BackendCase {
-		bad(ctoharness.BlockAgentConfigInvalid, "an agent runs as Case, and stage %d has no Case process; use stage 2 or 3", r.o.Stage)
+		err = gateBlock(ctoharness.BlockAgentConfigInvalid, "an agent runs as Case, and stage %d has no Case process; use stage 2 or 3", r.o.Stage)
+	}
+	var u *url.URL
+	if err == nil {
+		u, err = r.agentRequest(a)
+	}
+	if err == nil {
+		err = r.resolveAgent(a)
+	}
+	if err == nil {
+		err = r.meterAgent(ctx, a, u)
+	}
+	if err != nil {
+		r.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
 		return
 	}
+	r.rep.Agent.EgressAllowed = []string{a.endpoint}
+	r.agent = a
+}
+
+func gateBlock(code ctoharness.BlockerCode, format string, args ...any) error {
+	return ctoharness.Block(code, ctoharness.StepGate, nil, format, args...)
+}
+
+// agentRequest checks the request is complete: the model, an http(s) base
+// URL and a key variable that is set, whose value every record redacts.
+func (r *run) agentRequest(a *agentRun) (*url.URL, error) {
+	o, spec := r.o.Agent, a.spec
 	var missing []string
 	for _, f := range []struct{ flag, v string }{{"--model", o.Model}, {"--base-url", o.BaseURL}, {"--api-key-env", o.APIKeyEnv}} {
 		if f.v == "" {
@@ -154,51 +176,57 @@ func (r *run) checkAgent(ctx context.Context) {
 		}
 	}
 	if len(missing) > 0 {
-		bad(ctoharness.BlockAgentConfigInvalid, "agent %s needs %s", spec.Name, strings.Join(missing, ", "))
-		return
+		return nil, gateBlock(ctoharness.BlockAgentConfigInvalid, "agent %s needs %s", spec.Name, strings.Join(missing, ", "))
 	}
 	if r.rep.Agent.Model == "" {
 		r.rep.Agent.Model = o.Model
 	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad(ctoharness.BlockAgentConfigInvalid, "--base-url %q is not an http(s) URL; give the endpoint the agent talks to (%s)", o.BaseURL, spec.BaseURLShape)
-		return
+		return nil, gateBlock(ctoharness.BlockAgentConfigInvalid, "--base-url %q is not an http(s) URL; give the endpoint the agent talks to (%s)", o.BaseURL, spec.BaseURLShape)
 	}
 	a.endpoint = hostPort(u)
 	a.key = r.o.Getenv(o.APIKeyEnv)
 	if a.key == "" {
-		bad(ctoharness.BlockAgentConfigInvalid, "the variable %s named by --api-key-env is not set in the harness's environment; export it with the API key", o.APIKeyEnv)
-		return
+		return nil, gateBlock(ctoharness.BlockAgentConfigInvalid, "the variable %s named by --api-key-env is not set in the harness's environment; export it with the API key", o.APIKeyEnv)
 	}
-	red, err := agent.NewRedactor(agent.Secret{Var: o.APIKeyEnv, Value: a.key})
-	if err != nil {
-		bad(ctoharness.BlockAgentConfigInvalid, "%v", err)
-		return
+	if a.red, err = agent.NewRedactor(agent.Secret{Var: o.APIKeyEnv, Value: a.key}); err != nil {
+		return nil, gateBlock(ctoharness.BlockAgentConfigInvalid, "%v", err)
 	}
-	a.red = red
+	return u, nil
+}
+
+// resolveAgent finds the agent's executable: the configured command, or
+// the pinned release installed under the agents directory.
+func (r *run) resolveAgent(a *agentRun) error {
+	o, spec := r.o.Agent, a.spec
 	dir := o.Dir
+	var err error
 	if dir == "" && len(o.Command) == 0 {
 		if dir, err = agent.Dir("", r.o.Getenv); err != nil {
-			bad(ctoharness.BlockAgentNotInstalled, "%v", err)
-			return
+			return gateBlock(ctoharness.BlockAgentNotInstalled, "%v", err)
 		}
 	}
 	if a.exe, err = spec.Resolve(dir, o.Command); err != nil {
-		bad(ctoharness.BlockAgentNotInstalled, "%v", err)
-		return
+		return gateBlock(ctoharness.BlockAgentNotInstalled, "%v", err)
 	}
 	if dir != "" && len(o.Command) == 0 {
 		a.home = spec.InstallDir(dir)
 	}
 	r.rep.Agent.Executable = a.exe
 	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
-	// The endpoint is checked before anything is copied or started: a
-	// provider that cannot be reached would only be found out by the agent
-	// retrying until its timeout.
+	return nil
+}
+
+// meterAgent checks the endpoint before anything is copied or started (a
+// provider that cannot be reached would only be found out by the agent
+// retrying until its timeout), and starts the model meter the agent talks
+// to instead. Sandboxed, Case's network namespace stays empty but for the
+// forwarder's listener for the meter: the one endpoint an agent gets.
+func (r *run) meterAgent(ctx context.Context, a *agentRun, u *url.URL) error {
+	o := r.o.Agent
 	if err := modelmeter.Precheck(ctx, u, modelPrecheck); err != nil {
-		bad(ctoharness.BlockModelEndpointUnreachable, "the model endpoint %s cannot be reached (%v); Case was not started. Check --base-url and that the provider is up", o.BaseURL, err)
-		return
+		return gateBlock(ctoharness.BlockModelEndpointUnreachable, "the model endpoint %s cannot be reached (%v); Case was not started. Check --base-url and that the provider is up", o.BaseURL, err)
 	}
 	var stall time.Duration
 	if c := r.o.Config.Agent; c != nil {
@@ -206,15 +234,12 @@ func (r *run) checkAgent(ctx context.Context) {
 	}
 	meter, err := modelmeter.Start(modelmeter.Options{Upstream: u, Clock: r.o.Clock, OnStop: a.model.failed, StallAfter: stall})
 	if err != nil {
-		bad(ctoharness.BlockSandboxUnavailable, "the model meter cannot start: %v", err)
-		return
+		return gateBlock(ctoharness.BlockSandboxUnavailable, "the model meter cannot start: %v", err)
 	}
 	a.meter = meter
 	a.endpoint = meter.Addr()
 	r.rep.Agent.Notes = append(r.rep.Agent.Notes, fmt.Sprintf("the agent talks to the harness's model meter at %s, which relays every request to %s unchanged and records its status, latency and usage", meter.BaseURL(), o.BaseURL))
 	if !r.o.Unsandboxed {
-		// Case's network namespace stays empty but for the forwarder's
-		// listener for the model endpoint: the one endpoint an agent gets.
 		r.o.AllowNetCase = append(append([]string(nil), r.o.AllowNetCase...), a.endpoint)
 		origin := map[string]string{a.endpoint: "agent"}
 		for k, v := range r.o.AllowNetOrigin {
@@ -224,8 +249,7 @@ func (r *run) checkAgent(ctx context.Context) {
 		}
 		r.o.AllowNetOrigin = origin
 	}
-	r.rep.Agent.EgressAllowed = []string{a.endpoint}
-	r.agent = a
+	return nil
 }
 
 // hostPort is the URL's host:port, with the scheme's default port.

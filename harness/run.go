@@ -63,29 +63,8 @@ type run struct {
 // the request is unusable (ErrUsage: nothing written) or evidence could not be
 // written (wrapping evidence.ErrWrite); a blocked run is a report, not an error.
 func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	if _, err := gates.Lookup(o.Stage); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
-		return nil, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
-	}
-	if err := o.checkFault(); err != nil {
-		return nil, err
-	}
-	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
-		return nil, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
-	}
-	if err := o.checkNet(); err != nil {
-		return nil, err
-	}
-	prof, err := o.lookupProfile()
+	prof, err := o.usable()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
 		return nil, err
 	}
 	// Every time of the run is on one monotonic timeline (package
@@ -99,43 +78,21 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	runDir := filepath.Join(o.RunsDir, r.runID)
 	workspace := filepath.Join(o.RunsDir, runlist.WorkDir, r.runID)
 	r.scratch = filepath.Join(workspace, "scratch")
-	dir, err := evidence.Create(ctx, runDir, o.Schemas, r.tr)
-	if err != nil {
+	if r.dir, err = evidence.Create(ctx, runDir, o.Schemas, r.tr); err != nil {
 		return nil, err
 	}
-	r.dir = dir
 	if o.Sync != nil {
-		dir.WithSync(o.Sync)
+		r.dir.WithSync(o.Sync)
 	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
-		dir.WithFault(a)
+		r.dir.WithFault(a)
 	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultDiskFullPrefix); ok {
-		dir.WithNoSpaceFault(a)
+		r.dir.WithNoSpaceFault(a)
 	}
 	ctx = r.injectInterrupt(ctx)
-	r.rep = &ctoharness.Report{
-		SchemaVersion:        ctoharness.SchemaVersion,
-		RunID:                r.runID,
-		Stage:                o.Stage,
-		CaseLane:             ctoharness.LaneNone,
-		RuntimeWorkspaceRoot: workspace,
-		RunArtifactDir:       runDir,
-		Policy: ctoharness.Policy{OwnedSources: nonNil(o.Config.OwnedSources), TargetRoots: nonNil(o.Config.TargetRoots),
-			ExternalRoots: nonNil(o.Config.ExternalRoots)},
-		AllowedPaths: []string{},
-		ChangedFiles: []ctoharness.ChangedFile{},
-		Blockers:     []ctoharness.Blocker{},
-		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
-		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
-			Profile: string(prof.Name), Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
-		Profile:   string(prof.Name),
-		Sandbox:   ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}},
-		Freshness: ctoharness.Freshness{RunID: r.runID, Nonce: r.nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
-	}
-	r.rep.FaultInjection = o.Fault
-	r.rep.Trial = o.Trial
-	r.ev, err = dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
+	r.rep = newReport(o, r.runID, r.nonce, prof, workspace, runDir, now)
+	r.ev, err = r.dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
 	if err != nil {
 		r.blockWrite(err, ctoharness.StepGate)
 	}
@@ -159,6 +116,60 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	rep, err := r.finish(proofCtx(ctx), clock.Jumps)
 	r.leaveWork()
 	return rep, err
+}
+
+// usable refuses a request nothing can be run for (ErrUsage: nothing is
+// written), and returns the execution profile it names.
+func (o *Options) usable() (profile.Policy, error) {
+	if err := o.defaults(); err != nil {
+		return profile.Policy{}, err
+	}
+	if _, err := gates.Lookup(o.Stage); err != nil {
+		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
+		return profile.Policy{}, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
+	}
+	if err := o.checkFault(); err != nil {
+		return profile.Policy{}, err
+	}
+	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
+		return profile.Policy{}, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
+	}
+	if err := o.checkNet(); err != nil {
+		return profile.Policy{}, err
+	}
+	prof, err := o.lookupProfile()
+	if err != nil {
+		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return prof, runsDirOutsideSource(o.RunsDir, o.Source)
+}
+
+// newReport is the report a run starts from: every list empty rather than
+// null, and the verification not reached.
+func newReport(o Options, runID, nonce string, prof profile.Policy, workspace, runDir string, now time.Time) *ctoharness.Report {
+	return &ctoharness.Report{
+		SchemaVersion:        ctoharness.SchemaVersion,
+		RunID:                runID,
+		Stage:                o.Stage,
+		CaseLane:             ctoharness.LaneNone,
+		RuntimeWorkspaceRoot: workspace,
+		RunArtifactDir:       runDir,
+		Policy: ctoharness.Policy{OwnedSources: nonNil(o.Config.OwnedSources), TargetRoots: nonNil(o.Config.TargetRoots),
+			ExternalRoots: nonNil(o.Config.ExternalRoots)},
+		AllowedPaths: []string{},
+		ChangedFiles: []ctoharness.ChangedFile{},
+		Blockers:     []ctoharness.Blocker{},
+		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
+		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
+			Profile: string(prof.Name), Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
+		Profile:        string(prof.Name),
+		Sandbox:        ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}},
+		Freshness:      ctoharness.Freshness{RunID: runID, Nonce: nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
+		FaultInjection: o.Fault,
+		Trial:          o.Trial,
+	}
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof

@@ -140,32 +140,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		}
 	}
 	if len(argv) > 0 {
-		exe := argv[0]
-		if !filepath.IsAbs(exe) {
-			exe = lookIn(exe, hostPath)
-		}
-		if exe != "" && !insideAnyPath(exe, system) {
-			v.Read = append(v.Read, filepath.Clean(exe))
-		}
-		// A script the command runs, named by absolute path
-		// (["node", "/opt/agent/cli.js"]), is part of the command too.
-		for _, a := range argv[1:] {
-			if filepath.IsAbs(a) && !insideAnyPath(a, system) && !slices.Contains(v.Read, filepath.Clean(a)) {
-				if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
-					v.Read = append(v.Read, filepath.Clean(a))
-				}
-			}
-		}
-		// A Node program loads its modules next to its real path: an
-		// executable or script inside node_modules brings the whole install
-		// directory (the one holding node_modules) into the view.
-		for _, p := range append([]string{}, v.Read...) {
-			for _, q := range []string{p, realPath(p)} {
-				if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(v.Read, q[:i]) && !insideAnyPath(q[:i], system) {
-					v.Read = append(v.Read, q[:i])
-				}
-			}
-		}
+		v.Read = commandReads(v.Read, argv, system, hostPath)
 	}
 	if !verification {
 		task := r.dir.Path(evidence.TaskFile)
@@ -174,6 +149,36 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		}
 	}
 	return v, ctoharness.ViewRecord{ReadPaths: nonNil(v.Read), HidePaths: nonNil(hide)}, nil
+}
+
+// commandReads adds what the command itself needs to read to the view's
+// read paths: its executable, a script it runs named by absolute path
+// (["node", "/opt/agent/cli.js"]), and for a Node program the install
+// directory holding the node_modules its executable or script lies in (it
+// loads its modules next to its real path).
+func commandReads(read, argv, system []string, hostPath string) []string {
+	exe := argv[0]
+	if !filepath.IsAbs(exe) {
+		exe = lookIn(exe, hostPath)
+	}
+	if exe != "" && !insideAnyPath(exe, system) {
+		read = append(read, filepath.Clean(exe))
+	}
+	for _, a := range argv[1:] {
+		if filepath.IsAbs(a) && !insideAnyPath(a, system) && !slices.Contains(read, filepath.Clean(a)) {
+			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+				read = append(read, filepath.Clean(a))
+			}
+		}
+	}
+	for _, p := range append([]string{}, read...) {
+		for _, q := range []string{p, realPath(p)} {
+			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !insideAnyPath(q[:i], system) {
+				read = append(read, q[:i])
+			}
+		}
+	}
+	return read
 }
 
 // protectedPaths are hidden and may hold no read path: the source (and its
