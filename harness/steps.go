@@ -564,7 +564,7 @@ func (r *run) runCase(ctx context.Context) {
 	if !ok {
 		return
 	}
-	defer l.cmds.close()
+	defer l.cmds.Close()
 	out, err, ok := r.watchCase(ctx, l)
 	if !ok {
 		return
@@ -579,7 +579,7 @@ type caseLaunch struct {
 	attr      *syscall.SysProcAttr
 	extra     []*os.File
 	logs      map[string]*os.File
-	cmds      *caseCommands
+	cmds      *caserun.Commands
 	watch     *caserun.Watch
 }
 
@@ -610,18 +610,19 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 		}
 		l.logs[name] = f
 	}
-	l.cmds = r.newCaseCommands(ctx)
+	l.cmds = caserun.NewCommands(r.profile, r.contract.Verification.Command, !r.o.Unsandboxed,
+		func(t ctoharness.EventType, data map[string]any) { r.emit(ctx, t, data) })
 	var execs *execwatch.Watch
-	if l.cmds.observed {
+	if l.cmds.Observed {
 		var own []string
 		if r.agent != nil {
 			own = r.agent.ownPaths()
 		}
 		var err error
-		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.decide}); err != nil {
+		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.Decide}); err != nil {
 			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 			l.closeLogs()
-			l.cmds.close()
+			l.cmds.Close()
 			return nil, false
 		}
 	}
@@ -630,10 +631,10 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 	if l.launch, l.attr, l.extra, watch, err = r.launchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
 		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		l.closeLogs()
-		l.cmds.close()
+		l.cmds.Close()
 		return nil, false
 	}
-	l.cmds.watch, l.cmds.execs = watch, execs
+	l.cmds.Attach(watch, execs)
 	return l, true
 }
 
@@ -678,7 +679,7 @@ func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, er
 	if r.agent != nil {
 		r.agent.model.stopWith(stopCase)
 	}
-	l.watch = &caserun.Watch{Lock: &l.cmds.mu, Started: r.caseStarted, Claim: l.cmds.claim, Stop: stopCase, Profile: string(r.profile.Name),
+	l.watch = &caserun.Watch{Lock: l.cmds.Locker(), Started: r.caseStarted, Claim: l.cmds.Claim, Stop: stopCase, Profile: string(r.profile.Name),
 		Emit: func(t ctoharness.EventType, data map[string]any) { r.emit(ctx, t, data) }}
 	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: r.fixture, Env: l.env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
@@ -709,10 +710,10 @@ func (r *run) endCase(ctx context.Context, l *caseLaunch, out backend.Outcome, e
 		r.agent.usage(ctx, r, r.rep.Agent)
 		e.ModelStopped, e.ModelError = r.agent.stopBlocker(r.o.Agent.BaseURL), r.agent.errorBlocker()
 	}
-	e.WatchErr = l.cmds.close()
+	e.WatchErr = l.cmds.Close()
 	e.BudgetStop = l.watch.BudgetStop()
 	c := &r.rep.Case
-	c.Commands = l.cmds.record()
+	c.Commands = l.cmds.Record()
 	c.ExitCode, c.DurationMs, c.TimedOut, c.Events = out.ExitCode, out.Duration.Milliseconds(), out.TimedOut, out.Events
 	c.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
 		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}

@@ -1,4 +1,4 @@
-package harness
+package caserun
 
 import (
 	"crypto/sha256"

@@ -1,7 +1,6 @@
-package harness
+package caserun
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -16,16 +15,18 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 )
 
-// caseCommands holds Case's command budget for one Case process: the
+// Commands holds Case's command budget for one Case process: the
 // commands the exec watch observes (the count, enforced by refusing the
 // exec) and the ones Case's case.command events claim (kept beside it).
 // Where nothing is observed (unsandboxed) the claims are all there is, and
 // the only way to hold Case to the budget is to stop it.
-type caseCommands struct {
-	r        *run
-	ctx      context.Context
-	observed bool
+type Commands struct {
+	// Observed says an exec watch sees Case's execs (sandboxed); else the
+	// claims are all there is.
+	Observed bool
 	counter  *profile.Counter
+	emit     func(ctoharness.EventType, map[string]any)
+	profile  profile.Name
 	execs    *execwatch.Watch // the exec watch's handler
 	watch    *notify.Watch    // the launch's seccomp watch, which serves execs (and Case's connection watch)
 
@@ -38,18 +39,29 @@ type caseCommands struct {
 	stats         execwatch.Stats
 }
 
-func (r *run) newCaseCommands(ctx context.Context) *caseCommands {
-	// Sandboxed, Case's execs are observed: the exec watch shares the
-	// launcher's one seccomp listener with the connection watch when Case
-	// has an allowlist. Unsandboxed there is no launcher to watch them.
-	return &caseCommands{r: r, ctx: ctx, observed: !r.o.Unsandboxed,
-		counter: profile.NewCounter(r.profile, r.contract.Verification.Command)}
+// NewCommands holds one Case process to pol's command budget (the
+// verification command is not counted against it). Sandboxed, Case's execs
+// are observed: the exec watch shares the launcher's one seccomp listener
+// with the connection watch when Case has an allowlist. Unsandboxed there
+// is no launcher to watch them. emit records a command_refused event.
+func NewCommands(pol profile.Policy, verification string, observed bool, emit func(ctoharness.EventType, map[string]any)) *Commands {
+	return &Commands{Observed: observed, counter: profile.NewCounter(pol, verification), emit: emit, profile: pol.Name}
 }
 
-// decide is the exec watch's verdict on one observed command: the profile
+// Attach gives the commands the launch's seccomp watch and the exec watch
+// it serves, which Close stops.
+func (c *Commands) Attach(watch *notify.Watch, execs *execwatch.Watch) {
+	c.watch, c.execs = watch, execs
+}
+
+// Locker serialises the run's event log between Case's event reader and
+// the exec watch (Watch.Lock).
+func (c *Commands) Locker() sync.Locker { return &c.mu }
+
+// Decide is the exec watch's verdict on one observed command: the profile
 // counts it, or refuses it; a refusal is recorded as a command_refused
 // event (at most MaxCommandRefusalEvents of them).
-func (c *caseCommands) decide(cmd execwatch.Command) error {
+func (c *Commands) Decide(cmd execwatch.Command) error {
 	cl := c.counter.Classify(cmd.Line)
 	if cmd.Truncated {
 		cl = profile.Unknown() // what was not read may be anything
@@ -66,9 +78,9 @@ func (c *caseCommands) decide(cmd execwatch.Command) error {
 	}
 	if c.refusalEvents < ctoharness.MaxCommandRefusalEvents {
 		c.refusalEvents++
-		c.r.emit(c.ctx, ctoharness.EvCommandRefused, map[string]any{"command": line, "shell": cmd.Shell,
+		c.emit(ctoharness.EvCommandRefused, map[string]any{"command": line, "shell": cmd.Shell,
 			"path": clipCommand(cmd.Path), "argv": clipArgv(cmd.Argv), "truncated": cmd.Truncated, "reason": reason,
-			"profile": string(c.r.profile.Name)})
+			"profile": string(c.profile)})
 	}
 	tellRefused(cmd.Pid, reason)
 	return errors.New(reason)
@@ -90,9 +102,9 @@ func tellRefused(pid int, reason string) {
 	_, _ = f.WriteString("cto-harness: this command was refused and did not run: " + reason + "\n")
 }
 
-// claim records one case.command event. Unsandboxed, it is also counted
+// Claim records one case.command event. Unsandboxed, it is also counted
 // against the budget: it returns the reason Case must be stopped, if any.
-func (c *caseCommands) claim(cmd string) string {
+func (c *Commands) Claim(cmd string) string {
 	c.claims.Commands++
 	cl := c.counter.Classify(cmd)
 	if cl.Test {
@@ -104,7 +116,7 @@ func (c *caseCommands) claim(cmd string) string {
 	if cl.Install {
 		c.claims.Installs++
 	}
-	if c.observed {
+	if c.Observed {
 		return ""
 	}
 	if ok, reason := c.counter.Account(cmd, cl); !ok {
@@ -113,9 +125,9 @@ func (c *caseCommands) claim(cmd string) string {
 	return ""
 }
 
-// close stops the exec watch once Case's processes are gone; an error is
+// Close stops the exec watch once Case's processes are gone; an error is
 // a watch that could not be trusted to have seen everything.
-func (c *caseCommands) close() error {
+func (c *Commands) Close() error {
 	var err error
 	if c.watch != nil {
 		err = c.watch.Close()
@@ -130,12 +142,12 @@ func (c *caseCommands) close() error {
 	return err
 }
 
-// record is the report's account.
-func (c *caseCommands) record() *ctoharness.CommandsRecord {
+// Record is the report's account.
+func (c *Commands) Record() *ctoharness.CommandsRecord {
 	u := c.counter.Usage()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return &ctoharness.CommandsRecord{Observed: c.observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
+	return &ctoharness.CommandsRecord{Observed: c.Observed, Budget: u.Budget, Used: u.Used, Commands: u.Commands,
 		Heavy: u.Heavy, Tests: u.Tests, Refused: u.Refused, Execs: c.stats.Execs, Inside: c.stats.Inside,
 		RefusalEvents: c.refusalEvents, Claimed: c.claims, RefusedCommands: append([]ctoharness.RefusedCommand{}, c.refused...)}
 }
