@@ -8,6 +8,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/ledger"
 	"github.com/cto-harness/cto-harness/harness/reportmd"
 )
 
@@ -106,4 +107,15 @@ func (r *run) ensureFile(ctx context.Context, name string, data []byte) {
 func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// appendCost appends the run's line to the runs directory's cost ledger
+// (package ledger): who ran as Case and as adversary, what the model
+// meter counted, and the verdict the report is written with. A line that
+// cannot be appended blocks the run: a ledger that misses runs would
+// understate what they cost.
+func (r *run) appendCost() {
+	if err := ledger.Append(r.o.RunsDir, ledger.FromReport(r.rep, r.o.Clock())); err != nil {
+		r.blockWrite(fmt.Errorf("the run's line could not be appended to the cost ledger: %w; check that %s is writable", err, ledger.Path(r.o.RunsDir)), ctoharness.StepReport)
+	}
 }

@@ -1,4 +1,4 @@
-package harness
+package ledger
 
 import (
 	"testing"
@@ -19,7 +19,7 @@ func TestCostEntry(t *testing.T) {
 		Trial: &ctoharness.TrialBinding{TrialID: "t1", BatchID: "b1"},
 		Agent: &ctoharness.AgentRecord{Name: "qwen-code", Model: "qwen3-coder", Usage: &ctoharness.ModelUsage{Requests: 3, InputUncached: 100, CacheRead: 20, CacheWrite: 5, Output: 40,
 			CostUSD: &cost, CostSource: ctoharness.CostEstimated}}}
-	e := costEntry(rep, at)
+	e := FromReport(rep, at)
 	if e.At != at.UTC() || e.RunID != "r1" || e.TrialID != "t1" || e.BatchID != "b1" || e.Status != "failed" || e.Outcome != "agent_failed" ||
 		len(e.Blockers) != 1 || e.Blockers[0] != "TESTS_FAILED" {
 		t.Fatalf("entry %+v", e)
@@ -34,15 +34,15 @@ func TestCostEntry(t *testing.T) {
 	}
 
 	rep.Agent.Usage.CostUSD, rep.Agent.Usage.CostSource = nil, ctoharness.CostNotReported
-	if c := costEntry(rep, at).Case; c.CostUSD != nil || c.CostSource != "not_reported" {
+	if c := FromReport(rep, at).Case; c.CostUSD != nil || c.CostSource != "not_reported" {
 		t.Fatalf("an unknown cost became %+v", c)
 	}
 	rep.Agent = nil
-	if c := costEntry(rep, at).Case; c.Agent != "command" || c.CostUSD != nil {
+	if c := FromReport(rep, at).Case; c.Agent != "command" || c.CostUSD != nil {
 		t.Fatalf("a --case-cmd Case: %+v", c)
 	}
 	rep.CaseLane, rep.Adversarial = ctoharness.LaneFake, &ctoharness.AdversarialRecord{}
-	e = costEntry(rep, at)
+	e = FromReport(rep, at)
 	if c := e.Case; c.Agent != "fake" || c.CostUSD == nil || *c.CostUSD != 0 {
 		t.Fatalf("the fake Case: %+v", c)
 	}
@@ -50,11 +50,11 @@ func TestCostEntry(t *testing.T) {
 		t.Fatalf("the adversary: %+v", a)
 	}
 	rep.Adversarial.Agent = &ctoharness.AdversaryAgent{Name: "codex", Model: "gpt-x", Usage: &ctoharness.ModelUsage{Requests: 2, Output: 9, CostSource: ctoharness.CostNotReported}}
-	if a := costEntry(rep, at).Adversary; a.Agent != "codex" || a.Model != "gpt-x" || a.Requests != 2 || a.OutputTokens != 9 || a.CostUSD != nil {
+	if a := FromReport(rep, at).Adversary; a.Agent != "codex" || a.Model != "gpt-x" || a.Requests != 2 || a.OutputTokens != 9 || a.CostUSD != nil {
 		t.Fatalf("the adversary agent: %+v", a)
 	}
 	rep.CaseProcessStarted = false
-	if e := costEntry(rep, at); e.Case != nil {
+	if e := FromReport(rep, at); e.Case != nil {
 		t.Fatalf("no Case ran, the entry has %+v", e.Case)
 	}
 }
