@@ -195,6 +195,61 @@ func (p Problem) String() string {
 type ValidationError struct {
 	Kind     Kind
 	Problems []Problem // at least one; sorted by pointer
+	// Syntax is set when the data is not JSON at all: where it goes wrong,
+	// so that a person editing a config or task file can find the place.
+	Syntax *SyntaxError
+}
+
+// Unwrap gives errors.As the syntax error, when there is one.
+func (e *ValidationError) Unwrap() error {
+	if e.Syntax == nil {
+		return nil
+	}
+	return e.Syntax
+}
+
+// SyntaxError is data that is not JSON: the decoder's complaint and the
+// 1-based line and column of the byte it stopped at (for input that ends
+// too soon, the end of the input).
+type SyntaxError struct {
+	Line, Column int
+	Err          error
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %v", e.Line, e.Column, e.Err)
+}
+
+func (e *SyntaxError) Unwrap() error { return e.Err }
+
+// In names the place in file as editors and compilers do,
+// "FILE:LINE:COLUMN: not valid JSON: ...", so that it can be jumped to.
+func (e *SyntaxError) In(file string) string {
+	return fmt.Sprintf("%s:%d:%d: not valid JSON: %v", file, e.Line, e.Column, e.Err)
+}
+
+// newSyntaxError places err in data: at a *json.SyntaxError's offset, else
+// (a truncated value, trailing data) at the end of the input.
+func newSyntaxError(data []byte, err error) *SyntaxError {
+	off := int64(len(data))
+	var se *json.SyntaxError
+	var td trailingData
+	switch {
+	case errors.As(err, &se) && se.Offset >= 1 && se.Offset <= off:
+		off = se.Offset - 1 // the offset counts the bytes read, the bad one included
+	case errors.As(err, &td):
+		off = td.off
+	}
+	line, col := 1, 1
+	for _, b := range data[:off] {
+		switch {
+		case b == '\n':
+			line, col = line+1, 1
+		case b&0xC0 != 0x80: // a UTF-8 continuation byte is not a column of its own
+			col++
+		}
+	}
+	return &SyntaxError{Line: line, Column: col, Err: err}
 }
 
 func (e *ValidationError) Error() string {
@@ -241,7 +296,8 @@ func (s *Set) Validate(kind Kind, data []byte) error {
 	}
 	v, err := decode(data)
 	if err != nil {
-		return &ValidationError{Kind: kind, Problems: []Problem{{Message: "malformed JSON: " + err.Error()}}}
+		syn := newSyntaxError(data, err)
+		return &ValidationError{Kind: kind, Problems: []Problem{{Message: "malformed JSON at " + syn.Error()}}, Syntax: syn}
 	}
 	err = sch.Validate(v)
 	if err == nil {
@@ -270,11 +326,21 @@ func decode(data []byte) (any, error) {
 		}
 		return nil, err
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON value")
+		// Placed at the first byte after the value that is not space.
+		for end < int64(len(data)) && strings.ContainsRune(" \t\r\n", rune(data[end])) {
+			end++
+		}
+		return nil, trailingData{end}
 	}
 	return v, nil
 }
+
+// trailingData is a second value after the first; off is where it starts.
+type trailingData struct{ off int64 }
+
+func (trailingData) Error() string { return "trailing data after the JSON value" }
 
 // leaves flattens the library's error tree into its innermost causes, which
 // name the exact instance locations that failed.

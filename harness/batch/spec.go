@@ -113,6 +113,10 @@ func LoadSpec(ctx context.Context, path string, set *schemas.Set) (Spec, error) 
 // ParseSpec is LoadSpec on bytes; origin is the file they came from.
 func ParseSpec(data []byte, origin string, set *schemas.Set) (Spec, error) {
 	if err := set.Validate(schemas.BatchSpec, data); err != nil {
+		var syn *schemas.SyntaxError
+		if errors.As(err, &syn) {
+			return Spec{}, fmt.Errorf("%w %s; fix the JSON there", ErrSpec, syn.In(origin))
+		}
 		return Spec{}, fmt.Errorf("%w %s does not match its schema: %v", ErrSpec, origin, err)
 	}
 	var s Spec

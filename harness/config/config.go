@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // EnvConfig names the environment variable that points at the config file.
@@ -221,6 +223,10 @@ func Load(path string, validate func([]byte) error) (Config, error) {
 // Parse decodes and validates config bytes; origin names them in errors.
 func Parse(data []byte, origin string, validate func([]byte) error) (Config, error) {
 	if err := validate(data); err != nil {
+		var syn *schemas.SyntaxError
+		if errors.As(err, &syn) {
+			return Config{}, fmt.Errorf("%w: %s; fix the JSON there", ErrInvalid, syn.In(origin))
+		}
 		return Config{}, fmt.Errorf("%w: %s does not match the config schema: %v", ErrInvalid, origin, err)
 	}
 	var c Config

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/testresults"
+	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // Default limits used when a spec leaves them out.
@@ -250,6 +252,10 @@ func Load(ctx context.Context, path string, validate func([]byte) error) (Spec, 
 // Parse decodes and validates spec bytes; origin names them in errors.
 func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error) {
 	if err := validate(data); err != nil {
+		var syn *schemas.SyntaxError
+		if errors.As(err, &syn) {
+			return Spec{}, fmt.Errorf("task spec %s; fix the JSON there", syn.In(origin))
+		}
 		return Spec{}, fmt.Errorf("task spec %s does not match its schema: %w", origin, err)
 	}
 	var s Spec
