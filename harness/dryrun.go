@@ -151,7 +151,7 @@ func (p *planning) block(b ...ctoharness.Blocker) { p.plan.Blockers = append(p.p
 func (p *planning) sourceAndSpec(ctx context.Context, stage gates.Stage) (path string, cleanup func(), err error) {
 	o := p.o
 	cleanup = func() {}
-	p.pol = source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock}
+	p.pol = source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock, ConfigFile: o.Config.Path}
 	path, p.spec = o.Source, o.Spec
 	if path == "" {
 		if stage.Fixture != gates.FixtureArtificial {

@@ -109,7 +109,7 @@ func (r *run) caseCommand() []string {
 // materialized in the workspace.
 func (r *run) classify(ctx context.Context) bool {
 	r.step(ctoharness.StepClassify)
-	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock}
+	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock, ConfigFile: r.o.Config.Path}
 	path := r.o.Source
 	builtin := ""
 	if path == "" {

@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,6 +32,9 @@ type Policy struct {
 	ExternalRoots []string
 	// Now is the clock a gc.pid's age is judged by; nil is time.Now.
 	Now func() time.Time
+	// ConfigFile is the config file Owned comes from ("" when none is in
+	// use): a refusal for ownership names it, so the fix can be made there.
+	ConfigFile string
 }
 
 // Repo is a classified source repository: a non-bare, self-contained git
@@ -118,7 +122,7 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 				root, rootKind(r.code), r.given)
 		}
 	}
-	if err := checkOwned(in, pol.Owned, abs, root); err != nil {
+	if err := checkOwned(in, pol, abs, root); err != nil {
 		return Repo{}, err
 	}
 	now := time.Now
@@ -128,7 +132,7 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 	if repo.GitDir, err = checkLayout(in, root, now()); err != nil {
 		return Repo{}, err
 	}
-	if err := checkAlternates(in, pol.Owned, repo.GitDir); err != nil {
+	if err := checkAlternates(in, pol, repo.GitDir); err != nil {
 		return Repo{}, err
 	}
 	return repo, nil
@@ -139,7 +143,7 @@ func Classify(ctx context.Context, path string, pol Policy, tr ctoharness.Tracer
 // an absolute path, outside every fenced root, under an owned root, and
 // borrows nothing itself: the harness reads objects there (the copy takes
 // them into the fixture's own store), so it must be allowed to.
-func checkAlternates(in *inspector, owned []string, gitDir string) error {
+func checkAlternates(in *inspector, pol Policy, gitDir string) error {
 	p := gitDir + "/objects/info/alternates"
 	data, err := in.readFile(p)
 	if isNotExist(err) {
@@ -175,9 +179,9 @@ func checkAlternates(in *inspector, owned []string, gitDir string) error {
 			return block(ctoharness.BlockSourceAlternates, nil,
 				"alternate object directory %s (named in %s) is not a directory; make a standalone clone (git clone --no-shared) and pass it", a, p)
 		}
-		if err := checkOwned(in, owned, a, real); err != nil {
+		if err := checkOwned(in, pol, a, real); err != nil {
 			return block(ctoharness.BlockSourceAlternates, nil,
-				"alternate object directory %s (named in %s) is not under an owned root, and the harness reads objects only from what you own; add its repository's directory to the owned roots, or make a standalone clone (git clone --no-shared)", a, p)
+				"alternate object directory %s (named in %s) is not under an owned root, and the harness reads objects only from what you own; %s, or make a standalone clone (git clone --no-shared)", a, p, ownHint(pol, lenderRepo(real)))
 		}
 		if present, err := exists(in, real+"/info/alternates"); err != nil {
 			return err
@@ -233,12 +237,12 @@ func resolveSource(in *inspector, abs string) (string, error) {
 // checkOwned refuses a source that is not at or under an owned root. Owned
 // entries are resolved with the same fence, so an owned entry inside a
 // target or external root is ignored rather than touched.
-func checkOwned(in *inspector, owned []string, abs, root string) error {
-	if len(owned) == 0 {
+func checkOwned(in *inspector, pol Policy, abs, root string) error {
+	if len(pol.Owned) == 0 {
 		return block(ctoharness.BlockSourceNotOwned, nil,
-			"source %s cannot be checked for ownership: no owned roots are configured; add the directory holding your repositories to the owned roots", abs)
+			"source %s cannot be checked for ownership: no owned roots are configured; %s", abs, ownHint(pol, root))
 	}
-	for _, o := range owned {
+	for _, o := range pol.Owned {
 		if o == "" {
 			continue
 		}
@@ -261,8 +265,31 @@ func checkOwned(in *inspector, owned []string, abs, root string) error {
 		}
 	}
 	return block(ctoharness.BlockSourceNotOwned, nil,
-		"source %s (real path %s) is not under any owned root (%s); copy or clone it under an owned root, or add its directory to the owned roots",
-		abs, root, strings.Join(owned, ", "))
+		"source %s (real path %s) is not under any owned root (%s); copy or clone it under an owned root, or %s",
+		abs, root, strings.Join(pol.Owned, ", "), ownHint(pol, root))
+}
+
+// lenderRepo is the repository an alternate object directory belongs to:
+// the worktree of a .git/objects, else the directory holding objects/.
+func lenderRepo(objects string) string {
+	d := filepath.Dir(objects)
+	if filepath.Base(d) == ".git" {
+		d = filepath.Dir(d)
+	}
+	return d
+}
+
+// ownHint says how to own dir: the key to change, in the config file in use
+// (or one to write), with the line ready to paste.
+func ownHint(pol Policy, dir string) string {
+	owned := append(append([]string{}, pol.Owned...), dir)
+	line, _ := json.Marshal(map[string][]string{"owned_sources": owned}) // strings always marshal
+	if pol.ConfigFile == "" {
+		return fmt.Sprintf("no config file is in use: write one holding %s and pass it with --config FILE (or set CTO_HARNESS_CONFIG)",
+			strings.TrimSuffix(string(line), "}")+`, "target_repository_roots": []}`)
+	}
+	return fmt.Sprintf("add %s to \"owned_sources\" in the config %s, for example %s", dir, pol.ConfigFile,
+		strings.TrimSuffix(strings.TrimPrefix(string(line), "{"), "}"))
 }
 
 // checkLayout refuses anything but a plain, self-contained worktree: the

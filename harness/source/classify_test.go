@@ -793,3 +793,26 @@ func TestClassifySeparateGitDirRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestNotOwnedNamesTheFix checks that an ownership refusal says where the fix
+// goes: the key owned_sources in the config file in use, with the line to
+// paste; or, with no config file, the file to write and how to pass it.
+func TestNotOwnedNamesTheFix(t *testing.T) {
+	l := newLayout(t)
+	repo := filepath.Join(l.elsewhere, "repo")
+	pol := l.policy()
+	pol.ConfigFile = "/home/me/harness.json"
+	_, err := Classify(context.Background(), repo, pol, nil)
+	b := blockerOf(t, err)
+	want := `add ` + repo + ` to "owned_sources" in the config /home/me/harness.json, for example "owned_sources":["` + l.owned + `","` + repo + `"]`
+	if b.Code != ctoharness.BlockSourceNotOwned || !strings.Contains(b.Message, want) {
+		t.Errorf("blocker %s %q, want SOURCE_NOT_OWNED containing %q", b.Code, b.Message, want)
+	}
+
+	_, err = Classify(context.Background(), repo, Policy{TargetRoots: []string{l.target}}, nil)
+	b = blockerOf(t, err)
+	want = `no config file is in use: write one holding {"owned_sources":["` + repo + `"], "target_repository_roots": []} and pass it with --config FILE (or set CTO_HARNESS_CONFIG)`
+	if b.Code != ctoharness.BlockSourceNotOwned || !strings.Contains(b.Message, want) {
+		t.Errorf("blocker %s %q, want SOURCE_NOT_OWNED containing %q", b.Code, b.Message, want)
+	}
+}

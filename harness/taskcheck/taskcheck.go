@@ -187,7 +187,7 @@ func judge(failToPass []string, runs []ctoharness.TaskCheckRun, repeats int) []s
 // sourceDirs classifies the source as the run will (owned, not a Target
 // Repository) and returns its worktree root and git directory.
 func sourceDirs(ctx context.Context, o harness.Options) (root, gitDir string, err error) {
-	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock}
+	pol := source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock, ConfigFile: o.Config.Path}
 	repo, err := source.Classify(ctx, o.Source, pol, ctoharness.NopTracer{})
 	if err != nil {
 		return "", "", fmt.Errorf("%w: source %s: %v", ErrUsage, o.Source, err)
