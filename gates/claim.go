@@ -16,7 +16,7 @@ import (
 func (rc RecordCheck) verifyClaim(ctx context.Context, n int, p string, r Record) error {
 	unproven := func(format string, a ...any) error {
 		return ctoharness.Block(ctoharness.BlockPrevStageUnproven, ctoharness.StepGate, nil,
-			"stage %d validation record %s: %s; re-run 'cto-harness validate-stage %d'", n, p, fmt.Sprintf(format, a...), n)
+			"stage %d validation record %s: %s; re-run '%s'", n, p, fmt.Sprintf(format, a...), rc.Rerun(n))
 	}
 	if rc.VerifyRun == nil {
 		return unproven("this gate has no way to validate the run the record names")
@@ -57,8 +57,8 @@ func (rc RecordCheck) verifyClaim(ctx context.Context, n int, p string, r Record
 	}
 	if age := rc.Now.Sub(rep.Freshness.FinishedAt); age > rc.MaxAge || age < -time.Minute {
 		return ctoharness.Block(ctoharness.BlockPrevStageStale, ctoharness.StepGate, nil,
-			"stage %d validation record %s names run %s, which finished %s ago (max %s); re-run 'cto-harness validate-stage %d'",
-			n, p, rep.RunID, age.Round(time.Second), rc.MaxAge, n)
+			"stage %d validation record %s names run %s, which finished %s ago (max %s); re-run '%s'",
+			n, p, rep.RunID, age.Round(time.Second), rc.MaxAge, rc.Rerun(n))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,30 @@ func TestCheckDecisions(t *testing.T) {
 	d := gates.Check(context.Background(), gates.Request{Stage: 3, Getenv: env(map[string]string{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}), Records: f.check()})
 	if len(d.Blockers) != 1 || d.Blockers[0].Code != ctoharness.BlockStageRecordUntrusted {
 		t.Fatalf("unsigned record without an opt-out: %+v", d.Blockers)
+	}
+}
+
+// TestRefusalNamesThePasteableCommand checks that a missing record asks for
+// validate-stage with the runs directory and config of this run, so the
+// command can be pasted as it is; paths that a shell would split are quoted.
+func TestRefusalNamesThePasteableCommand(t *testing.T) {
+	f := newFixture(t, 1)
+	os.Remove(gates.RecordPath(f.dir, 1))
+	rc := f.check()
+	rc.ConfigFile = "/home/me/harness.json"
+	_, err := rc.Verify(context.Background(), 1)
+	var be *ctoharness.BlockerError
+	if !errors.As(err, &be) {
+		t.Fatalf("Verify = %v, want a blocker", err)
+	}
+	want := "run 'cto-harness --runs-dir " + f.dir + " --config /home/me/harness.json validate-stage 1' first"
+	if !strings.HasSuffix(be.Blocker.Message, want) {
+		t.Errorf("message %q, want it to end with %q", be.Blocker.Message, want)
+	}
+	if got, want := gates.StageCommand("/srv/my runs", "", 2), `cto-harness --runs-dir '/srv/my runs' validate-stage 2`; got != want {
+		t.Errorf("StageCommand = %q, want %q", got, want)
+	}
+	if got, want := gates.StageCommand("", "", 2), "cto-harness validate-stage 2"; got != want {
+		t.Errorf("StageCommand = %q, want %q", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -60,10 +61,43 @@ type RecordCheck struct {
 	// RunsDir is the runs directory the record's run must live in (directly,
 	// under its run id).
 	RunsDir string
+	// ConfigFile is the harness config in use ("" when none); with RunsDir
+	// it makes the validate-stage command a refusal asks for one to paste.
+	ConfigFile string
 	// VerifyRun validates the named run directory now and returns its report.
 	// It is injected because the validators depend on this package; a nil
 	// VerifyRun fails closed.
 	VerifyRun func(ctx context.Context, runDir string) (ctoharness.Report, error)
+}
+
+// Rerun is the command that validates stage n again in this runs directory
+// with this config, ready to paste.
+func (rc RecordCheck) Rerun(n int) string {
+	return StageCommand(rc.RunsDir, rc.ConfigFile, n)
+}
+
+// StageCommand is 'cto-harness [--runs-dir DIR] [--config FILE]
+// validate-stage N', each path quoted for a POSIX shell when it needs it.
+func StageCommand(runsDir, configFile string, n int) string {
+	cmd := "cto-harness"
+	if runsDir != "" {
+		if abs, err := filepath.Abs(runsDir); err == nil {
+			runsDir = abs
+		}
+		cmd += " --runs-dir " + shellQuote(runsDir)
+	}
+	if configFile != "" {
+		cmd += " --config " + shellQuote(configFile)
+	}
+	return fmt.Sprintf("%s validate-stage %d", cmd, n)
+}
+
+// shellQuote leaves a plain path as it is and single-quotes any other.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return `'` + strings.ReplaceAll(s, `'`, `'\''`) + `'`
 }
 
 // Verify loads and checks stage n's record: schema-valid, digest intact, same
@@ -73,7 +107,7 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Record{}, ctoharness.Block(ctoharness.BlockPrevStageMissing, ctoharness.StepGate, nil,
-			"no stage %d validation record at %s; run 'cto-harness validate-stage %d' first", n, p, n)
+			"no stage %d validation record at %s; run '%s' first", n, p, rc.Rerun(n))
 	}
 	if err != nil {
 		return Record{}, ctoharness.Block(ctoharness.BlockPrevStageMissing, ctoharness.StepGate, err,
@@ -81,7 +115,7 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 	}
 	if err := rc.Validate(data); err != nil {
 		return Record{}, ctoharness.Block(ctoharness.BlockPrevStageInvalid, ctoharness.StepGate, err,
-			"stage %d validation record %s does not match its schema; re-run 'cto-harness validate-stage %d'", n, p, n)
+			"stage %d validation record %s does not match its schema; re-run '%s'", n, p, rc.Rerun(n))
 	}
 	var r Record
 	if err := json.Unmarshal(data, &r); err != nil {
@@ -90,8 +124,8 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 	}
 	if r.SchemaVersion != ctoharness.SchemaVersion {
 		return r, ctoharness.Block(ctoharness.BlockPrevStageSchema, ctoharness.StepGate, nil,
-			"stage %d validation record %s has schema version %s, this harness writes %s; re-run 'cto-harness validate-stage %d'",
-			n, p, r.SchemaVersion, ctoharness.SchemaVersion, n)
+			"stage %d validation record %s has schema version %s, this harness writes %s; re-run '%s'",
+			n, p, r.SchemaVersion, ctoharness.SchemaVersion, rc.Rerun(n))
 	}
 	if r.Stage != n {
 		return r, ctoharness.Block(ctoharness.BlockPrevStageTampered, ctoharness.StepGate, nil,
@@ -99,8 +133,8 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 	}
 	if got := r.Digest(); got != r.RecordDigest {
 		return r, ctoharness.Block(ctoharness.BlockPrevStageTampered, ctoharness.StepGate, nil,
-			"stage %d validation record %s was changed after it was written (digest %s, recorded %s); re-run 'cto-harness validate-stage %d'",
-			n, p, got, r.RecordDigest, n)
+			"stage %d validation record %s was changed after it was written (digest %s, recorded %s); re-run '%s'",
+			n, p, got, r.RecordDigest, rc.Rerun(n))
 	}
 	rep, err := os.ReadFile(filepath.Join(r.RunDir, "report.json"))
 	if err != nil {
@@ -114,8 +148,8 @@ func (rc RecordCheck) Verify(ctx context.Context, n int) (Record, error) {
 	}
 	if age := rc.Now.Sub(r.ValidatedAt); age > rc.MaxAge || age < -time.Minute {
 		return r, ctoharness.Block(ctoharness.BlockPrevStageStale, ctoharness.StepGate, nil,
-			"stage %d validation record %s is %s old (max %s); re-run 'cto-harness validate-stage %d'",
-			n, p, age.Round(time.Second), rc.MaxAge, n)
+			"stage %d validation record %s is %s old (max %s); re-run '%s'",
+			n, p, age.Round(time.Second), rc.MaxAge, rc.Rerun(n))
 	}
 	if err := rc.verifyClaim(ctx, n, p, r); err != nil {
 		return r, err

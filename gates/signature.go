@@ -33,7 +33,10 @@ func RecordSubject(n int) string { return fmt.Sprintf("validation/stage-%d.json"
 func ReportSubject(runID string) string { return runID + "/report.json" }
 
 func (req Request) recordTrusted(ctx context.Context, rec *Record) error {
-	return CheckRecordTrust(ctx, req.Records.Dir, rec, req.Signing)
+	if rec == nil {
+		return nil
+	}
+	return checkRecordTrust(ctx, req.Records.Dir, rec, req.Signing, req.Records.Rerun(rec.Stage))
 }
 
 // CheckRecordTrust checks that an accepted record in dir, and the run it
@@ -46,6 +49,11 @@ func CheckRecordTrust(ctx context.Context, dir string, rec *Record, keys attest.
 	if rec == nil {
 		return nil
 	}
+	return checkRecordTrust(ctx, dir, rec, keys, StageCommand("", "", rec.Stage))
+}
+
+// checkRecordTrust is CheckRecordTrust whose refusal asks for rerun.
+func checkRecordTrust(ctx context.Context, dir string, rec *Record, keys attest.Keys, rerun string) error {
 	if len(keys.Trusted) == 0 && keys.Disabled != "" {
 		return nil
 	}
@@ -55,7 +63,7 @@ func CheckRecordTrust(ctx context.Context, dir string, rec *Record, keys attest.
 	}
 	if err != nil {
 		return ctoharness.Block(ctoharness.BlockStageRecordUntrusted, ctoharness.StepGate, err,
-			"the stage %d validation record or its run is not signed by a trusted key; re-run 'cto-harness validate-stage %d' (it signs with the machine key, or the configured signing.key_file)", rec.Stage, rec.Stage)
+			"the stage %d validation record or its run is not signed by a trusted key; re-run '%s' (it signs with the machine key, or the configured signing.key_file)", rec.Stage, rerun)
 	}
 	rec.VerifiedBy = id
 	return nil

@@ -179,7 +179,7 @@ func (o *Options) recordCheck() gates.RecordCheck {
 	if runs == "" {
 		runs = o.RunsDir
 	}
-	return gates.RecordCheck{Dir: dir, RunsDir: runs, MaxAge: o.Config.MaxAge(), Now: o.Clock(),
+	return gates.RecordCheck{Dir: dir, RunsDir: runs, ConfigFile: o.Config.Path, MaxAge: o.Config.MaxAge(), Now: o.Clock(),
 		Validate: o.Schemas.Validator(schemas.StageRecord), VerifyRun: o.VerifyRun}
 }
 

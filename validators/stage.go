@@ -120,7 +120,7 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 }
 
 func (s *stageRun) recordCheck() gates.RecordCheck {
-	return gates.RecordCheck{Dir: harness.RecordsDir(s.o.RunsDir), RunsDir: s.o.RunsDir, MaxAge: s.o.Config.MaxAge(), Now: s.o.Clock(),
+	return gates.RecordCheck{Dir: harness.RecordsDir(s.o.RunsDir), RunsDir: s.o.RunsDir, ConfigFile: s.o.Config.Path, MaxAge: s.o.Config.MaxAge(), Now: s.o.Clock(),
 		Validate: s.o.Schemas.Validator(schemas.StageRecord), VerifyRun: StageRunVerifier(s.o.Schemas)}
 }
 
