@@ -158,21 +158,31 @@ func (c *AgentsInstallCmd) Run(env *Env) error {
 }
 
 // agentOptions merges the run flags over the task spec's agent, and that
-// over the config's.
-func (c *RunCmd) agentOptions(env *Env, cfg config.Config, spec *task.Spec) (harness.AgentOptions, error) {
+// over the config's. The API key's variable must be set here: a run that
+// cannot hand its agent a key is bad input, refused before anything is
+// written, with the place that named the variable.
+func (c *RunCmd) agentOptions(env *Env, g *Globals, cfg config.Config, spec *task.Spec) (harness.AgentOptions, error) {
 	var o harness.AgentOptions
+	keyNamedBy := ""
 	if a := cfg.Agent; a != nil {
 		o = harness.AgentOptions{Name: a.Name, Model: a.Model, BaseURL: a.BaseURL, APIKeyEnv: a.APIKeyEnv, Command: a.Command}
+		if a.APIKeyEnv != "" {
+			path, _ := g.configFile(env)
+			keyNamedBy = "agent.api_key_env in the config " + path
+		}
 	}
 	if spec != nil && spec.Agent != nil {
 		a := spec.Agent
 		if a.Name != o.Name {
 			o = harness.AgentOptions{} // the config's settings belong to the config's agent
+			keyNamedBy = ""
 		}
 		o.Name = a.Name
 		o.Model = firstNonEmpty(a.Model, o.Model)
 		o.BaseURL = firstNonEmpty(a.BaseURL, o.BaseURL)
-		o.APIKeyEnv = firstNonEmpty(a.APIKeyEnv, o.APIKeyEnv)
+		if a.APIKeyEnv != "" {
+			o.APIKeyEnv, keyNamedBy = a.APIKeyEnv, "agent.api_key_env in the task spec "+c.Task
+		}
 	}
 	if c.Agent != "" {
 		if c.Agent != o.Name {
@@ -182,12 +192,18 @@ func (c *RunCmd) agentOptions(env *Env, cfg config.Config, spec *task.Spec) (har
 	}
 	o.Model = firstNonEmpty(c.Model, o.Model)
 	o.BaseURL = firstNonEmpty(c.BaseURL, o.BaseURL)
-	o.APIKeyEnv = firstNonEmpty(c.APIKeyEnv, o.APIKeyEnv)
+	if c.APIKeyEnv != "" {
+		o.APIKeyEnv, keyNamedBy = c.APIKeyEnv, "--api-key-env"
+	}
 	if o.Name == "" {
 		if c.Model != "" || c.BaseURL != "" || c.APIKeyEnv != "" {
 			return o, usagef("--model, --base-url and --api-key-env go with --agent NAME (%s)", strings.Join(agent.Names(), ", "))
 		}
 		return o, nil
+	}
+	if o.APIKeyEnv != "" && env.Getenv(o.APIKeyEnv) == "" {
+		return o, usagef("agent %s: the variable %s (named by %s) is not set in this environment; export %s=<your API key>, or name the variable that holds it with --api-key-env",
+			o.Name, o.APIKeyEnv, keyNamedBy, o.APIKeyEnv)
 	}
 	dir, err := c.dir(env)
 	if err != nil {

@@ -43,7 +43,7 @@ RUNS_DIR/batches/<batch id>/ and a batch resumes where it stopped. See docs/batc
 
 // BatchRunCmd is `cto-harness batch run SPEC`.
 type BatchRunCmd struct {
-	Spec        string        `arg:"" type:"existingfile" help:"The batch spec file." placeholder:"SPEC"`
+	Spec        string        `arg:"" type:"path" help:"The batch spec file." placeholder:"SPEC"`
 	Concurrency int           `name:"concurrency" help:"Trials at once (default: the spec's concurrency, else each coding agent's max_in_flight (8 unless the spec says) summed, plus one per core and per 2 GiB of memory for the fake Case, bounded by memory at 768 MiB a trial). Each agent's max_in_flight holds whatever this is."`
 	NATS        string        `name:"nats" help:"Publish the trials to this NATS JetStream server and let 'cto-harness worker' processes run them (see docs/batch.md)." placeholder:"URL"`
 	WorkerKeys  []string      `name:"worker-key" sep:"none" type:"path" placeholder:"FILE" help:"With --nats: a worker's public key (PEM), besides the config's signing.worker_keys; a result is counted only when signed by one of these; repeatable."`
@@ -71,6 +71,9 @@ Exit status: 0 every trial has a final result, 1 some have none (stopped, or evi
 func batchPlan(g *Globals, env *Env, specPath string) (*schemas.Set, config.Config, string, batch.Plan, batch.Spec, error) {
 	set, cfg, runs, err := g.setup(env)
 	if err != nil {
+		return nil, cfg, "", batch.Plan{}, batch.Spec{}, err
+	}
+	if err := checkInputFile("batch spec", specPath, "a batch spec JSON file", "docs/batch.md"); err != nil {
 		return nil, cfg, "", batch.Plan{}, batch.Spec{}, err
 	}
 	spec, err := batch.LoadSpec(env.Ctx, specPath, set)
@@ -304,7 +307,7 @@ func costText(t batch.Totals) string {
 
 // BatchStatusCmd is `cto-harness batch status SPEC`.
 type BatchStatusCmd struct {
-	Spec string `arg:"" type:"existingfile" help:"The batch spec file." placeholder:"SPEC"`
+	Spec string `arg:"" type:"path" help:"The batch spec file." placeholder:"SPEC"`
 	JSON bool   `name:"json" help:"Print the summary (the batch.json shape) as one JSON line."`
 }
 

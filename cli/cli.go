@@ -181,13 +181,27 @@ func (g *Globals) runsDir(env *Env) string {
 	return "runs"
 }
 
-func (g *Globals) config(env *Env, set *schemas.Set) (config.Config, error) {
-	path := g.Config
-	if path == "" {
-		path = env.Getenv(config.EnvConfig)
+// configFile is the config file in use and where it was named (--config or
+// $CTO_HARNESS_CONFIG); "" when there is none.
+func (g *Globals) configFile(env *Env) (path, namedBy string) {
+	if g.Config != "" {
+		return g.Config, "--config"
 	}
+	if v := env.Getenv(config.EnvConfig); v != "" {
+		return v, "$" + config.EnvConfig
+	}
+	return "", ""
+}
+
+func (g *Globals) config(env *Env, set *schemas.Set) (config.Config, error) {
+	path, namedBy := g.configFile(env)
 	if path == "" {
 		return config.Config{}, nil
+	}
+	if fi, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return config.Config{}, usagef("config file %s (named by %s) does not exist; create it, for example with {\"owned_sources\": [\"/home/me/src\"], \"target_repository_roots\": []}, or name an existing file", path, namedBy)
+	} else if err == nil && fi.IsDir() {
+		return config.Config{}, usagef("config file %s (named by %s) is a directory; name the config's JSON file", path, namedBy)
 	}
 	c, err := config.Load(path, set.Validator(schemas.Config))
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 type RunCmd struct {
 	Stage          int      `name:"stage" required:"" help:"Stage of the ladder to run (1-3 are approved; 4-6 are always blocked)."`
 	Source         string   `name:"source" help:"Local path of the owned source repository (required for stage 3; stages 1-2 default to the embedded artificial fixture)." placeholder:"PATH"`
-	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds (docs/tasks.md). A stage-3 run on your repository needs one." type:"existingfile" placeholder:"FILE"`
+	Task           string   `name:"task" help:"Task spec JSON: task, allowed_paths, forbidden_actions, verification {command, timeout_seconds}, case_timeout_seconds (docs/tasks.md). A stage-3 run on your repository needs one." type:"path" placeholder:"FILE"`
 	Rev            string   `name:"rev" placeholder:"COMMIT" help:"Start the task from this commit of the source (a hash, branch, tag or HEAD~N) instead of HEAD: the fixture is written from the source's object store, with only that commit's history (see the task's history). Overrides the task spec's base."`
 	RequireCheck   string   `name:"require-task-check" placeholder:"FILE" help:"Refuse the run before Case starts unless FILE, a record of cto-harness task check (signed beside it as FILE.dsse.json when signing is on), found this task valid, with these hidden tests, at this base. The record is kept in the run as task-check.json."`
 	SampleTask     bool     `name:"sample-task" help:"Without --task, run the built-in sample task (a note in CASE_NOTES.md) on purpose: the verdict then covers that task only, none of the repository's tests."`
@@ -53,7 +53,7 @@ func (RunCmd) Help() string {
 	return `A run checks the stage gates (CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=N for stages 2-3,
 plus the previous stage's validation record), classifies and proves the source, copies it into
 RUNS_DIR/<run_id>/fixture, lets Case change the copy, collects and verifies the change, and proves the
-source unchanged. Evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
+source unchanged. Once the run has started, evidence is written to RUNS_DIR/<run_id>/ whatever the outcome.
 SIGTERM or SIGINT stops Case and still proves the source (blocked: INTERRUPTED); a second one ends at once.
 
 The run ends by writing attestation.dsse.json, an in-toto statement over every other evidence file,
@@ -62,6 +62,11 @@ signed with the machine key (created on first use in $XDG_CONFIG_HOME/cto-harnes
 previous stage's record, and its run, must be signed by a trusted key (the signing key,
 signing.trusted_keys, --pubkey). An --unsandboxed run is never signed; nor is any run when the config
 sets signing.disabled. The report's unsigned_reason says why.
+
+Bad input is refused before the run starts, and nothing is written under RUNS_DIR: stage 3 without
+--source, a --source that does not exist or is not a directory, a --task or --config file that does not
+exist or does not parse, an agent API key variable (--api-key-env, the task's or the config's
+agent.api_key_env) that is not set. Gate and source-policy refusals are blocked runs with evidence.
 
 Exit status: 0 pass, 1 blocked or failed, 2 bad input (nothing run), 3 evidence incomplete.`
 }
@@ -76,8 +81,12 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
+	// Bad input is refused before anything is written (precheck.go).
 	var spec *task.Spec
 	if c.Task != "" {
+		if err := checkInputFile("--task", c.Task, "a task spec JSON file", "docs/tasks.md"); err != nil {
+			return err
+		}
 		s, err := task.Load(env.Ctx, c.Task, set.Validator(schemas.TaskSpec))
 		if err != nil {
 			return usageError{err}
@@ -88,11 +97,14 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	keys, err := g.keys(env, cfg, true)
+	ag, err := c.agentOptions(env, g, cfg, spec)
 	if err != nil {
 		return err
 	}
-	ag, err := c.agentOptions(env, cfg, spec)
+	if err := checkSource(env.Ctx, c.Stage, c.Source, cfg); err != nil {
+		return err
+	}
+	keys, err := g.keys(env, cfg, true)
 	if err != nil {
 		return err
 	}
