@@ -21,22 +21,24 @@ type RunsCmd struct {
 // Help explains runs.
 func (RunsCmd) Help() string {
 	return `'cto-harness runs' (or 'runs list') prints the runs of the runs directory as a table, newest first;
---json, --status and --stage work without naming 'list'. 'runs prune --keep N' removes old runs.
+--json, --status, --stage and --source work without naming 'list'. 'runs prune --keep N' removes old runs.
 'runs cost' sums the cost ledger every run appends to, which outlasts pruning.`
 }
 
 // RunsListCmd is `cto-harness runs [list]`.
 type RunsListCmd struct {
-	JSON   bool   `name:"json" help:"Print one JSON array of runs (run_id, run_dir, stage, lane, agent, status, blockers, started_at, duration_ms, size_bytes, protected)."`
+	JSON   bool   `name:"json" help:"Print one JSON array of runs (run_id, run_dir, stage, lane, agent, source, status, blockers, started_at, duration_ms, size_bytes, protected)."`
 	Status string `name:"status" enum:"pass,blocked,failed," default:"" help:"Only runs with this status: pass, blocked or failed."`
 	Stage  int    `name:"stage" help:"Only runs of this stage."`
+	Source string `name:"source" type:"path" placeholder:"PATH" help:"Only runs of this source repository (the path given to run --source; a symlink is resolved, as the run resolved it)."`
 }
 
 // Help explains the list.
 func (RunsListCmd) Help() string {
 	return `Reads every run directory directly under the runs directory (RUNS_DIR/<run_id>/report.json) and prints
-a table, newest first: id, stage, lane (and agent), status, blocker codes, duration, and the size of the
-evidence files (the fixture copy is not counted). A '*' after the id marks a run a stage validation
+a table, newest first: id, stage, lane (and agent), status, blocker codes, duration, the size of the
+evidence files (the fixture copy is not counted), tokens, cost, and the source repository (its real
+path; a stage 1 or 2 run without --source shows the built-in fixture's copy in its workspace). A '*' after the id marks a run a stage validation
 record names. Runs under RUNS_DIR/matrix are failure-matrix replays and are not listed.`
 }
 
@@ -46,7 +48,7 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 	if err != nil {
 		return err
 	}
-	list, err := runlist.List(runs, runlist.Filter{Status: ctoharness.Status(c.Status), Stage: c.Stage})
+	list, err := runlist.List(runs, runlist.Filter{Status: ctoharness.Status(c.Status), Stage: c.Stage, Source: c.Source})
 	if err != nil {
 		return usageError{err}
 	}
@@ -57,11 +59,11 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 		return printJSON(env.Stdout, list)
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(env.Stdout, "no runs in %s\n", runs)
+		fmt.Fprintf(env.Stdout, "no runs in %s%s\n", term(runs), term(c.filterNote()))
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTAGE\tLANE\tSTATUS\tBLOCKERS\tDURATION\tSIZE\tTOKENS\tCOST")
+	fmt.Fprintln(tw, "RUN\tSTAGE\tLANE\tSTATUS\tBLOCKERS\tDURATION\tSIZE\tTOKENS\tCOST\tSOURCE")
 	for _, r := range list {
 		id := r.RunID
 		if r.Protected {
@@ -89,10 +91,32 @@ func (c *RunsListCmd) Run(g *Globals, env *Env) error {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(id), r.Stage, term(lane), term(status), term(blockers),
-			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes), tokens, cost)
+		src := r.Source
+		if src == "" {
+			src = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", term(id), r.Stage, term(lane), term(status), term(blockers),
+			(time.Duration(r.DurationMs) * time.Millisecond).String(), humanBytes(r.SizeBytes), tokens, cost, term(src))
 	}
 	return tw.Flush()
+}
+
+// filterNote names the filters that left the list empty.
+func (c *RunsListCmd) filterNote() string {
+	var f []string
+	if c.Status != "" {
+		f = append(f, "status "+c.Status)
+	}
+	if c.Stage != 0 {
+		f = append(f, fmt.Sprintf("stage %d", c.Stage))
+	}
+	if c.Source != "" {
+		f = append(f, "source "+c.Source)
+	}
+	if len(f) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(f, ", ")
 }
 
 // RunsPruneCmd is `cto-harness runs prune`.

@@ -37,6 +37,7 @@ type Run struct {
 	Stage      int                `json:"stage"`
 	Lane       string             `json:"lane"`
 	Agent      string             `json:"agent,omitempty"`
+	Source     string             `json:"source"` // the source repository's real path (report.json's source_path)
 	Status     ctoharness.Status  `json:"status"`
 	Outcome    ctoharness.Outcome `json:"outcome,omitempty"`
 	Blockers   []string           `json:"blockers"`
@@ -63,6 +64,7 @@ type summary struct {
 	Status   ctoharness.Status    `json:"status"`
 	Outcome  ctoharness.Outcome   `json:"outcome"`
 	CaseLane string               `json:"case_lane"`
+	Source   string               `json:"source_path"`
 	Blockers []ctoharness.Blocker `json:"blockers"`
 	Agent    *struct {
 		Name  string                 `json:"name"`
@@ -78,6 +80,25 @@ type summary struct {
 type Filter struct {
 	Status ctoharness.Status
 	Stage  int
+	// Source selects the runs of one source repository. A run records the
+	// source's real path, so the path given is made absolute and resolved
+	// through symlinks when it exists.
+	Source string
+}
+
+// source is the filter's source as the runs record it.
+func (f Filter) source() string {
+	if f.Source == "" {
+		return ""
+	}
+	p, err := filepath.Abs(f.Source)
+	if err != nil {
+		return filepath.Clean(f.Source)
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
 }
 
 // List reads every run directory directly under runsDir (a directory with a
@@ -118,6 +139,7 @@ func List(runsDir string, f Filter) ([]Run, error) {
 	close(next)
 	wg.Wait()
 	var out []Run
+	src := f.source()
 	for _, r := range runs {
 		if r == nil {
 			continue // not a run: validation/, sources/, matrix/
@@ -125,7 +147,7 @@ func List(runsDir string, f Filter) ([]Run, error) {
 		if by := firstNonEmpty(protected[r.RunID], protected[r.Dir]); by != "" {
 			r.Protected, r.ProtectedBy = true, by
 		}
-		if (f.Status != "" && r.Status != f.Status) || (f.Stage != 0 && r.Stage != f.Stage) {
+		if (f.Status != "" && r.Status != f.Status) || (f.Stage != 0 && r.Stage != f.Stage) || (src != "" && r.Source != src) {
 			continue
 		}
 		out = append(out, *r)
@@ -188,7 +210,7 @@ func (r *Run) fill(s summary) {
 	if s.RunID != "" {
 		r.RunID = s.RunID
 	}
-	r.Stage, r.Status, r.Lane, r.Outcome = s.Stage, s.Status, s.CaseLane, s.Outcome
+	r.Stage, r.Status, r.Lane, r.Outcome, r.Source = s.Stage, s.Status, s.CaseLane, s.Outcome, s.Source
 	if s.Agent != nil {
 		r.Agent, r.Usage = s.Agent.Name, s.Agent.Usage
 		if r.Usage != nil {

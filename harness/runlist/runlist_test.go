@@ -261,3 +261,40 @@ func TestPruneKeepsBatchRuns(t *testing.T) {
 		t.Error("a run was removed although a trial record could not be read")
 	}
 }
+
+// TestListBySource checks that each run names its source and that a source
+// filter selects by the recorded real path, whichever spelling (relative,
+// through a symlink) names it.
+func TestListBySource(t *testing.T) {
+	runs, base := t.TempDir(), t.TempDir()
+	base, _ = filepath.EvalSymlinks(base)
+	app, lib := filepath.Join(base, "app"), filepath.Join(base, "lib")
+	for _, d := range []string{app, lib} {
+		os.MkdirAll(d, 0o755)
+	}
+	for i, src := range []string{app, lib, app} {
+		dir := makeRun(t, runs, fmt.Sprintf("r%d-s3", i), 3, ctoharness.StatusPass, t0.Add(time.Duration(i)*time.Hour))
+		var rep map[string]any
+		data, _ := os.ReadFile(filepath.Join(dir, "report.json"))
+		json.Unmarshal(data, &rep)
+		rep["source_path"] = src
+		data, _ = json.Marshal(rep)
+		os.WriteFile(filepath.Join(dir, "report.json"), data, 0o644)
+	}
+	link := filepath.Join(t.TempDir(), "app-link")
+	if err := os.Symlink(app, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, given := range []string{app, link, app + "/"} {
+		got, err := runlist.List(runs, runlist.Filter{Source: given})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].RunID != "r2-s3" || got[1].RunID != "r0-s3" || got[0].Source != app {
+			t.Errorf("Source %s: %+v, want r2-s3 and r0-s3 of %s", given, got, app)
+		}
+	}
+	if got, _ := runlist.List(runs, runlist.Filter{Source: filepath.Join(base, "nowhere")}); len(got) != 0 {
+		t.Errorf("an unknown source lists %d runs, want none", len(got))
+	}
+}
