@@ -857,7 +857,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		return
 	}
 	if b := testverdict.Judge(testverdict.Input{Rec: rec, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
-		Unreached: r.unreachableSuffix(egress.CommandVerify)}); b != nil {
+		Unreached: r.unreachableSuffix(egress.CommandVerify), Log: r.dir.Path(evidence.TestLog)}); b != nil {
 		r.block(*b)
 	}
 }

@@ -27,6 +27,9 @@ type Input struct {
 	// Unreached names allowed endpoints this machine's network could not
 	// reach (" (…)" or ""): tests that failed for them are not the change's fault.
 	Unreached string
+	// Log is test.log's full path: a failure's blocker names its first
+	// failing test there (verify.FailureHint).
+	Log string
 }
 
 // Judge is the blocker the record calls for, or nil for a verification that passed.
@@ -53,7 +56,7 @@ func Judge(in Input) *ctoharness.Blocker {
 	}
 	switch rec.Classification {
 	case ctoharness.TestFailure:
-		return block(ctoharness.BlockTestsFailed, "verification %q failed (%s)%s; see %s", rec.Command, rec.Reason, in.Unreached, evidence.TestLog)
+		return block(ctoharness.BlockTestsFailed, "verification %q failed (%s)%s; %s", rec.Command, rec.Reason, in.Unreached, verify.FailureHint(in.Log))
 	case ctoharness.TestTimeout:
 		return block(ctoharness.BlockTestTimeout, "verification %q %s%s", rec.Command, rec.Reason, in.Unreached)
 	case ctoharness.TestFlake:

@@ -30,8 +30,8 @@ func TestJudge(t *testing.T) {
 		inMessage string
 	}{
 		{name: "pass", in: Input{Rec: rec(ctoharness.TestPass, code(0)), Sandboxed: true}},
-		{name: "failure names the log and the unreached endpoint", in: Input{Rec: rec(ctoharness.TestFailure, code(1)), Unreached: " (proxy.golang.org:443 was not reached)"},
-			code: ctoharness.BlockTestsFailed, inMessage: "(exit status 1) (proxy.golang.org:443 was not reached); see test.log"},
+		{name: "failure names the log and the unreached endpoint", in: Input{Rec: rec(ctoharness.TestFailure, code(1)), Log: "/nonexistent/test.log", Unreached: " (proxy.golang.org:443 was not reached)"},
+			code: ctoharness.BlockTestsFailed, inMessage: "(exit status 1) (proxy.golang.org:443 was not reached); full log: /nonexistent/test.log"},
 		{name: "sandbox setup failure", in: Input{Rec: setup, Sandboxed: true}, code: ctoharness.BlockSandboxUnavailable, inMessage: "cannot mount the view"},
 		{name: "setup marker without the sandbox is a failure", in: Input{Rec: setup}, code: ctoharness.BlockTestsFailed},
 		{name: "dangerous", in: Input{Rec: refused(verify.RefusedDangerous)}, code: ctoharness.BlockDangerousScript, inMessage: "--allow-dangerous"},
