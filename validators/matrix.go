@@ -227,13 +227,48 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if runErr != nil {
 		res.fail("evidence incomplete: %v", runErr)
 	}
-	res.OK = len(res.Errors) == 0
 	if !o.Keep {
-		for _, d := range []string{"owned", "targets", "elsewhere", filepath.Join("runs", runlist.WorkDir)} {
-			_ = os.RemoveAll(filepath.Join(work, d))
-		}
+		clearRow(work, opts.RunsDir)
 	}
+	// The result names the evidence: it must outlast the clean-up.
+	if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.ReportJSON)); err != nil {
+		res.fail("the run's evidence is gone after the row's clean-up: %v", err)
+	}
+	res.OK = len(res.Errors) == 0
 	return res
+}
+
+// clearRow removes a row's sources and its runs' workspace, keeping its runs
+// directory whole: the evidence the replay names lives there, and a row may
+// put that directory inside one of the sources' directories (beside the
+// source, as runs-dir-beside-source does).
+func clearRow(work, runs string) {
+	for _, d := range []string{"owned", "targets", "elsewhere"} {
+		removeAllBut(filepath.Join(work, d), runs)
+	}
+	_ = os.RemoveAll(filepath.Join(runs, runlist.WorkDir))
+}
+
+// removeAllBut removes dir, or, when keep lies inside it, everything in it
+// but the path down to keep.
+func removeAllBut(dir, keep string) {
+	rel, err := filepath.Rel(dir, keep)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	if rel == "." {
+		return
+	}
+	next, _, _ := strings.Cut(rel, string(filepath.Separator))
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() == next {
+			removeAllBut(filepath.Join(dir, next), keep)
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+	}
 }
 
 // maxExpectRead bounds what checkArtifacts reads of one artifact: the

@@ -3,11 +3,13 @@ package validators_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/validators"
 )
 
@@ -43,6 +45,9 @@ func TestMatrixRowsFailClosed(t *testing.T) {
 			}
 			if !res.SourceUnchanged && !row.SourceChanges && row.Setup.Source != "target" {
 				t.Fatalf("row %s changed the source", row.Name)
+			}
+			if _, err := os.Stat(filepath.Join(res.RunDir, evidence.ReportJSON)); err != nil {
+				t.Fatalf("row %s: the evidence the replay names is gone: %v", row.Name, err)
 			}
 		})
 	}
@@ -133,6 +138,32 @@ func TestViewRowsTurnRedUnsandboxed(t *testing.T) {
 			res := validators.Replay(context.Background(), row, o)
 			if res.OK || !strings.Contains(strings.Join(res.Errors, " | "), want) {
 				t.Fatalf("unsandboxed %s: ok=%v, errors %v; want one saying %q", name, res.OK, res.Errors, want)
+			}
+		})
+	}
+}
+
+// The evidence a replay names outlasts the replay's clean-up and still
+// validates, even for a row whose runs directory sits inside a directory
+// the clean-up removes (beside the row's source).
+func TestReplayedEvidenceOutlastsTheCleanUp(t *testing.T) {
+	o := replayOpts(t)
+	for _, name := range []string{"runs-dir-beside-source", "disallowed-file"} {
+		t.Run(name, func(t *testing.T) {
+			row, err := fixtures.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := validators.Replay(context.Background(), row, o)
+			if !res.OK {
+				t.Fatalf("row %s: %v", name, res.Errors)
+			}
+			if _, err := os.Stat(filepath.Join(res.RunDir, evidence.ReportJSON)); err != nil {
+				t.Fatalf("the evidence the replay names is gone: %v", err)
+			}
+			v := validators.Run(context.Background(), res.RunDir, o.Schemas, validators.RunOptions{Trusted: o.Signing.Trusted, RequireSignature: true})
+			if !v.OK {
+				t.Fatalf("the evidence the replay names no longer validates: %v", v.Errors)
 			}
 		})
 	}
