@@ -63,6 +63,13 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 		if res.RecordPath != "" {
 			fmt.Fprintf(env.Stdout, "  validation record:     %s\n", res.RecordPath)
 		}
+		pruned, err := pruneSuperseded(runs, res)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "cto-harness: %v\n", err)
+		}
+		if note := supersededLine(pruned); note != "" {
+			fmt.Fprintf(env.Stdout, "  %s\n", note)
+		}
 		for _, e := range res.Errors {
 			fmt.Fprintf(env.Stdout, "  error: %s\n", term(e))
 		}

@@ -128,7 +128,7 @@ func describeSetup(s fixtures.Setup) string {
 // FixturesReplayCmd is `cto-harness fixtures replay NAME`.
 type FixturesReplayCmd struct {
 	Name string `arg:"" name:"NAME" help:"Row name (see 'cto-harness fixtures list')."`
-	Keep bool   `name:"keep" help:"Keep the row's materialized sources and workspace, not only its evidence."`
+	Keep bool   `name:"keep" help:"Keep the row's materialized sources and workspace, not only its evidence, and keep its directory when replays are pruned (a file named 'kept' in it)."`
 	JSON bool   `name:"json" help:"Print one JSON line: expected and actual blockers and events, evidence path."`
 }
 
@@ -137,7 +137,8 @@ func (FixturesReplayCmd) Help() string {
 	return `Sets the row up in a directory of its own under RUNS_DIR/matrix/ (validating stage 2 first if its record
 is missing), runs it, and checks that it failed closed exactly as the matrix says: the expected blockers and
 no others, the expected last step, no Case process where none may start, the source unchanged, and evidence
-that validates. A row marked to pass (an honest run) must pass and validate instead. Exit status: 0 when the row
+that validates. A row marked to pass (an honest run) must pass and validate instead. The next full replay
+(validate-stage 3) or 'runs prune' removes the directory unless --keep was given. Exit status: 0 when the row
 held as the matrix says, 1 otherwise.`
 }
 

@@ -14,7 +14,7 @@ import (
 // RunsCmd is `cto-harness runs`: the list by default, prune, and cost.
 type RunsCmd struct {
 	List  RunsListCmd  `cmd:"" default:"withargs" help:"List the runs, newest first (the default)."`
-	Prune RunsPruneCmd `cmd:"" help:"Remove old runs, keeping the newest N and every run a stage validation record names."`
+	Prune RunsPruneCmd `cmd:"" help:"Remove old runs, keeping the newest N and every run a stage validation record names, and the failure-matrix replays nothing needs."`
 	Cost  RunsCostCmd  `cmd:"" help:"Sum what the runs cost from the cost ledger (RUNS_DIR/cost-ledger.jsonl), by day, agent, model or role."`
 }
 
@@ -124,7 +124,7 @@ type RunsPruneCmd struct {
 	Keep   int  `name:"keep" required:"" help:"How many of the newest runs to keep."`
 	Caches bool `name:"caches" help:"Also remove the Go build caches kept between runs (RUNS_DIR/.cache/go-build); the next run of each source warms up again."`
 	DryRun bool `name:"dry-run" help:"Print what would be removed and remove nothing."`
-	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs."`
+	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs, the failure-matrix replays (matrix), freed_bytes."`
 }
 
 // Help explains prune.
@@ -138,7 +138,11 @@ checkout); a run in progress holds a lock on its directory, and its mounts are n
 whose report.json cannot be read are left alone. If a stage or trial record
 cannot be read, nothing is removed: the run it protects would be unknown. To let a batch's runs go,
 remove its directory (RUNS_DIR/batches/<id>) first. With --caches it also removes
-the Go build caches kept between runs (caches.go); do that while no run is in progress.`
+the Go build caches kept between runs (caches.go); do that while no run is in progress.
+It also removes the failure-matrix replays under RUNS_DIR/matrix that nothing needs: it keeps the folders
+of the latest full replay (validate-stage 3, named in RUNS_DIR/matrix/latest-replay.json), any folder a
+record names a run in, any folder holding a file named 'kept' ('fixtures replay --keep' writes one) and
+any folder a replay in progress holds. --keep counts runs only. The last line says how much was freed.`
 }
 
 // Run executes the command.
@@ -152,7 +156,10 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 		return usageError{err}
 	}
 	if c.Caches {
-		if p.Caches, err = runlist.PruneCaches(runs, c.DryRun); err != nil {
+		var freed int64
+		p.Caches, freed, err = runlist.PruneCaches(runs, c.DryRun)
+		p.FreedBytes += freed
+		if err != nil {
 			return err
 		}
 	}
@@ -181,6 +188,9 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	for _, k := range p.Caches {
 		fmt.Fprintf(env.Stdout, "%s the kept build cache %s\n", verb, term(k))
 	}
+	for _, f := range p.Matrix.Removed {
+		fmt.Fprintf(env.Stdout, "%s the failure-matrix replay %s\n", verb, term(f.Dir))
+	}
 	stage, batches := 0, map[string]int{}
 	for _, r := range p.Kept {
 		switch {
@@ -200,7 +210,29 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 		byBatch = "; named by batches: " + term(strings.Join(names, ", "))
 	}
 	fmt.Fprintf(env.Stdout, "%s %d runs; kept %d (%d named by stage records%s)\n", verb, len(p.Removed), len(p.Kept), stage, byBatch)
+	if n := len(p.Matrix.Removed) + len(p.Matrix.Kept); n > 0 {
+		fmt.Fprintf(env.Stdout, "%s %d failure-matrix replay folders; kept %d (%s)\n", verb, len(p.Matrix.Removed), len(p.Matrix.Kept), keptMatrixSummary(p.Matrix.Kept))
+	}
+	fmt.Fprintf(env.Stdout, "%s %s (%d bytes)\n", map[bool]string{true: "would free", false: "freed"}[c.DryRun], humanBytes(p.FreedBytes), p.FreedBytes)
 	return nil
+}
+
+// keptMatrixSummary counts the kept replay folders by why they stay.
+func keptMatrixSummary(kept []runlist.MatrixFolder) string {
+	if len(kept) == 0 {
+		return "none"
+	}
+	by, size := map[string]int{}, int64(0)
+	for _, f := range kept {
+		by[f.KeptBecause]++
+		size += f.SizeBytes
+	}
+	var parts []string
+	for why, n := range by {
+		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(parts)
+	return term(strings.Join(parts, ", ")) + ", " + humanBytes(size)
 }
 
 func runsDirAbs(g *Globals, env *Env) (string, error) {

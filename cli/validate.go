@@ -10,6 +10,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/health"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -101,7 +102,8 @@ func (ValidateStageCmd) Help() string { return stageHelp }
 const stageHelp = `Runs the stage's pass route on the fake lane with embedded sample repositories, proves that missing
 or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
 writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
-records are missing are validated first.
+records are missing are validated first. Stage 3 also replays the failure matrix under RUNS_DIR/matrix
+and then removes the replays it supersedes (see 'runs prune').
 Every run and the record are signed (RUNS_DIR/validation/stage-N.dsse.json) with the machine key, created
 on first use in $XDG_CONFIG_HOME/cto-harness (else ~/.config/cto-harness), or the key named by
 signing.key_file or ` + attest.EnvSigningKeyFile + `. They must verify against a trusted key (the signing
@@ -138,6 +140,10 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 			return err
 		}
 	}
+	pruned, pruneErr := pruneSuperseded(runs, res)
+	if pruneErr != nil {
+		fmt.Fprintf(env.Stderr, "cto-harness: %v\n", pruneErr)
+	}
 	if c.JSON {
 		_ = printJSON(env.Stdout, res)
 	} else {
@@ -151,6 +157,9 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 		if res.RecordPath != "" {
 			fmt.Fprintf(env.Stdout, "record: %s\n", term(res.RecordPath))
 		}
+		if note := supersededLine(pruned); note != "" {
+			fmt.Fprintln(env.Stdout, note)
+		}
 		fmt.Fprintln(env.Stdout, term(verifiedLine(res.Signed, res.KeyID, res.SignatureOK)))
 		for _, e := range res.Errors {
 			fmt.Fprintf(env.Stdout, "error: %s\n", term(e))
@@ -160,6 +169,28 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 		return exitError{ExitFailed}
 	}
 	return nil
+}
+
+// pruneSuperseded removes the failure-matrix replays that the one res
+// made supersedes (nothing when res replayed no matrix). A folder a record
+// names, one kept on request and one in use stay (runlist.PruneMatrix).
+func pruneSuperseded(runs string, res validators.StageResult) (runlist.MatrixPruned, error) {
+	if !res.MatrixReplayed {
+		return runlist.MatrixPruned{}, nil
+	}
+	p, err := runlist.PruneMatrix(runs, false)
+	if err != nil {
+		return p, fmt.Errorf("the earlier failure-matrix replays were not all removed: %w; the evidence is valid, remove them with 'cto-harness runs prune'", err)
+	}
+	return p, nil
+}
+
+// supersededLine says what pruneSuperseded removed, "" for nothing.
+func supersededLine(p runlist.MatrixPruned) string {
+	if len(p.Removed) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("earlier failure-matrix replays: removed %d folders (%s)", len(p.Removed), humanBytes(p.FreedBytes))
 }
 
 // HealthCmd is `cto-harness health`.

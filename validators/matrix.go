@@ -42,7 +42,8 @@ type ReplayOptions struct {
 	// it to break a check on purpose.
 	Harness func(*harness.Options)
 	// Keep leaves the row's sources and workspace behind; by default only the
-	// run's evidence directory is kept.
+	// row's runs directory is kept. It also marks the row's folder kept
+	// (runlist.KeptMarker), so that pruning leaves it.
 	Keep bool
 	// Signing signs the rows' runs and verifies them; the stage 2 record's
 	// signature is copied with the record.
@@ -51,9 +52,11 @@ type ReplayOptions struct {
 
 // RowResult is the outcome of one replay: expected against actual.
 type RowResult struct {
-	Name               string   `json:"name"`
-	OK                 bool     `json:"ok"`
-	RunDir             string   `json:"run_dir"`
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	RunDir string `json:"run_dir"`
+	// Folder is the row's own directory, RUNS_DIR/matrix/<row>-<number>.
+	Folder             string   `json:"-"`
 	ExpectedBlockers   []string `json:"expected_blockers"`
 	ActualBlockers     []string `json:"actual_blockers"`
 	ExpectedLastEvent  string   `json:"expected_last_event"`
@@ -101,6 +104,20 @@ func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
 	if err != nil {
 		res.fail("%v", err)
 		return res
+	}
+	res.Folder = work
+	// Held while the row runs, so that pruning leaves it and its mounts.
+	release, err := runlist.Hold(work)
+	if err != nil {
+		res.fail("set-up: %v", err)
+		return res
+	}
+	defer release()
+	if o.Keep {
+		if err := os.WriteFile(filepath.Join(work, runlist.KeptMarker), []byte("kept by 'fixtures replay --keep': pruning leaves this folder; remove it by hand\n"), 0o644); err != nil {
+			res.fail("set-up: %v", err)
+			return res
+		}
 	}
 	att, err := newAttack(row)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -59,6 +60,10 @@ type StageResult struct {
 	Signed      bool   `json:"signed"`
 	KeyID       string `json:"key_id"`
 	SignatureOK bool   `json:"signature_ok"`
+	// MatrixReplayed: the failure matrix was replayed in full and recorded
+	// as the latest replay, which supersedes the earlier ones (see
+	// runlist.PruneMatrix).
+	MatrixReplayed bool `json:"-"`
 }
 
 type stageRun struct {
@@ -487,6 +492,8 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 		s.failf("failure_matrix", err)
 		return
 	}
+	started := s.o.Clock()
+	var folders []string
 	for _, row := range rows {
 		name := "fixture:" + row.Name
 		s.check(name)
@@ -495,10 +502,21 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 		if r.RunDir != "" {
 			s.res.FailureArtifactPaths[row.Name] = r.RunDir
 		}
+		if r.Folder != "" {
+			folders = append(folders, filepath.Base(r.Folder))
+		}
 		for _, e := range r.Errors {
 			s.fail("%s: %s", name, e)
 		}
 	}
+	if ctx.Err() != nil {
+		return // an interrupted replay supersedes nothing
+	}
+	if err := runlist.WriteLatestReplay(s.o.RunsDir, runlist.LatestReplay{ReplayedAt: started.UTC(), Folders: folders}); err != nil {
+		s.failf("failure_matrix", err)
+		return
+	}
+	s.res.MatrixReplayed = true
 }
 
 // routeArtifacts are the artifacts of a run that its route makes: every

@@ -1,6 +1,6 @@
 // Package runlist reads a runs directory as a list of runs, newest first,
-// and prunes old runs without ever deleting one that a stage validation
-// record names.
+// and prunes old runs and superseded failure-matrix replays without ever
+// deleting one that a stage validation record names.
 package runlist
 
 import (

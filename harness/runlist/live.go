@@ -47,7 +47,8 @@ func held(dir string) bool {
 
 // staleMounts lists the mounts below runsDir (an overlay fixture, an overlay
 // verification checkout) whose run no live process holds: a run killed
-// before it could detach them. Deepest first, so that unmounting in order
+// before it could detach them. Below RUNS_DIR/matrix it is the replay's
+// folder that must be held. Deepest first, so that unmounting in order
 // never hides one mount under another.
 func staleMounts(runsDir string) ([]string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
@@ -69,14 +70,21 @@ func staleMounts(runsDir string) ([]string, error) {
 			continue
 		}
 		parts := strings.Split(rel, string(filepath.Separator))
-		id := parts[0]
-		if id == WorkDir || id == legacyWorkDir {
+		holder := filepath.Join(runsDir, parts[0])
+		switch parts[0] {
+		case WorkDir, legacyWorkDir:
 			if len(parts) < 2 {
 				continue
 			}
-			id = parts[1]
+			holder = filepath.Join(runsDir, parts[1])
+		case MatrixDir:
+			// A replay holds its own folder for as long as it runs.
+			if len(parts) < 2 {
+				continue
+			}
+			holder = filepath.Join(runsDir, MatrixDir, parts[1])
 		}
-		if !held(filepath.Join(runsDir, id)) {
+		if !held(holder) {
 			out = append(out, mp)
 		}
 	}

@@ -74,3 +74,37 @@ func TestPruneDetachesOnlyAKilledRunsMounts(t *testing.T) {
 		t.Fatalf("once released: %v %v", p.Unmounted, err)
 	}
 }
+
+// A failure-matrix replay in progress holds its own folder: prune leaves
+// the mounts below it and the folder itself, and detaches a killed
+// replay's mounts before it removes that replay's folder.
+func TestPruneLeavesALiveReplaysMounts(t *testing.T) {
+	runs := t.TempDir()
+	mount := func(folder string) string {
+		d := filepath.Join(runs, runlist.MatrixDir, folder, "runs", runlist.WorkDir, "20260301T100000Z-s3-aaaa0000", "verify", "checkout")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", d, "tmpfs", 0, "size=64k"); err != nil {
+			t.Skipf("cannot mount a tmpfs here (needs CAP_SYS_ADMIN): %v", err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(d, unix.MNT_DETACH) })
+		return d
+	}
+	live, dead := mount("timeout-1"), mount("timeout-2")
+	release, err := runlist.Hold(filepath.Join(runs, runlist.MatrixDir, "timeout-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	p, err := runlist.Prune(runs, 10, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mounted(t, live) || !exists(live) {
+		t.Fatal("a live replay's mount was detached or its folder removed")
+	}
+	if mounted(t, dead) || len(p.Unmounted) != 1 || len(p.Matrix.Removed) != 1 || exists(filepath.Join(runs, runlist.MatrixDir, "timeout-2")) {
+		t.Fatalf("the killed replay: unmounted %v, removed %+v; want its mount detached and its folder removed", p.Unmounted, p.Matrix.Removed)
+	}
+}

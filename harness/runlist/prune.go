@@ -22,35 +22,45 @@ type Pruned struct {
 	// Caches are the kept build cache layers removed with --caches
 	// (RUNS_DIR/.cache/go-build/<key>, see harness/keptcache.go).
 	Caches []string `json:"removed_caches,omitempty"`
+	// Matrix is what became of the failure-matrix replays (see PruneMatrix).
+	Matrix MatrixPruned `json:"matrix"`
+	// FreedBytes is the disk space given back: removed runs with their
+	// workspaces, orphaned workspaces, matrix replays and caches.
+	FreedBytes int64 `json:"freed_bytes"`
 }
 
 // PruneCaches removes every kept build cache layer (and any a killed run
 // left half made) under runsDir; the next run of each source warms up
-// again. With dryRun it only lists them.
-func PruneCaches(runsDir string, dryRun bool) ([]string, error) {
+// again. With dryRun it only lists them. It returns the layers and their
+// disk use.
+func PruneCaches(runsDir string, dryRun bool) ([]string, int64, error) {
 	dir := filepath.Join(runsDir, ".cache", "go-build")
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list the kept build caches in %s: %w", dir, err)
+		return nil, 0, fmt.Errorf("list the kept build caches in %s: %w", dir, err)
 	}
 	var out []string
+	var freed int64
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
+		size := diskUse(p)
 		if !dryRun {
 			if err := removeAll(p); err != nil {
-				return out, fmt.Errorf("remove the kept build cache %s: %w", p, err)
+				return out, freed, fmt.Errorf("remove the kept build cache %s: %w", p, err)
 			}
 		}
 		out = append(out, p)
+		freed += size
 	}
-	return out, nil
+	return out, freed, nil
 }
 
 // Prune keeps the newest keep runs and every run a stage validation record
-// names, and removes the rest with their runtime workspaces. Mounts a killed
+// names, and removes the rest with their runtime workspaces, then the
+// failure-matrix replays nothing needs (see PruneMatrix). Mounts a killed
 // run left below runsDir (no live process holds its directory, see Hold) are
 // detached first. With dryRun it only reports. Directories without a
 // readable report are never removed.
@@ -86,20 +96,25 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 			}
 		}
 		p.Removed = append(p.Removed, r)
+		p.FreedBytes += r.SizeBytes
 	}
 	orphans, err := orphanWorkspaces(runsDir)
 	if err != nil {
 		return p, err
 	}
 	for _, w := range orphans {
+		size := diskUse(w)
 		if !dryRun {
 			if err := removeAll(w); err != nil {
 				return p, fmt.Errorf("remove the orphaned workspace %s: %w", w, err)
 			}
 		}
 		p.Orphans = append(p.Orphans, w)
+		p.FreedBytes += size
 	}
-	return p, nil
+	p.Matrix, err = PruneMatrix(runsDir, dryRun)
+	p.FreedBytes += p.Matrix.FreedBytes
+	return p, err
 }
 
 // orphanWorkspaces lists the workspaces whose run directory does not exist.
