@@ -37,8 +37,11 @@ func (c DemoCmd) Run(g *Globals, env *Env) error {
 	if c.Agent != "" {
 		last = 2
 	}
+	line := stageProgress(env)
 	for n := 1; n <= last; n++ {
-		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys})
+		res := validators.Stage(env.Ctx, n, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self, HostEnv: env.Getenv, Config: cfg, Signing: keys,
+			Progress: line})
+		line.Close() // the stage's summary starts on a clean line
 		verdict := "validated"
 		if !res.OK {
 			verdict = "FAILED"

@@ -18,6 +18,14 @@ import (
 // pseudo-terminal and returns what the terminal received.
 func runOnTerminal(t *testing.T, args ...string) string {
 	t.Helper()
+	term, _ := runOnTerminalOut(t, args...)
+	return term
+}
+
+// runOnTerminalOut is runOnTerminal that also returns what went to stdout
+// (a pipe).
+func runOnTerminalOut(t *testing.T, args ...string) (term, stdout string) {
+	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals on this machine (/dev/ptmx): %v", err)
@@ -50,20 +58,20 @@ func runOnTerminal(t *testing.T, args ...string) string {
 	cmd := exec.Command(bin, args...)
 	// The machine signing key goes to a config directory of the test's own.
 	cmd.Env = append(os.Environ(), "CTO_HARNESS_CONFIG=", "XDG_CONFIG_HOME="+t.TempDir())
-	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, pts
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, pts
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	pts.Close()
-	var term bytes.Buffer
+	var tty bytes.Buffer
 	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&term, ptmx); close(done) }() // ends with EIO once the child is gone
+	go func() { _, _ = io.Copy(&tty, ptmx); close(done) }() // ends with EIO once the child is gone
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, stdout.String())
+		t.Fatalf("%v: %v\n%s", args, err, out.String())
 	}
 	<-done
-	return term.String()
+	return tty.String(), out.String()
 }
 
 func copyFile(src, dst string) error {
@@ -85,5 +93,24 @@ func TestProgressOnTerminal(t *testing.T) {
 	}
 	if out := runOnTerminal(t, "--runs-dir", runs, "run", "--stage", "1", "--json"); strings.Contains(out, "cto-harness: copy") {
 		t.Errorf("progress drawn with --json: %q", out)
+	}
+}
+
+// On a terminal, a stage validation shows on stderr which part of it runs;
+// its --json stdout stays one line.
+func TestStageProgressOnTerminal(t *testing.T) {
+	runs := t.TempDir()
+	tty, out := runOnTerminalOut(t, "--runs-dir", runs, "validate-stage", "2", "--json")
+	for _, want := range []string{"cto-harness: stage 1: pass route", "cto-harness: stage 2: gate refusals", "cto-harness: stage 2: pass route",
+		"cto-harness: stage 2: health check", "\r\x1b[K"} {
+		if !strings.Contains(tty, want) {
+			t.Errorf("the terminal did not get %q: %q", want, tty)
+		}
+	}
+	if !strings.HasSuffix(tty, "\r\x1b[K") {
+		t.Errorf("the progress line is not cleared at the end: %q", tty)
+	}
+	if !strings.HasPrefix(out, `{"ok":true,`) || strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "}\n") {
+		t.Errorf("stdout is not one JSON line: %q", out)
 	}
 }

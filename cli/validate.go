@@ -10,6 +10,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/health"
 	"github.com/cto-harness/cto-harness/validators"
@@ -103,7 +104,8 @@ const stageHelp = `Runs the stage's pass route on the fake lane with embedded sa
 or wrong gates block before any Case process starts, validates all evidence, runs the health check, and
 writes RUNS_DIR/validation/stage-N.json, which the next stage's gate requires. Earlier stages whose
 records are missing are validated first. Stage 3 also replays the failure matrix under RUNS_DIR/matrix
-and then removes the replays it supersedes (see 'runs prune').
+and then removes the replays it supersedes (see 'runs prune'). On a terminal, stderr shows which part
+runs, and which matrix row; --json stdout stays one line.
 Every run and the record are signed (RUNS_DIR/validation/stage-N.dsse.json) with the machine key, created
 on first use in $XDG_CONFIG_HOME/cto-harness (else ~/.config/cto-harness), or the key named by
 signing.key_file or ` + attest.EnvSigningKeyFile + `. They must verify against a trusted key (the signing
@@ -128,13 +130,18 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 	if err != nil {
 		return err
 	}
+	// On a terminal, stderr shows which part of the validation runs (the
+	// matrix row by row); stdout keeps its one line either way.
+	line := stageProgress(env)
 	res := validators.Stage(env.Ctx, stage, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: env.Self,
 		HostEnv: env.Getenv, Config: cfg, HarnessRoot: c.HarnessRoot, Signing: keys, RequireSignature: requireSignature(c.RequireSignature, c.AllowUnsigned, keys),
+		Progress: line,
 		Health: func(ctx context.Context) (any, bool) {
 			h := health.Run(ctx, health.Options{RunsDir: runs, RecordsDir: harness.RecordsDir(runs), MaxAge: cfg.MaxAge(), Now: time.Now(), Schemas: set, SelfExe: env.Self, VerifyRun: validators.StageRunVerifier(set),
 				Signing: keys})
 			return h, h.OK
 		}})
+	line.Close()
 	if c.JUnit != "" {
 		if err := writeJUnit(c.JUnit, res); err != nil {
 			return err
@@ -169,6 +176,12 @@ func (c *StageFlags) validate(g *Globals, env *Env, stage int) error {
 		return exitError{ExitFailed}
 	}
 	return nil
+}
+
+// stageProgress is the progress line of a stage validation: drawn on
+// stderr when it is a terminal, nil (nothing drawn) otherwise.
+func stageProgress(env *Env) *progress.Line {
+	return progress.OnTerminal(env.Stderr, progress.IsTerminal(env.Stderr), time.Now, 250*time.Millisecond)
 }
 
 // pruneSuperseded removes the failure-matrix replays that the one res

@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -42,6 +43,9 @@ type StageOptions struct {
 	// RequireSignature fails a stage whose evidence is not signed and verified.
 	Signing          attest.Keys
 	RequireSignature bool
+	// Progress shows which part of the stage is running, and which row of
+	// the failure matrix; nil shows nothing.
+	Progress *progress.Line
 }
 
 // StageResult is the one JSON line a stage validator prints.
@@ -102,14 +106,17 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 		return res
 	}
 	if st.Backend == ctoharness.BackendCase {
+		o.Progress.Step(fmt.Sprintf("stage %d: gate refusals", n))
 		s.gateRefusals(ctx, n)
 	}
+	o.Progress.Step(fmt.Sprintf("stage %d: pass route", n))
 	rep := s.passRoute(ctx, st)
 	if rep != nil && n == 3 {
 		s.compareWithStage2(rep)
 		s.failureMatrix(ctx)
 	}
 	if len(res.Errors) == 0 && o.Health != nil {
+		o.Progress.Step(fmt.Sprintf("stage %d: health check", n))
 		s.check("health")
 		h, ok := o.Health(ctx)
 		res.Health = h
@@ -147,7 +154,7 @@ func (s *stageRun) requirePrevious(ctx context.Context, n int) bool {
 	}
 	prev := Stage(ctx, n, StageOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe, Clock: s.o.Clock,
 		HostEnv: s.o.HostEnv, Config: s.o.Config, NewRunID: s.o.NewRunID, HarnessRoot: s.o.HarnessRoot, Signing: s.o.Signing,
-		RequireSignature: s.o.RequireSignature})
+		RequireSignature: s.o.RequireSignature, Progress: s.o.Progress})
 	if !prev.OK {
 		for _, e := range prev.Errors {
 			s.fail("%s: %s", name, e)
@@ -494,9 +501,10 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 	}
 	started := s.o.Clock()
 	var folders []string
-	for _, row := range rows {
+	for i, row := range rows {
 		name := "fixture:" + row.Name
 		s.check(name)
+		s.o.Progress.Item("stage 3: failure matrix", i+1, len(rows), row.Name)
 		r := Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
 			HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing})
 		if r.RunDir != "" {

@@ -36,6 +36,16 @@ func New(w io.Writer, now func() time.Time, every time.Duration) *Line {
 	return &Line{w: w, now: now, every: every}
 }
 
+// OnTerminal is New when terminal says w is a terminal (the caller's
+// IsTerminal(w)), and otherwise nil, which draws nothing: a log or a pipe
+// keeps exactly the output it had without progress.
+func OnTerminal(w io.Writer, terminal bool, now func() time.Time, every time.Duration) *Line {
+	if !terminal {
+		return nil
+	}
+	return New(w, now, every)
+}
+
 // IsTerminal reports whether w is a terminal: progress is drawn only there,
 // never into a file, a pipe or a CI log.
 func IsTerminal(w io.Writer) bool {
@@ -67,6 +77,13 @@ func (l *Line) Step(name string) {
 		l.mu.Unlock()
 		go l.tick(stop)
 	}
+}
+
+// Item starts the step of working on item n (from 1) of total, named name:
+// "step n/total: name". A long list of slow items (the failure matrix's
+// rows) shows how far it is and what it is on.
+func (l *Line) Item(step string, n, total int, name string) {
+	l.Step(fmt.Sprintf("%s %d/%d: %s", step, n, total, name))
 }
 
 // Add counts files and bytes done in the current step.

@@ -68,9 +68,42 @@ func TestTickRedrawsElapsed(t *testing.T) {
 	}
 }
 
+// A list of items draws which one it is on, of how many, on one line
+// rewritten in place; off a terminal nothing at all is written.
+func TestItemsOnTerminalOnly(t *testing.T) {
+	for _, terminal := range []bool{true, false} {
+		var buf bytes.Buffer
+		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		l := progress.OnTerminal(&buf, terminal, c.now, 0)
+		l.Step("stage 3: pass route")
+		for i, row := range []string{"timeout", "source-mutated", "disallowed-file"} {
+			c.add(time.Second)
+			l.Item("stage 3: failure matrix", i+1, 3, row)
+		}
+		l.Close()
+		out := buf.String()
+		if !terminal {
+			if out != "" {
+				t.Errorf("off a terminal progress wrote %q", out)
+			}
+			continue
+		}
+		for _, want := range []string{"\r\x1b[Kcto-harness: stage 3: pass route, 0s", "\r\x1b[Kcto-harness: stage 3: failure matrix 1/3: timeout, 0s",
+			"failure matrix 2/3: source-mutated", "failure matrix 3/3: disallowed-file"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the terminal did not get %q: %q", want, out)
+			}
+		}
+		if strings.Contains(out, "\n") {
+			t.Errorf("progress ended a line; it must rewrite one: %q", out)
+		}
+	}
+}
+
 func TestNilLineIsANoOp(t *testing.T) {
 	var l *progress.Line
 	l.Step("copy")
+	l.Item("rows", 1, 2, "a")
 	l.Add(1, 1)
 	l.Close()
 }
