@@ -112,6 +112,10 @@ type page struct {
 	SandboxShort string // for the header: the full list is in the sandbox section
 	Blockers     []blockerView
 	Notes        []string // artifacts that could not be read, caps that cut content
+	Origin       originView
+	// Failing is what failed in the verification, shown under the verdict
+	// (nil when nothing failed).
+	Failing *failingView
 
 	Agent    *agentView
 	Task     *taskView
@@ -145,10 +149,13 @@ type kv struct{ K, V string }
 // agentView is the coding agent's summary: who, where, and what it spent,
 // request by request.
 type agentView struct {
-	A        *ctoharness.AgentRecord
-	Cost     string
-	Requests []requestView
-	More     int // requests past the report's list (model-requests.jsonl has them)
+	A *ctoharness.AgentRecord
+	// StreamHere says the run directory holds the agent's stream: a run
+	// blocked before the agent started has none to link to.
+	StreamHere bool
+	Cost       string
+	Requests   []requestView
+	More       int // requests past the report's list (model-requests.jsonl has them)
 }
 
 type requestView struct {
@@ -204,6 +211,10 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 		p.Lane += " / agent " + rep.Agent.Name
 	}
 	r := reader{dir: dir, notes: &p.Notes}
+	p.Origin = origin(rep)
+	if p.Agent != nil {
+		p.Agent.StreamHere = r.exists(rep.Agent.StreamPath)
+	}
 	events := r.events()
 	if p.Agent == nil {
 		// Without report.agent, the agent Case named itself in case.started.
@@ -225,12 +236,16 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 	p.Task = r.task()
 	p.Timeline = timeline(events, &p.Notes)
 	p.Talk = conversation(events)
+	for i := range p.Talk {
+		p.Talk[i].LogHere = p.Talk[i].Log != "" && r.exists(p.Talk[i].Log)
+	}
 	p.Files, p.DiffCut, p.FilesMore = files(r.text("patch.diff"), rep.ChangedFiles)
 	_, p.FilesOutside = ctoharness.FilesNotShown(rep.ChangedFiles)
 	p.Proofs = r.proofs()
 	p.Network = r.network(extra["network"])
 	p.Views = sandboxViews(extra["sandbox"])
 	p.Tests = r.tests(rep)
+	p.Failing = r.failing(rep, p.Tests.LogName)
 	if a := rep.Adversarial; a != nil && a.Log != "" && !strings.Contains(a.Log, "..") && !strings.HasPrefix(a.Log, "/") {
 		p.AdversaryLog, p.AdversaryLogCut = r.excerpt(a.Log)
 	}
@@ -243,6 +258,27 @@ func build(rep *ctoharness.Report, extra map[string]json.RawMessage, dir string)
 		}
 	}
 	return p
+}
+
+// originView is the repository and commit the run was made from, for the
+// header: the commit short, in full in its title.
+type originView struct {
+	Repo   string
+	What   string // "base commit" (the task's or --rev) or "HEAD"
+	Commit string
+	Short  string
+}
+
+func origin(rep *ctoharness.Report) originView {
+	o := originView{Repo: rep.SourcePath, What: "base commit", Commit: rep.Commits.BaseCommit}
+	if o.Commit == "" {
+		o.What, o.Commit = "HEAD", rep.Commits.SourceHead
+	}
+	o.Short = o.Commit
+	if len(o.Short) > 12 {
+		o.Short = o.Short[:12]
+	}
+	return o
 }
 
 func statusClass(s ctoharness.Status) string {

@@ -126,14 +126,6 @@ func TestRenderShowsRunAndEscapesHostileText(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if t.Failed() {
-		os.WriteFile("/tmp/htmlt/unit.html", page, 0o644)
-	}
-	for _, want := range []string{} {
-		if !strings.Contains(s, want) {
-			t.Errorf("page lacks %q", want)
-		}
-	}
 	again, _ := htmlreport.Render(raw, dir)
 	if !bytes.Equal(page, again) {
 		t.Fatal("rendering is not deterministic")

@@ -208,9 +208,13 @@ func sandboxView(raw json.RawMessage) ([]kv, *table) {
 
 // testsView is the verification's outcome and an excerpt of test.log.
 type testsView struct {
-	Class   string
-	Exit    string
+	Class string
+	Exit  string
+	// Counts says what was counted and how many passed and failed: the
+	// tests of the test report when the run read one, else what the
+	// command's output counted (tests, or go test's packages).
 	Counts  string
+	LogName string
 	Log     string
 	LogCut  int // lines left out of the excerpt
 	LogSize int
@@ -228,13 +232,12 @@ func (r reader) tests(rep *ctoharness.Report) testsView {
 	if t.ExitCode != nil {
 		v.Exit = fmt.Sprint(*t.ExitCode)
 	}
-	if t.Counts != nil {
-		v.Counts = fmt.Sprintf("%d passed, %d failed, %d skipped", t.Counts.Passed, t.Counts.Failed, t.Counts.Skipped)
-	}
+	v.Counts = counts(t)
 	name := t.LogPath
-	if name == "" || strings.Contains(name, "..") || strings.HasPrefix(name, "/") {
+	if !safeName(name) {
 		name = "test.log"
 	}
+	v.LogName = name
 	v.LogSize = len(r.text(name))
 	v.Log, v.LogCut = r.excerpt(name)
 	return v
@@ -250,4 +253,52 @@ func (r reader) excerpt(name string) (string, int) {
 		ls = append(append(append([]string{}, ls[:testLogHead]...), fmt.Sprintf("… %d lines left out; the whole log is %s …", cut, name)), ls[len(ls)-testLogTail:]...)
 	}
 	return strings.Join(ls, "\n"), cut
+}
+
+// counts describes the verification's counts with their unit. The test
+// report's per-test results win over the output's counts, which go test
+// without -v gives per package, not per test.
+func counts(t ctoharness.TestsRecord) string {
+	if r := t.Results; r != nil && r.Problem == "" {
+		s := fmt.Sprintf("%s: %d passed, %d failed", plural(r.Total, "test"), r.Pass, r.Fail)
+		if r.Error > 0 {
+			s += fmt.Sprintf(", %d errored", r.Error)
+		}
+		s += fmt.Sprintf(", %d skipped", r.Skip)
+		if r.XFail > 0 {
+			s += fmt.Sprintf(", %d expected failures", r.XFail)
+		}
+		return s + " (per test, from the test report " + r.Path + ")"
+	}
+	c := t.Counts
+	if c == nil {
+		return ""
+	}
+	unit := "tests"
+	pkgs, tests := 0, 0
+	for _, f := range strings.Split(t.CountsFormat, "+") {
+		if strings.HasSuffix(f, "-packages") {
+			pkgs++
+		} else {
+			tests++
+		}
+	}
+	switch {
+	case pkgs > 0 && tests == 0:
+		unit = "Go packages, not tests"
+	case pkgs > 0:
+		unit = "tests and Go packages"
+	}
+	s := fmt.Sprintf("%d passed, %d failed, %d skipped (%s", c.Passed, c.Failed, c.Skipped, unit)
+	if t.CountsFormat != "" {
+		s += ", counted from the output as " + t.CountsFormat
+	}
+	return s + ")"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

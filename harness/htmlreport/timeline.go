@@ -90,6 +90,7 @@ type turnView struct {
 	// error.
 	Refused, Failed bool
 	Log             string // the file holding the untruncated content, when cut
+	LogHere         bool   // the run directory holds Log (else it is named, not linked)
 }
 
 // The fields each Case event is known to carry as its main content; every
