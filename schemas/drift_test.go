@@ -198,6 +198,9 @@ var plainEnums = map[string][]string{
 	"report:/network/limits/exceeded/[]": {egress.LimitConnections, egress.LimitBytes, egress.LimitRecords},
 	"task-spec:/fixture_git":             {task.FixtureGitBlock, task.FixtureGitAllow},
 	"task-contract:/fixture_git":         {task.FixtureGitBlock, task.FixtureGitAllow},
+
+	// A failure is of any class but pass.
+	"batch:/agents/[]/failures/[]/outcome": strs(batch.AllOutcomes()[1:]),
 }
 
 func setDiff(want, got []string) string {
@@ -1347,8 +1350,10 @@ func batchSummary() batch.Summary {
 		MaxAttempts: 2, Trials: 2, Finished: 2, Complete: true,
 		Cells: []batch.Cell{{Agent: "fake", Task: "note", Totals: tot, PassAtK: []batch.PassAtK{{K: 1, Value: &half}, {K: 2, Value: &one}},
 			PassHatK: []batch.PassAtK{{K: 1, Value: &half}, {K: 2, Value: nil}}}},
-		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5}},
+		Agents: []batch.AgentTotal{{Agent: "fake", Totals: unknown, PassRate: 0.5,
+			Failures: []batch.FailureCount{{Outcome: "agent_failed", Code: "TESTS_FAILED", Attempts: 1}, {Outcome: "infra_failed", Attempts: 1}}}},
 		TrialList: []batch.TrialRow{{TrialID: "t-0123456789abcdef0123", Source: "/src/a", SourceHead: hashA[:40], Task: "note", Agent: "fake", Repeat: 1,
 			AttemptID: "t-0123456789abcdef0123-a1", Outcome: "pass", Final: true, Attempts: 1, RunID: runID, RunDir: "/runs/" + runID, ReportHTML: "../../" + runID + "/report.html", Worker: "local"}},
-		Tests: []batch.TestCell{{Task: "note", Agent: "fake", Test: "fixed", List: batch.ListFailToPass, Graded: 1, Held: 1}}}
+		Tests:        []batch.TestCell{{Task: "note", Agent: "fake", Test: "fixed", List: batch.ListFailToPass, Graded: 1, Held: 1}},
+		SigningKeyID: "k-0123456789abcdef"}
 }

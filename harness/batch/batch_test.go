@@ -2,10 +2,13 @@ package batch_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +184,25 @@ func TestRetriesOnlyInfraAndModelFailures(t *testing.T) {
 	for _, row := range sum.TrialList {
 		if row.AttemptID != batch.AttemptID(row.TrialID, 2) {
 			t.Errorf("trial %s: the summary names attempt %q, want the second", row.TrialID, row.AttemptID)
+		}
+	}
+	// The failure reasons count every attempt, the retried one too: the
+	// passing agent's infra failure, and the broken one's as well as its
+	// final agent failure.
+	infra := batch.FailureCount{Outcome: string(batch.OutcomeInfraFailed), Code: string(ctoharness.BlockArtifactWriteFailed), Attempts: 1}
+	for _, a := range sum.Agents {
+		if !slices.Contains(a.Failures, infra) {
+			t.Errorf("%s: failures %+v lack %+v", a.Agent, a.Failures, infra)
+		}
+		switch a.Agent {
+		case "fine":
+			if len(a.Failures) != 1 {
+				t.Errorf("fine: failures %+v, want the infra failure alone", a.Failures)
+			}
+		case "broken":
+			if len(a.Failures) < 2 || a.Failures[0].Outcome != string(batch.OutcomeAgentFailed) {
+				t.Errorf("broken: failures %+v, want its agent failure first (the classes' order), then the infra failure", a.Failures)
+			}
 		}
 	}
 	if _, err := batch.WriteSummary(context.Background(), st, sum, w.set, nil); err != nil {
@@ -489,6 +511,43 @@ func TestVerifyDir(t *testing.T) {
 	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); !v.OK || v.Trials != 2 || v.SignedBy != pub.ID {
 		t.Fatalf("a good batch: %+v", v)
 	}
+	// batch.json records the key it is signed with; a summary that names
+	// another key than the one that signed it (re-signed after the edit) fails.
+	good, _ := os.ReadFile(filepath.Join(dir, batch.SummaryJSON))
+	goodSig, _ := os.ReadFile(filepath.Join(dir, batch.SummarySignature))
+	var rec batch.Summary
+	if err := json.Unmarshal(good, &rec); err != nil || rec.SigningKeyID != pub.ID {
+		t.Fatalf("batch.json records signing key %q, want %s (%v)", rec.SigningKeyID, pub.ID, err)
+	}
+	rec.SigningKeyID = w.keys.Trusted[0].ID
+	renamed, _ := json.Marshal(rec)
+	sum256 := sha256.Sum256(renamed)
+	stmt, err := attest.NewStatement([]attest.Subject{{Name: batch.SummaryJSON, SHA256: hex.EncodeToString(sum256[:])}}, batch.BatchPredicateType, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := attest.Sign(context.Background(), signer, stmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, batch.SummaryJSON), renamed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, batch.SummarySignature), env, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, opts); v.OK || !anyContains(v.Errors, "names signing key "+rec.SigningKeyID+", but batch.dsse.json is signed by "+pub.ID) {
+		t.Errorf("a summary naming another signing key: %+v", v)
+	}
+	// Its signature removed, a summary that records a key is not taken as unsigned.
+	if err := os.Remove(filepath.Join(dir, batch.SummarySignature)); err != nil {
+		t.Fatal(err)
+	}
+	if v := batch.VerifyDir(context.Background(), dir, w.set, batch.VerifyOptions{Trusted: opts.Trusted}); v.OK || !anyContains(v.Errors, "yet batch.json names signing key") {
+		t.Errorf("a summary whose signature was removed: %+v", v)
+	}
+	_ = os.WriteFile(filepath.Join(dir, batch.SummaryJSON), good, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, batch.SummarySignature), goodSig, 0o644)
 	// The broken agent's trial claimed as a pass (batch.json edited, its counts too).
 	data, _ := os.ReadFile(filepath.Join(dir, batch.SummaryJSON))
 	var s batch.Summary

@@ -50,6 +50,11 @@ type Summary struct {
 	// tests they broke. Absent in summaries written before it was kept,
 	// and when no task lists tests.
 	Tests []TestCell `json:"tests,omitempty"`
+	// SigningKeyID is the key batch.dsse.json is signed with, recorded
+	// before signing so the page and a reader of batch.json see it (the
+	// signature covers it); absent when the summary is unsigned, and in
+	// summaries written before it was kept.
+	SigningKeyID string `json:"signing_key_id,omitempty"`
 }
 
 // Totals are the sums every row of a summary carries.
@@ -130,6 +135,22 @@ type AgentTotal struct {
 	Agent string `json:"agent"`
 	Totals
 	PassRate float64 `json:"pass_rate"` // passes / scored; 0 when none is scored
+	// Failures count the agent's attempts that did not pass by outcome
+	// class and blocker code: why it failed, retried attempts included.
+	// Absent when every attempt passed, and in summaries written before
+	// it was kept.
+	Failures []FailureCount `json:"failures,omitempty"`
+}
+
+// FailureCount is how many attempts of one outcome class had one blocker
+// code; an attempt with several blockers counts under each.
+type FailureCount struct {
+	Outcome string `json:"outcome"`
+	// Code is the blocker code; "" for an attempt with none (a run that
+	// could not be made, or whose evidence did not validate: the trial's
+	// note says why).
+	Code     string `json:"code"`
+	Attempts int    `json:"attempts"`
 }
 
 // TrialRow is one trial in batch.json: where it stands and where its evidence is.
@@ -247,7 +268,7 @@ func Summarize(p Plan, st Store, now time.Time) (Summary, error) {
 	}
 	for _, name := range agentOrder {
 		a := agents[name]
-		at := AgentTotal{Agent: name, Totals: a.totals()}
+		at := AgentTotal{Agent: name, Totals: a.totals(), Failures: a.failureList()}
 		if at.Scored > 0 {
 			at.PassRate = float64(at.Passes) / float64(at.Scored)
 		}
@@ -261,11 +282,26 @@ type cellAcc struct {
 	cost    float64
 	unknown bool
 	bases   map[string]bool
+	fails   map[FailureCount]int // keyed with Attempts 0
 }
 
 func (c *cellAcc) add(t Trial, rec TrialRecord, final bool) {
 	c.t.Trials++
 	c.t.Attempts += len(rec.Attempts)
+	for _, a := range rec.Attempts {
+		if a.Outcome == OutcomePass {
+			continue
+		}
+		if c.fails == nil {
+			c.fails = map[FailureCount]int{}
+		}
+		if len(a.Blockers) == 0 {
+			c.fails[FailureCount{Outcome: string(a.Outcome)}]++
+		}
+		for _, code := range a.Blockers {
+			c.fails[FailureCount{Outcome: string(a.Outcome), Code: code}]++
+		}
+	}
 	for _, a := range append(append([]Attempt(nil), rec.Attempts...), rec.Interrupted...) {
 		c.t.InputTokens += a.InputTokens
 		c.t.OutputTokens += a.OutputTokens
@@ -321,6 +357,31 @@ func (c *cellAcc) totals() Totals {
 	return t
 }
 
+// failureList is the failure counts in the order of AllOutcomes, the most
+// frequent code of a class first.
+func (c *cellAcc) failureList() []FailureCount {
+	rank := map[string]int{}
+	for i, o := range AllOutcomes() {
+		rank[string(o)] = i
+	}
+	var out []FailureCount
+	for k, n := range c.fails {
+		k.Attempts = n
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if rank[a.Outcome] != rank[b.Outcome] {
+			return rank[a.Outcome] < rank[b.Outcome]
+		}
+		if a.Attempts != b.Attempts {
+			return a.Attempts > b.Attempts
+		}
+		return a.Code < b.Code
+	})
+	return out
+}
+
 // passAtK lists pass@k for k = 1..planned over n scored trials with c
 // passes; nil values where k > n.
 func passAtK(planned, n, c int) []PassAtK {
@@ -369,6 +430,10 @@ func estimates(planned, n int, f func(k int) float64) []PassAtK {
 // batch.dsse.json when a signer is given, and batch.html. It returns the
 // signing key's id ("" unsigned).
 func WriteSummary(ctx context.Context, st Store, s Summary, set *schemas.Set, signer *attest.Signer) (string, error) {
+	s.SigningKeyID = ""
+	if signer != nil {
+		s.SigningKeyID = signer.Public().ID
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return "", err
@@ -435,6 +500,15 @@ func VerifySummary(ctx context.Context, dir string, trusted []attest.PublicKey) 
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != stmt.Subjects[0].SHA256 {
 		return "", fmt.Errorf("%s was changed after it was signed", SummaryJSON)
+	}
+	var rec struct {
+		SigningKeyID string `json:"signing_key_id"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return "", fmt.Errorf("%s: %w", SummaryJSON, err)
+	}
+	if rec.SigningKeyID != "" && rec.SigningKeyID != id {
+		return "", fmt.Errorf("%s names signing key %s, but %s is signed by %s", SummaryJSON, rec.SigningKeyID, SummarySignature, id)
 	}
 	return id, nil
 }

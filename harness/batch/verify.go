@@ -60,6 +60,8 @@ func VerifyDir(ctx context.Context, dir string, set *schemas.Set, o VerifyOption
 			fail("%s: %v", SummarySignature, err)
 		}
 		v.SignedBy = id
+	} else if s.SigningKeyID != "" {
+		fail("%s is missing: the summary is not signed, yet %s names signing key %s", SummarySignature, SummaryJSON, s.SigningKeyID)
 	} else if o.RequireSignature {
 		fail("%s is missing: the summary is not signed", SummarySignature)
 	}
