@@ -116,6 +116,7 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	contract := task.NewContract(*p.spec, p.runID, p.plan.CopyTarget)
 	p.plan.TaskContract = &contract
 	p.rl = sandbox.DefaultRlimits()
+	p.scratch = filepath.Join(o.RunsDir, runlist.WorkDir, p.runID, "scratch")
 	if d.Stage.Backend == ctoharness.BackendCase {
 		p.planCase(contract)
 	}
@@ -140,6 +141,7 @@ type planning struct {
 	rl       sandbox.Rlimits
 	netPol   egress.Policy
 	venv     []string // the verification's environment
+	scratch  string   // Case's scratch
 	vscratch string
 }
 
@@ -230,8 +232,7 @@ func (p *planning) proveSource(ctx context.Context, path string) bool {
 // planCase is Case's command: the fake Case's, the configured one's or a
 // coding agent's, with its environment keys and network.
 func (p *planning) planCase(contract task.Contract) {
-	o, plan := p.o, p.plan
-	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, p.runID, "scratch")
+	o, plan, scratch := p.o, p.plan, p.scratch
 	argv := []string{o.SelfExe, backend.FakeSubcommand, o.Scenario}
 	if o.Lane == ctoharness.LaneReal {
 		argv = o.CaseCmd
@@ -258,12 +259,11 @@ func (p *planning) planVerification() {
 		p.block(ctoharness.AsBlocker(nerr, ctoharness.StepContract))
 	}
 	p.netPol = netPol
-	scratch := filepath.Join(o.RunsDir, runlist.WorkDir, p.runID, "scratch")
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
 		if e, err := warmEco(o); err == nil && !o.Unsandboxed {
 			// An error is reported with the verification's below.
-			ckeys := e.env(envValue(backend.Env(scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
+			ckeys := e.env(envValue(backend.Env(p.scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
 			plan.Commands[i].EnvKeys = backend.EnvKeys(replaceEnv(plan.Commands[i].EnvKeys, ckeys))
 		}
 	}

@@ -51,20 +51,12 @@ func held(dir string) bool {
 // folder that must be held. Deepest first, so that unmounting in order
 // never hides one mount under another.
 func staleMounts(runsDir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountPoints()
 	if err != nil {
-		return nil, fmt.Errorf("read the mount table: %w", err)
+		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
+	for _, mp := range all {
 		rel, err := filepath.Rel(runsDir, mp)
 		if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 			continue
@@ -88,10 +80,28 @@ func staleMounts(runsDir string) ([]string, error) {
 			out = append(out, mp)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out, nil
+}
+
+// mountPoints are the mount points of /proc/self/mountinfo, unescaped.
+func mountPoints() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) >= 5 {
+			out = append(out, unescapeMount(fields[4]))
+		}
+	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out, nil
 }
 

@@ -1,7 +1,6 @@
 package runlist
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,25 +187,15 @@ func within(dir, p string) bool {
 
 // mountsBelow lists the mount points strictly below dir.
 func mountsBelow(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountPoints()
 	if err != nil {
-		return nil, fmt.Errorf("read the mount table: %w", err)
+		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		if mp := unescapeMount(fields[4]); mp != dir && within(dir, mp) {
+	for _, mp := range all {
+		if mp != dir && within(dir, mp) {
 			out = append(out, mp)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
 	sort.Strings(out)
 	return out, nil

@@ -2,7 +2,8 @@
 // for the run, once it ran and its test report (if any) was read: a sandbox
 // that could not be built, a command the profile refused, and a failing,
 // timed-out, flaky or not-run verification each block with their own code.
-// It reads the record only, so every verdict is tested without a run.
+// It reads the record (and, for a failure, test.log to name the first
+// failing test), so every verdict is tested without a run.
 package testverdict
 
 import (
