@@ -44,13 +44,13 @@ const (
 // readClaims keeps Case's claims (package adversary reads them) as
 // claims.json in the run directory.
 func (r *run) readClaims(ctx context.Context) (artifact string, n int, problem string) {
-	r.tr.Trace(ctoharness.TraceRead, filepath.Join(r.scratch, claimsFile))
+	r.Trace.Trace(ctoharness.TraceRead, filepath.Join(r.scratch, claimsFile))
 	data, n, problem := adversary.ReadClaims(r.scratch, claimsFile, r.o.Schemas.Validator(schemas.Claims))
 	if problem != "" {
 		return "", 0, problem
 	}
-	if err := r.dir.WriteFile(ctx, claimsArtifact, data); err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
+	if err := r.Dir.WriteFile(ctx, claimsArtifact, data); err != nil {
+		r.BlockWrite(err, ctoharness.StepVerify)
 		return "", 0, "Case's claims could not be kept: " + err.Error()
 	}
 	return claimsArtifact, n, ""
@@ -89,7 +89,7 @@ func (r *run) startAdversaryAgent(ctx context.Context) bool {
 		if errors.As(err, &ae) {
 			code = ae.Code
 		}
-		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepContract, Message: err.Error() + "; Case was not started"})
+		r.Block(ctoharness.Blocker{Code: code, Step: ctoharness.StepContract, Message: err.Error() + "; Case was not started"})
 		return false
 	}
 	r.adv = a
@@ -111,7 +111,7 @@ const defaultAdversaryTimeout = 600
 // Nothing of it changes the result.
 func (r *run) adversarial(ctx context.Context, own record) {
 	a := r.spec.Adversary
-	if a == nil || !r.ok() || r.rep.Commits.ResultCommit == "" || r.interrupted() {
+	if a == nil || !r.OK() || r.Report.Commits.ResultCommit == "" || r.Interrupted() {
 		return
 	}
 	r.o.Progress.Step("adversary")
@@ -131,8 +131,8 @@ func (r *run) adversarial(ctx context.Context, own record) {
 				return gen, err
 			}
 			set = s
-			if err := r.dir.WriteStream(ctx, evidence.AdversaryTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
-				r.blockWrite(err, ctoharness.StepVerify)
+			if err := r.Dir.WriteStream(ctx, evidence.AdversaryTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
+				r.BlockWrite(err, ctoharness.StepVerify)
 				return gen, fmt.Errorf("%s could not be written: %w", evidence.AdversaryTar, err)
 			}
 			gen.Archive = evidence.AdversaryTar
@@ -144,10 +144,10 @@ func (r *run) adversarial(ctx context.Context, own record) {
 				keep[p] = true
 			}
 			lay := set.Keep(func(f hidden.File) bool { return keep[f.Path] })
-			t := testsRun{dir: "adversary-baseline", commit: r.rep.Commits.BaselineCommit, lay: []hidden.Set{lay}, command: a.TestCommand,
+			t := testsRun{dir: "adversary-baseline", commit: r.Report.Commits.BaselineCommit, lay: []hidden.Set{lay}, command: a.TestCommand,
 				results: a.TestResults, log: evidence.AdversaryBaselineLog, what: "the adversary's tests on the baseline"}
 			if onResult {
-				t.dir, t.commit, t.log, t.what = "adversary-result", r.rep.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
+				t.dir, t.commit, t.log, t.what = "adversary-result", r.Report.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
 			}
 			done, err := r.testsOn(ctx, own, t)
 			testsMs += done.commandMs
@@ -156,9 +156,9 @@ func (r *run) adversarial(ctx context.Context, own record) {
 	rec.StepMs, rec.TestsMs = r.o.Clock().Sub(start).Milliseconds(), testsMs
 	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
 	r.adversaryAgentRecord(ctx, rec)
-	r.rep.Adversarial = rec
+	r.Report.Adversarial = rec
 	if blocker != nil {
-		r.block(*blocker)
+		r.Block(*blocker)
 	}
 }
 
@@ -169,7 +169,7 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	if r.o.Unsandboxed {
 		return gen, hidden.Set{}, fmt.Errorf("not run: --unsandboxed (the adversary runs only in a sandbox of its own)")
 	}
-	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "adversary")
+	base := filepath.Join(r.Report.RuntimeWorkspaceRoot, "adversary")
 	defer func() { _ = RemoveTree(filepath.Join(base, "result")) }()
 	work, tests, scratch := filepath.Join(base, "result"), filepath.Join(base, "tests"), filepath.Join(base, "scratch")
 	cb, dirs, err := r.adversaryCheckout(ctx, own, work, tests, scratch)
@@ -181,7 +181,7 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	if err != nil {
 		return gen, hidden.Set{}, err
 	}
-	f, err := r.dir.OpenAppend(evidence.AdversaryLog)
+	f, err := r.Dir.OpenAppend(evidence.AdversaryLog)
 	if err != nil {
 		return gen, hidden.Set{}, fmt.Errorf("%s could not be opened: %w", evidence.AdversaryLog, err)
 	}
@@ -193,7 +193,7 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	}
 	timeout := time.Duration(secs) * time.Second
 	// A command adversary has no network; an agent reaches its meter alone.
-	vin := verify.Input{Command: shellJoin(argv), Fixture: tests, Env: env, Timeout: timeout, Log: f, LogPath: evidence.AdversaryLog, Tracer: r.tr,
+	vin := verify.Input{Command: shellJoin(argv), Fixture: tests, Env: env, Timeout: timeout, Log: f, LogPath: evidence.AdversaryLog, Tracer: r.Trace,
 		Wrap: r.wrapExtra(egress.CommandAdversary, pol, r.adv != nil)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	gen.ExitCode, gen.DurationMs, gen.TimedOut = out.ExitCode, out.DurationMs, out.Classification == ctoharness.TestTimeout
@@ -220,16 +220,16 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 // its tests and scratch directories (the writable ones, returned). The
 // caller stops the checkout once nothing more runs in it.
 func (r *run) adversaryCheckout(ctx context.Context, own record, work, tests, scratch string) (*checkout.Baseline, []string, error) {
-	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv,
+	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv,
 		History: r.history(), Base: r.otherBase(), Overlay: true, SourceManifest: r.before.Manifest}
 	cb := checkout.Begin(ctx, in)
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.ResultCommit, own.baselineAt
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.Report.Commits.BaselineCommit, r.Report.Commits.ResultCommit, own.baselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
 		return cb, nil, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
 	}
 	dirs := append([]string{tests}, backend.ScratchDirs(scratch)...)
 	for _, d := range dirs {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
+		r.Trace.Trace(ctoharness.TraceMkdir, d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return cb, nil, fmt.Errorf("the adversary's directory %s could not be made: %w", d, err)
 		}
@@ -259,10 +259,10 @@ func (r *run) adversaryLaunch(a *task.SpecAdversary, claims, work, tests, scratc
 	}
 	v.Files = append(v.Files, sandbox.Bind{Path: adversaryCheckoutInView, Source: work})
 	if claims != "" {
-		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.dir.Path(claims)})
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryClaimsInView, Source: r.Dir.Path(claims)})
 	}
 	if a.ShowDiff {
-		v.Files = append(v.Files, sandbox.Bind{Path: adversaryDiffInView, Source: r.dir.Path(evidence.PatchFile)})
+		v.Files = append(v.Files, sandbox.Bind{Path: adversaryDiffInView, Source: r.Dir.Path(evidence.PatchFile)})
 	}
 	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
 	v.Cwd, v.Expect = adversaryTestsInView, ""
@@ -293,7 +293,7 @@ func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the adversary's agent command cannot be built: %w", err)
 	}
-	if err := prepareAgent(r.tr, state, cmd); err != nil {
+	if err := prepareAgent(r.Trace, state, cmd); err != nil {
 		return nil, nil, fmt.Errorf("the adversary agent's state could not be made: %w", err)
 	}
 	return cmd.Argv, cmd.Env, nil
@@ -306,12 +306,12 @@ func (r *run) adversaryAgentRecord(ctx context.Context, rec *ctoharness.Adversar
 		return
 	}
 	var caseAgent, caseModel string
-	if a := r.rep.Agent; a != nil {
+	if a := r.Report.Agent; a != nil {
 		caseAgent, caseModel = a.Name, a.Model
 	}
 	ag, lines := r.adv.Record(r.price(r.spec.Adversary.Agent.Model), caseAgent, caseModel)
-	if err := r.dir.WriteFile(ctx, AdversaryRequests, lines); err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
+	if err := r.Dir.WriteFile(ctx, AdversaryRequests, lines); err != nil {
+		r.BlockWrite(err, ctoharness.StepVerify)
 	} else {
 		ag.Requests = AdversaryRequests
 	}

@@ -133,14 +133,14 @@ func (r *run) checkAgent(ctx context.Context) {
 	o := r.o.Agent
 	spec, err := agent.Lookup(o.Name)
 	if err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentConfigInvalid, Step: ctoharness.StepGate, Message: err.Error()})
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockAgentConfigInvalid, Step: ctoharness.StepGate, Message: err.Error()})
 		return
 	}
 	a := &agentRun{spec: spec, adapter: adapterFor(spec), reported: map[string]bool{}}
-	r.rep.Agent = &ctoharness.AgentRecord{Name: string(spec.Name), Version: spec.Version, Model: o.Model, Endpoint: o.BaseURL,
+	r.Report.Agent = &ctoharness.AgentRecord{Name: string(spec.Name), Version: spec.Version, Model: o.Model, Endpoint: o.BaseURL,
 		EgressAllowed: []string{}, Executable: []string{}, StreamPath: AgentStream, AttemptedEscapes: []string{},
 		SecretEnv: []string{}, Notes: []string{}}
-	if r.rep.Backend != ctoharness.BackendCase {
+	if r.Report.Backend != ctoharness.BackendCase {
 		err = gateBlock(ctoharness.BlockAgentConfigInvalid, "an agent runs as Case, and stage %d has no Case process; use stage 2 or 3", r.o.Stage)
 	}
 	var u *url.URL
@@ -154,10 +154,10 @@ func (r *run) checkAgent(ctx context.Context) {
 		err = r.meterAgent(ctx, a, u)
 	}
 	if err != nil {
-		r.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
+		r.Block(ctoharness.AsBlocker(err, ctoharness.StepGate))
 		return
 	}
-	r.rep.Agent.EgressAllowed = []string{a.endpoint}
+	r.Report.Agent.EgressAllowed = []string{a.endpoint}
 	r.agent = a
 }
 
@@ -178,8 +178,8 @@ func (r *run) agentRequest(a *agentRun) (*url.URL, error) {
 	if len(missing) > 0 {
 		return nil, gateBlock(ctoharness.BlockAgentConfigInvalid, "agent %s needs %s", spec.Name, strings.Join(missing, ", "))
 	}
-	if r.rep.Agent.Model == "" {
-		r.rep.Agent.Model = o.Model
+	if r.Report.Agent.Model == "" {
+		r.Report.Agent.Model = o.Model
 	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -213,8 +213,8 @@ func (r *run) resolveAgent(a *agentRun) error {
 	if dir != "" && len(o.Command) == 0 {
 		a.home = spec.InstallDir(dir)
 	}
-	r.rep.Agent.Executable = a.exe
-	r.rep.Agent.SecretEnv = []string{spec.KeyVar}
+	r.Report.Agent.Executable = a.exe
+	r.Report.Agent.SecretEnv = []string{spec.KeyVar}
 	return nil
 }
 
@@ -238,7 +238,7 @@ func (r *run) meterAgent(ctx context.Context, a *agentRun, u *url.URL) error {
 	}
 	a.meter = meter
 	a.endpoint = meter.Addr()
-	r.rep.Agent.Notes = append(r.rep.Agent.Notes, fmt.Sprintf("the agent talks to the harness's model meter at %s, which relays every request to %s unchanged and records its status, latency and usage", meter.BaseURL(), o.BaseURL))
+	r.Report.Agent.Notes = append(r.Report.Agent.Notes, fmt.Sprintf("the agent talks to the harness's model meter at %s, which relays every request to %s unchanged and records its status, latency and usage", meter.BaseURL(), o.BaseURL))
 	if !r.o.Unsandboxed {
 		r.o.AllowNetCase = append(append([]string(nil), r.o.AllowNetCase...), a.endpoint)
 		origin := map[string]string{a.endpoint: "agent"}
@@ -275,10 +275,10 @@ func (a *agentRun) command(r *run, baseEnv []string) ([]string, []string, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := prepareAgent(r.tr, state, cmd); err != nil {
+	if err := prepareAgent(r.Trace, state, cmd); err != nil {
 		return nil, nil, err
 	}
-	r.rep.Agent.Notes = append(r.rep.Agent.Notes, cmd.Notes...)
+	r.Report.Agent.Notes = append(r.Report.Agent.Notes, cmd.Notes...)
 	sort.Strings(cmd.Env)
 	return cmd.Argv, cmd.Env, nil
 }
@@ -305,7 +305,7 @@ func prepareAgent(tr ctoharness.Tracer, state string, cmd agent.Command) error {
 // verbatim to the stream file and through the translator; case.finished is
 // held back until the files changed by shell commands have been found.
 func (a *agentRun) wire(r *run, in *backend.Input) error {
-	f, err := r.dir.OpenAppend(AgentStream)
+	f, err := r.Dir.OpenAppend(AgentStream)
 	if err != nil {
 		return err
 	}
@@ -388,8 +388,8 @@ func (a *agentRun) usage(ctx context.Context, r *run, rec *ctoharness.AgentRecor
 	}
 	u, lines := modelmeter.Account(a.meter.Requests(), reported, r.price(rec.Model))
 	rec.Usage = u
-	if err := r.dir.WriteFile(ctx, ModelRequests, a.red.Bytes(lines)); err != nil {
-		r.blockWrite(err, ctoharness.StepCase)
+	if err := r.Dir.WriteFile(ctx, ModelRequests, a.red.Bytes(lines)); err != nil {
+		r.BlockWrite(err, ctoharness.StepCase)
 	}
 }
 
@@ -469,7 +469,7 @@ func (r *run) agentAfterCollect() {
 	for _, p := range a.changed {
 		paths[p] = true
 	}
-	for _, c := range r.rep.ChangedFiles {
+	for _, c := range r.Report.ChangedFiles {
 		if name, ok := c.Name(); ok {
 			paths[name] = true
 		}
@@ -481,21 +481,21 @@ func (r *run) agentAfterCollect() {
 	sort.Strings(list)
 	holding, err := a.red.Holding(r.fixture, list)
 	if err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
 			Message: "the changed files could not be checked for the API key: " + err.Error()})
 	}
 	if len(holding) > 0 {
 		r.agent.keyInResult = true
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepCollect,
 			Message: fmt.Sprintf("the agent wrote the value of %s into the fixture (%s); it is redacted from every evidence file and %s, and the harness's store of the result (%s), whose objects hold it, is removed before the report is written, so the change cannot be re-derived: rotate the key",
-				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), workFate(r.o.KeepWork, r.rep.RuntimeWorkspaceRoot), r.dir.Path(evidence.StoreDir))})
+				r.o.Agent.APIKeyEnv, strings.Join(holding, ", "), workFate(r.o.KeepWork, r.Report.RuntimeWorkspaceRoot), r.Dir.Path(evidence.StoreDir))})
 	}
 	if esc := a.tr.Result().Escapes; len(esc) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
 			Message: "the agent tried to write outside the fixture: " + strings.Join(esc, ", ")})
 	}
-	if r.ok() && len(r.rep.ChangedFiles) == 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
+	if r.OK() && len(r.Report.ChangedFiles) == 0 {
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockAgentNoChange, Step: ctoharness.StepCollect,
 			Message: fmt.Sprintf("%s finished without changing anything in the fixture; see %s for what it did", a.spec.Name, AgentStream)})
 	}
 }
@@ -509,10 +509,10 @@ func (r *run) dropKeyedStore() {
 	if r.agent == nil || !r.agent.keyInResult {
 		return
 	}
-	store := r.dir.Path(evidence.StoreDir)
-	r.tr.Trace(ctoharness.TraceRemove, store)
+	store := r.Dir.Path(evidence.StoreDir)
+	r.Trace.Trace(ctoharness.TraceRemove, store)
 	if err := RemoveTree(store); err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
 			Message: fmt.Sprintf("the store %s holds the agent's key and could not be removed (%v): delete it, and rotate the key", store, err)})
 	}
 }
@@ -572,9 +572,9 @@ func (r *run) sweepSecrets(names ...string) {
 		return
 	}
 	if len(names) == 0 {
-		all, err := evidence.ListArtifacts(r.dir.Root())
+		all, err := evidence.ListArtifacts(r.Dir.Root())
 		if err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
 				Message: "the evidence could not be listed to redact the API key: " + err.Error()})
 			return
 		}
@@ -582,16 +582,16 @@ func (r *run) sweepSecrets(names ...string) {
 	}
 	for _, sec := range secrets {
 		for _, n := range names {
-			p := r.dir.Path(n)
+			p := r.Dir.Path(n)
 			if n == evidence.EventsFile {
 				if data, err := os.ReadFile(p); err == nil && sec.red.Contains(data) {
-					r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+					r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
 						Message: "the event log holds the value of " + sec.keyVar + " and cannot be rewritten without breaking its hash chain"})
 				}
 				continue
 			}
 			if _, err := sec.red.File(p); err != nil {
-				r.block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
+				r.Block(ctoharness.Blocker{Code: ctoharness.BlockSecretInEvidence, Step: ctoharness.StepReport,
 					Message: fmt.Sprintf("%s could not be redacted: %v", n, err)})
 			}
 		}
@@ -601,13 +601,13 @@ func (r *run) sweepSecrets(names ...string) {
 // redactReport redacts the report itself (inline output, messages).
 func (r *run) redactReport() {
 	for _, sec := range r.secrets() {
-		raw, err := json.Marshal(r.rep)
+		raw, err := json.Marshal(r.Report)
 		if err != nil || !sec.red.Contains(raw) {
 			continue
 		}
 		var clean ctoharness.Report
 		if err := json.Unmarshal(sec.red.Bytes(raw), &clean); err == nil {
-			*r.rep = clean
+			*r.Report = clean
 		}
 	}
 }
@@ -695,3 +695,9 @@ func (a *agentRun) ownPaths() []string {
 	}
 	return out
 }
+
+// redactor hides the agents' keys in what the run's sink writes.
+type redactor struct{ r *run }
+
+func (x redactor) Data(v any) any         { return x.r.redactData(v) }
+func (x redactor) String(s string) string { return x.r.redactString(s) }

@@ -20,20 +20,20 @@ import (
 // without a signer.
 func (r *run) prepareSigning() {
 	switch {
-	case r.rep.UnsignedReason != "":
+	case r.Report.UnsignedReason != "":
 	case r.o.Signing.Signer == nil && r.o.Signing.Disabled != "":
-		r.rep.UnsignedReason = "signing is disabled in the config: " + r.o.Signing.Disabled
+		r.Report.UnsignedReason = "signing is disabled in the config: " + r.o.Signing.Disabled
 	case r.o.Signing.Signer == nil:
-		r.rep.UnsignedReason = "the harness was given no signing key"
+		r.Report.UnsignedReason = "the harness was given no signing key"
 	case r.o.Unsandboxed:
-		r.rep.UnsignedReason = "--unsandboxed: Case and the verification command ran without the sandbox's view and could read the signing key, so nothing they produced is signed"
+		r.Report.UnsignedReason = "--unsandboxed: Case and the verification command ran without the sandbox's view and could read the signing key, so nothing they produced is signed"
 	}
-	if r.rep.UnsignedReason != "" {
+	if r.Report.UnsignedReason != "" {
 		return
 	}
-	r.rep.Signed = true
-	r.rep.SigningKeyID = r.o.Signing.Signer.Public().ID
-	r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(evidence.Attestation))
+	r.Report.Signed = true
+	r.Report.SigningKeyID = r.o.Signing.Signer.Public().ID
+	r.Trace.Trace(ctoharness.TraceWrite, r.Dir.Path(evidence.Attestation))
 }
 
 // sign writes attestation.dsse.json last: an in-toto statement whose subjects
@@ -42,10 +42,10 @@ func (r *run) prepareSigning() {
 // a report that says "signed": true without its attestation, which no
 // validator accepts.
 func (r *run) sign(ctx context.Context) error {
-	if r.o.Signing.Signer == nil || !r.rep.Signed {
+	if r.o.Signing.Signer == nil || !r.Report.Signed {
 		return nil
 	}
-	names, err := evidence.ListArtifacts(r.dir.Root())
+	names, err := evidence.ListArtifacts(r.Dir.Root())
 	if err != nil {
 		return fmt.Errorf("%w: attestation: %v", evidence.ErrWrite, err)
 	}
@@ -56,11 +56,11 @@ func (r *run) sign(ctx context.Context) error {
 		}
 		// The report's digests were computed just before, by this process,
 		// after the last write to those files; only the rest is hashed here.
-		if sum, ok := r.rep.ArtifactDigests[n]; ok {
+		if sum, ok := r.Report.ArtifactDigests[n]; ok {
 			subjects = append(subjects, attest.Subject{Name: n, SHA256: sum})
 			continue
 		}
-		sum, err := evidence.FileSHA256(filepath.Join(r.dir.Root(), filepath.FromSlash(n)))
+		sum, err := evidence.FileSHA256(filepath.Join(r.Dir.Root(), filepath.FromSlash(n)))
 		if err != nil {
 			return fmt.Errorf("%w: attestation: digest %s: %v", evidence.ErrWrite, n, err)
 		}
@@ -78,11 +78,11 @@ func (r *run) sign(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: attestation: %v", evidence.ErrWrite, err)
 	}
-	return r.dir.WriteAttestation(env)
+	return r.Dir.WriteAttestation(env)
 }
 
 func (r *run) predicate() attest.RunPredicate {
-	rep := r.rep
+	rep := r.Report
 	codes := []string{}
 	for _, b := range rep.Blockers {
 		codes = append(codes, string(b.Code))

@@ -35,7 +35,7 @@ const baselineInView = "/cto-harness/baseline"
 // doing). It runs in the verification's own environment: its sandbox, the
 // task's setup first, the verification's network.
 func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults) {
-	g := r.rep.Tests.Results.Grading
+	g := r.Report.Tests.Results.Grading
 	b := &ctoharness.BaselineRun{FailToPass: []ctoharness.GradedTest{}}
 	g.Baseline = b
 	start := r.o.Clock()
@@ -65,7 +65,7 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 		b.FailToPass = append(b.FailToPass, gt)
 	}
 	if len(passing) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
 			Message: fmt.Sprintf("fail-to-pass tests already pass on the baseline: %s; the task cannot tell a fix from no change (see %s)", strings.Join(passing, ", "), evidence.BaselineLog)})
 	}
 	if len(r.spec.PassToPass) == 0 {
@@ -85,7 +85,7 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 		b.PassToPass = append(b.PassToPass, gt)
 	}
 	if len(broken) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify,
 			Message: fmt.Sprintf("pass-to-pass tests do not pass on the baseline: %s; the task holds the change to tests that were already broken (see %s)", strings.Join(broken, ", "), evidence.BaselineLog)})
 	}
 }
@@ -93,7 +93,7 @@ func (r *run) checkBaseline(ctx context.Context, own record, tr task.TestResults
 // baselineTests makes the baseline's checkout, lays the hidden tests, runs
 // the verification there and reads its test report.
 func (r *run) baselineTests(ctx context.Context, own record, tr task.TestResults) (testsDone, error) {
-	return r.testsOn(ctx, own, testsRun{dir: "baseline", commit: r.rep.Commits.BaselineCommit, command: r.spec.Verification.Command,
+	return r.testsOn(ctx, own, testsRun{dir: "baseline", commit: r.Report.Commits.BaselineCommit, command: r.spec.Verification.Command,
 		results: tr, log: evidence.BaselineLog, what: "the baseline run", net: true})
 }
 
@@ -141,14 +141,14 @@ func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol
 	if s == nil || !r.profile.RunTests {
 		return nil
 	}
-	log, err := r.dir.OpenAppend(t.log) // the run closes it
+	log, err := r.Dir.OpenAppend(t.log) // the run closes it
 	if err != nil {
 		return fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
 	env, spol := r.verifyEnv(egress.CommandSetup, scratch)
 	spol.Profile.FlakeReruns = 0
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
-	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: log, LogPath: t.log, Tracer: r.tr,
+	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: log, LogPath: t.log, Tracer: r.Trace,
 		Wrap: r.wrapExtra(egress.CommandSetup, pol, true)}
 	out, err := verify.RunWithPolicy(ctx, in, spol, verify.NewBudget(timeout, 1))
 	switch {
@@ -169,21 +169,21 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	if r.o.Unsandboxed {
 		return testsDone{}, fmt.Errorf("not run: --unsandboxed")
 	}
-	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, t.dir)
+	base := filepath.Join(r.Report.RuntimeWorkspaceRoot, t.dir)
 	defer func() { _ = RemoveTree(base) }()
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
-	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
+	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		Overlay: true, SourceManifest: r.before.Manifest}
 	cb := checkout.Begin(ctx, in)
 	defer func() { _ = cb.Stop() }()
 	// The checkout's own commit need not be the store's: its tree is
 	// what the checkout is held to.
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, t.commit, own.baselineAt
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.Report.Commits.BaselineCommit, t.commit, own.baselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
 		return testsDone{}, fmt.Errorf("the checkout of %s could not be made: %w", t.what, err)
 	}
 	lays := t.lay
-	if h := r.rep.HiddenTests; h != nil {
+	if h := r.Report.HiddenTests; h != nil {
 		set, err := hidden.Again(ctx, h)
 		if err != nil {
 			return testsDone{}, fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
@@ -212,7 +212,7 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	if err := r.setupIn(ctx, t, work, scratch, pol); err != nil {
 		return testsDone{log: t.log}, err
 	}
-	f, err := r.dir.OpenAppend(t.log)
+	f, err := r.Dir.OpenAppend(t.log)
 	if err != nil {
 		return testsDone{}, fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
@@ -225,7 +225,7 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	if _, err := results.Clear(work, t.results); err != nil {
 		return testsDone{log: t.log}, err
 	}
-	vin := verify.Input{Command: t.command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: t.log, Tracer: r.tr,
+	vin := verify.Input{Command: t.command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: t.log, Tracer: r.Trace,
 		Wrap: r.wrapExtra(egress.CommandVerify, pol, t.net)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	done := testsDone{log: t.log, commandMs: out.DurationMs}
@@ -235,8 +235,8 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	case out.Refusal != "" || out.ExitCode == nil:
 		return done, fmt.Errorf("%s did not run (%s: %s)", t.what, out.Classification, out.Reason)
 	}
-	file, sum := results.Read(work, t.results, r.runID, false)
-	r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(t.results.Path)))
+	file, sum := results.Read(work, t.results, r.RunID, false)
+	r.Trace.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(t.results.Path)))
 	if sum.Problem != "" {
 		return done, fmt.Errorf("on %s: %s", t.what, sum.Problem)
 	}

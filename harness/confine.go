@@ -18,7 +18,7 @@ import (
 // records what will be enforced. Without it the run is blocked before the
 // source is touched, unless the user opted out.
 func (r *run) probeSandbox() {
-	rec := &r.rep.Sandbox
+	rec := &r.Report.Sandbox
 	rec.EnvAllowlist = []string{"PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "GOCACHE", "GOPATH", "LANG", backend.EnvTaskFile}
 	rec.ProcessGroupKill = true
 	if r.o.Unsandboxed {
@@ -41,7 +41,7 @@ func (r *run) probeSandbox() {
 	}
 	if !r.facts.Available() {
 		rec.NotEnforcedReason = r.facts.Reason
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepGate,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepGate,
 			Message: fmt.Sprintf("the sandbox cannot be established on this machine (%s); fix that, or pass --unsandboxed to run without it (such a run never qualifies as stage evidence)", r.facts.Reason)})
 		return
 	}
@@ -54,7 +54,7 @@ func (r *run) probeSandbox() {
 // checkout), which Case never sees.
 func (r *run) roots(verification bool) (work, scratch string) {
 	if verification {
-		return checkout.Dirs(r.rep.RuntimeWorkspaceRoot)
+		return checkout.Dirs(r.Report.RuntimeWorkspaceRoot)
 	}
 	return r.fixture, r.scratch
 }
@@ -109,7 +109,7 @@ func (r *run) confine(verification bool, argv []string, nw *sandbox.Network, exe
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cannot prepare the sandbox for %s: %w", argv[0], err)
 	}
-	rec := &r.rep.Sandbox
+	rec := &r.Report.Sandbox
 	rec.Mechanisms = append(pol.Mechanisms(r.facts), "explicit_environment", "timeout")
 	rec.WritableRoots = pol.Writable
 	rec.ReadOnlyRoots = []string{"/"}

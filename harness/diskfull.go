@@ -1,12 +1,10 @@
 package harness
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 )
@@ -17,33 +15,10 @@ import (
 // the report are written, which frees room for them, and the
 // ARTIFACT_WRITE_FAILED blocker says what was removed.
 
-// noSpace reports whether err says the filesystem is full. Some layers keep
-// only the message of the system error, so the message counts too.
-func noSpace(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return true
-	}
-	msg := err.Error()
-	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
-}
-
-// noteNoSpace marks the run as having hit a full disk; it always carries
-// ARTIFACT_WRITE_FAILED then, whichever step noticed.
-func (r *run) noteNoSpace(err error, step ctoharness.Step) {
-	if !noSpace(err) {
-		return
-	}
-	r.diskFull = true
-	r.blockWrite(err, step)
-}
-
 // freeSpace removes the fixture and the scratch directory of a run that hit
 // a full disk (once) and records that in the ARTIFACT_WRITE_FAILED blocker.
 func (r *run) freeSpace() {
-	if !r.diskFull || r.freed {
+	if !r.DiskFull() || r.freed {
 		return
 	}
 	r.freed = true
@@ -55,7 +30,7 @@ func (r *run) freeSpace() {
 		if p == "" || !fileExists(p) {
 			continue
 		}
-		r.tr.Trace(ctoharness.TraceRemove, p)
+		r.Trace.Trace(ctoharness.TraceRemove, p)
 		if err := os.RemoveAll(p); err != nil {
 			failed = append(failed, fmt.Sprintf("%s (%v)", p, err))
 			continue
@@ -69,9 +44,9 @@ func (r *run) freeSpace() {
 	if len(failed) > 0 {
 		note += "; could not remove " + strings.Join(failed, ", ")
 	}
-	for i, b := range r.rep.Blockers {
+	for i, b := range r.Report.Blockers {
 		if b.Code == ctoharness.BlockArtifactWriteFailed {
-			r.rep.Blockers[i].Message = b.Message + " (" + note + ")"
+			r.Report.Blockers[i].Message = b.Message + " (" + note + ")"
 			return
 		}
 	}

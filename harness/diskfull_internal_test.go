@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/cto-harness/cto-harness/harness/runsink"
 )
 
 func TestNoSpace(t *testing.T) {
@@ -20,8 +22,8 @@ func TestNoSpace(t *testing.T) {
 		{fmt.Errorf("kept only as text: %v", &os.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}), true},
 	}
 	for _, tc := range tests {
-		if got := noSpace(tc.err); got != tc.want {
-			t.Errorf("noSpace(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := runsink.NoSpace(tc.err); got != tc.want {
+			t.Errorf("runsink.NoSpace(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

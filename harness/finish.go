@@ -10,6 +10,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/ledger"
 	"github.com/cto-harness/cto-harness/harness/reportmd"
+	"github.com/cto-harness/cto-harness/harness/runsink"
 )
 
 // finish closes the run: status, run_finished, the trace, then the report,
@@ -17,71 +18,71 @@ import (
 // here still end as ARTIFACT_WRITE_FAILED blockers in whatever can be
 // written; the returned error says the evidence is incomplete.
 func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
-	r.step(ctoharness.StepReport)
+	r.SetStep(ctoharness.StepReport)
 	r.stopEgress()
 	r.agent.closeMeter()
 	r.adv.Close()
 	r.freeSpace()
 	r.o.Progress.Close()
-	if r.rep.Tests.Classification == "" {
+	if r.Report.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
 	}
-	if r.dir.Fault() != "" && r.ok() {
+	if r.Dir.Fault() != "" && r.OK() {
 		// An injected write fault that never fired still must not let the run pass.
-		r.blockWrite(fmt.Errorf("%w: fault injected at %s", evidence.ErrWrite, r.dir.Fault()), ctoharness.StepReport)
+		r.BlockWrite(fmt.Errorf("%w: fault injected at %s", evidence.ErrWrite, r.Dir.Fault()), ctoharness.StepReport)
 	}
 	r.ensureFile(ctx, evidence.PatchFile, nil)
-	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.rep.Tests.Reason+"\n"))
+	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.Report.Tests.Reason+"\n"))
 	r.sweepSecrets()
-	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
+	r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
+	r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
 	r.appendCost()
-	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
-	r.rep.Qualifies = r.rep.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
-		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.rep.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
+	r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
+	r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
+	r.Report.Qualifies = r.Report.Status == ctoharness.StatusPass && r.o.Scenario == "pass" && r.o.Fault == "" &&
+		r.o.AllowedCheck == nil && r.o.Sync == nil && !r.o.Unsandboxed && r.Report.Sandbox.Enforced && r.profile.Qualifies && !r.o.AllowDangerous
 	codes := []string{}
-	for _, b := range r.rep.Blockers {
+	for _, b := range r.Report.Blockers {
 		codes = append(codes, string(b.Code))
 	}
-	r.emit(ctx, ctoharness.EvRunFinished, map[string]any{"status": string(r.rep.Status), "outcome": string(r.rep.Outcome), "blockers": codes})
+	r.Emit(ctx, ctoharness.EvRunFinished, map[string]any{"status": string(r.Report.Status), "outcome": string(r.Report.Outcome), "blockers": codes})
 	var errs []error
-	if r.ev != nil {
-		if err := r.ev.Close(); err != nil {
+	if r.Events != nil {
+		if err := r.Events.Close(); err != nil {
 			errs = append(errs, err)
 		}
-		r.rep.Freshness.FinalEventHash = r.ev.Head()
-		r.rep.Freshness.Events = r.ev.Count()
+		r.Report.Freshness.FinalEventHash = r.Events.Head()
+		r.Report.Freshness.Events = r.Events.Count()
 	}
-	r.rep.Freshness.FinishedAt = r.o.Clock().UTC()
-	r.rep.Freshness.ClockJumps = jumps()
+	r.Report.Freshness.FinishedAt = r.o.Clock().UTC()
+	r.Report.Freshness.ClockJumps = jumps()
 	for _, name := range evidence.FinalArtifacts() {
-		r.tr.Trace(ctoharness.TraceWrite, r.dir.Path(name))
+		r.Trace.Trace(ctoharness.TraceWrite, r.Dir.Path(name))
 	}
 	r.prepareSigning()
-	if err := r.tr.Flush(r.dir); err != nil {
-		r.noteNoSpace(err, ctoharness.StepReport)
+	if err := r.Trace.Flush(r.Dir); err != nil {
+		r.NoteNoSpace(err, ctoharness.StepReport)
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		r.blockWrite(errors.Join(errs...), ctoharness.StepReport)
-		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-		r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
-		r.rep.Qualifies = false
+		r.BlockWrite(errors.Join(errs...), ctoharness.StepReport)
+		r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
+		r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
+		r.Report.Qualifies = false
 	}
 	r.sweepSecrets(evidence.TraceFile)
 	r.redactReport()
 	page := r.page() // first: a page that cannot be rendered changes the status
-	err := r.dir.WriteReport(ctx, r.rep, reportmd.Markdown(r.rep), page)
-	if noSpace(err) && !r.freed {
+	err := r.Dir.WriteReport(ctx, r.Report, reportmd.Markdown(r.Report), page)
+	if runsink.NoSpace(err) && !r.freed {
 		// Nothing failed for space until the report itself: free it and retry.
-		r.noteNoSpace(err, ctoharness.StepReport)
+		r.NoteNoSpace(err, ctoharness.StepReport)
 		r.freeSpace()
-		r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-		r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
-		r.rep.Qualifies = false
+		r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
+		r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
+		r.Report.Qualifies = false
 		page = r.page()
-		err = r.dir.WriteReport(ctx, r.rep, reportmd.Markdown(r.rep), page)
+		err = r.Dir.WriteReport(ctx, r.Report, reportmd.Markdown(r.Report), page)
 	}
 	if err != nil {
 		errs = append(errs, err)
@@ -89,18 +90,18 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return r.rep, fmt.Errorf("run %s: evidence is incomplete: %w", r.rep.RunArtifactDir, errors.Join(errs...))
+		return r.Report, fmt.Errorf("run %s: evidence is incomplete: %w", r.Report.RunArtifactDir, errors.Join(errs...))
 	}
-	return r.rep, nil
+	return r.Report, nil
 }
 
 // ensureFile writes an artifact that every run carries if a step did not.
 func (r *run) ensureFile(ctx context.Context, name string, data []byte) {
-	if fileExists(r.dir.Path(name)) {
+	if fileExists(r.Dir.Path(name)) {
 		return
 	}
-	if err := r.dir.WriteFile(ctx, name, data); err != nil {
-		r.blockWrite(err, ctoharness.StepReport)
+	if err := r.Dir.WriteFile(ctx, name, data); err != nil {
+		r.BlockWrite(err, ctoharness.StepReport)
 	}
 }
 
@@ -115,7 +116,7 @@ func fileExists(p string) bool {
 // cannot be appended blocks the run: a ledger that misses runs would
 // understate what they cost.
 func (r *run) appendCost() {
-	if err := ledger.Append(r.o.RunsDir, ledger.FromReport(r.rep, r.o.Clock())); err != nil {
-		r.blockWrite(fmt.Errorf("the run's line could not be appended to the cost ledger: %w; check that %s is writable", err, ledger.Path(r.o.RunsDir)), ctoharness.StepReport)
+	if err := ledger.Append(r.o.RunsDir, ledger.FromReport(r.Report, r.o.Clock())); err != nil {
+		r.BlockWrite(fmt.Errorf("the run's line could not be appended to the cost ledger: %w; check that %s is writable", err, ledger.Path(r.o.RunsDir)), ctoharness.StepReport)
 	}
 }

@@ -38,7 +38,7 @@ const warmUpGoFlags = "GOFLAGS=-exec=/bin/true"
 // build cache and verification command. The key decides only when to warm
 // up again: the entries themselves are keyed by Go's action ids.
 func (r *run) keptKey(g warmcache.Go) string {
-	return warmcache.KeptKey("go-build 1", r.rep.Commits.BaselineTree, g.Toolchain, g.BuildCache, r.spec.Verification.Command, checkoutInView)
+	return warmcache.KeptKey("go-build 1", r.Report.Commits.BaselineTree, g.Toolchain, g.BuildCache, r.spec.Verification.Command, checkoutInView)
 }
 
 // keptWarm is keepGo running beside Case: started once the contract is
@@ -87,7 +87,7 @@ func (r *run) keepGo(ctx context.Context, own record) {
 	// (warmView), and names the only layer its view may show.
 	key, root := r.keptKey(g), warmcache.KeptRoot(r.o.RunsDir)
 	rec := &ctoharness.KeptCacheRecord{Key: key, CheckoutPath: checkoutInView}
-	r.rep.Sandbox.KeptBuildCache = rec
+	r.Report.Sandbox.KeptBuildCache = rec
 	if !r.profile.RunTests {
 		rec.Note = "the " + string(r.profile.Name) + " profile runs no verification, so nothing was warmed up or read"
 		return
@@ -111,7 +111,7 @@ func (r *run) keepGo(ctx context.Context, own record) {
 	if err == nil {
 		k, err = warmcache.Keep(root, key, upper)
 	}
-	_ = RemoveTree(filepath.Join(r.rep.RuntimeWorkspaceRoot, "warmup"))
+	_ = RemoveTree(filepath.Join(r.Report.RuntimeWorkspaceRoot, "warmup"))
 	if err != nil {
 		rec.Note += "no kept layer is read: " + err.Error()
 		return
@@ -127,13 +127,13 @@ func (r *run) keepGo(ctx context.Context, own record) {
 // baseline (the task may be to fix them) do not make what go compiled
 // less the baseline's.
 func (r *run) warmUp(ctx context.Context, own record, g warmcache.Go, rec *ctoharness.KeptCacheRecord) (string, error) {
-	base := filepath.Join(r.rep.RuntimeWorkspaceRoot, "warmup")
+	base := filepath.Join(r.Report.RuntimeWorkspaceRoot, "warmup")
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
-	in := checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
+	in := checkout.Input{SourceRoot: r.repo.Root, Dest: work, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		Overlay: true, SourceManifest: r.before.Manifest}
 	b := checkout.Begin(ctx, in)
 	defer b.Stop()
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.rep.Commits.BaselineCommit, r.rep.Commits.BaselineCommit, own.baselineAt
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.Report.Commits.BaselineCommit, r.Report.Commits.BaselineCommit, own.baselineAt
 	if _, err := b.Finish(ctx, in); err != nil {
 		return "", fmt.Errorf("the warm-up's checkout of the baseline could not be made: %w", err)
 	}
@@ -156,14 +156,14 @@ func (r *run) warmUp(ctx context.Context, own record, g warmcache.Go, rec *ctoha
 	pol := r.policy(true)
 	pol.Writable = append([]string{work}, dirs...)
 	pol.View = v
-	f, err := r.dir.OpenAppend(evidence.WarmUpLog)
+	f, err := r.Dir.OpenAppend(evidence.WarmUpLog)
 	if err != nil {
 		return "", fmt.Errorf("%s could not be opened: %w", evidence.WarmUpLog, err)
 	}
 	rec.WarmedUp, rec.WarmUpLog = true, evidence.WarmUpLog
 	env := replaceEnv(r.toolEnv(egress.CommandVerify, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root)), []string{warmUpGoFlags})
 	timeout := time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second
-	vin := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.WarmUpLog, Tracer: r.tr,
+	vin := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.WarmUpLog, Tracer: r.Trace,
 		Wrap: func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 			launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
 			return launch, attr, []*os.File{pf}, err

@@ -120,7 +120,7 @@ func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 func (r *run) startEgress(ctx context.Context) bool {
 	pol, err := r.netPolicy()
 	if err != nil {
-		r.blockErr(err, ctoharness.StepContract)
+		r.BlockErr(err, ctoharness.StepContract)
 		return false
 	}
 	if r.o.Unsandboxed {
@@ -133,15 +133,15 @@ func (r *run) startEgress(ctx context.Context) bool {
 			Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
 	}
 	if pol.Empty() {
-		n.log = &lazyLog{open: func() (*os.File, error) { return r.dir.OpenAppend(evidence.NetworkLog) }}
+		n.log = &lazyLog{open: func() (*os.File, error) { return r.Dir.OpenAppend(evidence.NetworkLog) }}
 		n.fwd = newForwarder(n.log)
 		r.net = n
 		return true
 	}
-	dir := filepath.Join(r.rep.RuntimeWorkspaceRoot, egress.HostsDir)
-	r.tr.Trace(ctoharness.TraceMkdir, dir)
+	dir := filepath.Join(r.Report.RuntimeWorkspaceRoot, egress.HostsDir)
+	r.Trace.Trace(ctoharness.TraceMkdir, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 			Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
 		return false
 	}
@@ -151,17 +151,17 @@ func (r *run) startEgress(ctx context.Context) bool {
 		}
 		plan := egress.NewPlan(cmd, pol.For(cmd))
 		p := filepath.Join(dir, "hosts-"+string(cmd))
-		r.tr.Trace(ctoharness.TraceWrite, p)
+		r.Trace.Trace(ctoharness.TraceWrite, p)
 		if err := os.WriteFile(p, plan.Hosts(), 0o644); err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 				Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
 			return false
 		}
 		n.plans[cmd], n.hosts[cmd] = plan, p
 	}
-	f, err := r.dir.OpenAppend(evidence.NetworkLog)
+	f, err := r.Dir.OpenAppend(evidence.NetworkLog)
 	if err != nil {
-		r.blockWrite(err, ctoharness.StepContract)
+		r.BlockWrite(err, ctoharness.StepContract)
 		return false
 	}
 	n.log = &lazyLog{f: f}
@@ -169,10 +169,10 @@ func (r *run) startEgress(ctx context.Context) bool {
 	r.net = n
 	for _, kv := range (egress.Plan{}).ProxyEnv() {
 		k, _, _ := strings.Cut(kv, "=")
-		r.rep.Sandbox.EnvAllowlist = append(r.rep.Sandbox.EnvAllowlist, k)
+		r.Report.Sandbox.EnvAllowlist = append(r.Report.Sandbox.EnvAllowlist, k)
 	}
 	sum := n.fwd.Summary()
-	r.rep.Network = &sum
+	r.Report.Network = &sum
 	return r.tryEgress(ctx)
 }
 
@@ -181,7 +181,7 @@ func (r *run) startEgress(ctx context.Context) bool {
 // starts (never a fallback to the host network).
 func (r *run) tryEgress(ctx context.Context) bool {
 	if err := r.makeScratch(); err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 			Message: fmt.Sprintf("network egress cannot be tried: %v", err)})
 		return false
 	}
@@ -207,7 +207,7 @@ func (r *run) tryEgress(ctx context.Context) bool {
 			}
 		}
 		if err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 				Message: fmt.Sprintf("the network egress of the %s command cannot be set up: %v", cmd, err)})
 			return false
 		}
@@ -272,16 +272,16 @@ func (r *run) stopEgress() {
 	if !r.net.policy.Empty() || sum.Attempts > 0 || len(sum.Errors) > 0 {
 		// Without an allowlist the section says what the socket watch
 		// recorded, and is left out when it recorded nothing.
-		r.rep.Network = &sum
+		r.Report.Network = &sum
 	}
 	setup, write := r.net.fwd.Failures()
 	setup = append(setup, broken...)
 	write = append(write, r.net.log.close()...)
 	if len(write) > 0 {
-		r.blockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
+		r.BlockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
 	}
 	if len(setup) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepReport,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepReport,
 			Message: "network egress failed: " + strings.Join(setup, "; ")})
 	}
 }

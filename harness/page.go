@@ -13,14 +13,14 @@ import (
 // rendered is an evidence failure like any other: the run is blocked and a
 // plain page says why.
 func (r *run) page() []byte {
-	p, err := htmlreport.RenderReport(r.rep, r.dir.Root())
+	p, err := htmlreport.RenderReport(r.Report, r.Dir.Root())
 	if err == nil {
 		return p
 	}
-	r.blockWrite(err, ctoharness.StepReport)
-	r.rep.Status = ctoharness.StatusFor(r.rep.Blockers)
-	r.rep.Outcome = ctoharness.OutcomeFor(r.rep.Blockers)
-	r.rep.Qualifies = false
+	r.BlockWrite(err, ctoharness.StepReport)
+	r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
+	r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
+	r.Report.Qualifies = false
 	return []byte(fmt.Sprintf("<!DOCTYPE html><meta charset=\"utf-8\"><title>%s</title><p>The run page could not be rendered: %s. report.json and report.md hold the run.</p>\n",
-		html.EscapeString(r.rep.RunID), html.EscapeString(err.Error())))
+		html.EscapeString(r.Report.RunID), html.EscapeString(err.Error())))
 }

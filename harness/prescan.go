@@ -13,7 +13,7 @@ import (
 // own policy (its network allowlist included), on the baseline Case
 // starts from.
 func (r *run) prescan(ctx context.Context) bool {
-	if r.rep.Backend != ctoharness.BackendCase {
+	if r.Report.Backend != ctoharness.BackendCase {
 		return true
 	}
 	_, scratch := r.roots(true)
@@ -23,6 +23,6 @@ func (r *run) prescan(ctx context.Context) bool {
 	if err != nil || b == nil {
 		return true // a cancelled scan: the run's own interrupt handling ends it
 	}
-	r.block(*b)
+	r.Block(*b)
 	return false
 }

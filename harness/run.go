@@ -15,12 +15,12 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runclock"
 	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/runsink"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // ErrUsage marks a request that cannot start a run at all (nothing is written).
@@ -28,35 +28,27 @@ var ErrUsage = errors.New("invalid run request")
 
 // run is the state one run passes from step to step.
 type run struct {
-	o           Options
-	runID       string
-	nonce       string
-	dir         *evidence.Dir
-	ev          *evidence.Events
-	tr          *evidence.Trace
-	rep         *ctoharness.Report
-	stage       gates.Stage
-	spec        task.Spec
-	scratch     string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
-	scratchMade bool
-	repo        source.Repo
-	before      *ctoharness.SourceProof
-	fixture     string // set once the fixture exists
-	contract    *task.Contract
-	facts       sandbox.Facts    // what the machine can enforce, probed at the gate
-	profile     profile.Policy   // the execution profile's limits
-	agent       *agentRun        // set at the gate when a coding agent runs as Case
-	adv         *adversary.Agent // set at the contract when the task's adversary is a coding agent
-	net         *netState        // network egress, when an allowlist is in force
-	prev        *gates.Record    // the previous stage's record the gate accepted
-	superMode   supervise.Mode   // how an unsandboxed Case's process tree is held (see confine.go)
-	cur         ctoharness.Step
-	stopped     func() error // non-nil once the run was interrupted (interrupt.go)
-	diskFull    bool         // a write failed for lack of space (diskfull.go)
-	freed       bool
-	interrupt   context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
-	views       map[bool]*sandbox.View  // the filesystem views built for Case (false) and verification (true)
-	viewFiles   map[bool][]sandbox.Bind // the harness-supplied files each view was built with
+	*runsink.Sink // where every step's evidence goes
+	o             Options
+	stage         gates.Stage
+	spec          task.Spec
+	scratch       string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
+	scratchMade   bool
+	repo          source.Repo
+	before        *ctoharness.SourceProof
+	fixture       string // set once the fixture exists
+	contract      *task.Contract
+	facts         sandbox.Facts           // what the machine can enforce, probed at the gate
+	profile       profile.Policy          // the execution profile's limits
+	agent         *agentRun               // set at the gate when a coding agent runs as Case
+	adv           *adversary.Agent        // set at the contract when the task's adversary is a coding agent
+	net           *netState               // network egress, when an allowlist is in force
+	prev          *gates.Record           // the previous stage's record the gate accepted
+	superMode     supervise.Mode          // how an unsandboxed Case's process tree is held (see confine.go)
+	freed         bool                    // the disk filled up and the partial fixture and scratch were removed (diskfull.go)
+	interrupt     context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
+	views         map[bool]*sandbox.View  // the filesystem views built for Case (false) and verification (true)
+	viewFiles     map[bool][]sandbox.Bind // the harness-supplied files each view was built with
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -73,49 +65,51 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	clock := runclock.New(o.Clock)
 	o.Clock = clock.Now
 	now := o.Clock().UTC()
-	r := &run{o: o, runID: o.NewRunID(o.Stage, now), nonce: o.NewNonce(), profile: prof}
-	r.tr = evidence.NewTrace(r.runID)
-	runDir := filepath.Join(o.RunsDir, r.runID)
-	workspace := filepath.Join(o.RunsDir, runlist.WorkDir, r.runID)
+	runID, nonce := o.NewRunID(o.Stage, now), o.NewNonce()
+	r := &run{o: o, profile: prof}
+	tr := evidence.NewTrace(runID)
+	runDir := filepath.Join(o.RunsDir, runID)
+	workspace := filepath.Join(o.RunsDir, runlist.WorkDir, runID)
 	r.scratch = filepath.Join(workspace, "scratch")
-	if r.dir, err = evidence.Create(ctx, runDir, o.Schemas, r.tr); err != nil {
+	dir, err := evidence.Create(ctx, runDir, o.Schemas, tr)
+	if err != nil {
 		return nil, err
 	}
 	if o.Sync != nil {
-		r.dir.WithSync(o.Sync)
+		dir.WithSync(o.Sync)
 	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultArtifactPrefix); ok {
-		r.dir.WithFault(a)
+		dir.WithFault(a)
 	}
 	if a, ok := strings.CutPrefix(o.Fault, FaultDiskFullPrefix); ok {
-		r.dir.WithNoSpaceFault(a)
+		dir.WithNoSpaceFault(a)
 	}
 	ctx = r.injectInterrupt(ctx)
-	r.rep = newReport(o, r.runID, r.nonce, prof, workspace, runDir, now)
-	r.ev, err = r.dir.OpenEvents(r.runID, r.nonce, func() time.Time { return r.o.Clock() })
-	if err != nil {
-		r.blockWrite(err, ctoharness.StepGate)
+	rep := newReport(o, runID, nonce, prof, workspace, runDir, now)
+	r.Sink = runsink.New(runID, nonce, dir, tr, rep, func() time.Time { return r.o.Clock() }, runsink.StopCause(ctx))
+	r.SetRedactor(redactor{r})
+	if r.Events, err = dir.OpenEvents(runID, nonce, r.Clock); err != nil {
+		r.BlockWrite(err, ctoharness.StepGate)
 	}
-	started := map[string]any{"stage": o.Stage, "nonce": r.nonce,
+	started := map[string]any{"stage": o.Stage, "nonce": nonce,
 		"harness_version": ctoharness.Version, "lane": string(o.Lane)}
 	if o.Trial != nil {
 		started["trial"] = o.Trial
 	}
-	r.emit(ctx, ctoharness.EvRunStarted, started)
+	r.Emit(ctx, ctoharness.EvRunStarted, started)
 
 	// Held until the process ends: `runs prune` detaches the mounts of
 	// runs nobody holds (killed ones), never of this one.
 	if release, err := runlist.Hold(runDir); err != nil {
-		r.block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepGate, err, "the run cannot be marked in progress"), ctoharness.StepGate))
+		r.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepGate, err, "the run cannot be marked in progress"), ctoharness.StepGate))
 	} else {
 		defer release()
 	}
-	r.stopped = stopCause(ctx)
 	r.steps(ctx)
 	r.dropKeyedStore()
-	rep, err := r.finish(proofCtx(ctx), clock.Jumps)
+	res, err := r.finish(proofCtx(ctx), clock.Jumps)
 	r.leaveWork()
-	return rep, err
+	return res, err
 }
 
 // usable refuses a request nothing can be run for (ErrUsage: nothing is
@@ -176,7 +170,7 @@ func newReport(o Options, runID, nonce string, prof profile.Policy, workspace, r
 // always runs; once the fixture exists, collection and the clean-end proof
 // always run; the change and verification run only while nothing is blocked.
 func (r *run) steps(ctx context.Context) {
-	defer r.interrupted()
+	defer r.Interrupted()
 	if !r.gate(ctx) {
 		return
 	}
@@ -213,61 +207,6 @@ func (r *run) steps(ctx context.Context) {
 	r.agentAfterCollect()
 	r.verify(ctx, rec, col, warm)
 	r.adversarial(ctx, rec)
-}
-
-func (r *run) ok() bool { return len(r.rep.Blockers) == 0 }
-
-func (r *run) step(s ctoharness.Step) { r.cur = s; r.tr.SetStep(s) }
-
-// emit appends an event; a failing event log is itself a blocker.
-func (r *run) emit(ctx context.Context, t ctoharness.EventType, data any) {
-	if r.ev == nil {
-		return
-	}
-	if err := r.ev.Emit(ctx, t, r.redactData(data)); err != nil && r.ev.Count() > 0 {
-		r.blockWrite(err, ctoharness.StepReport)
-	}
-}
-
-// block records a blocker and emits run_blocked for it.
-func (r *run) block(b ctoharness.Blocker) {
-	b.Message = r.redactString(b.Message)
-	for _, have := range r.rep.Blockers {
-		if have == b {
-			return
-		}
-	}
-	r.rep.Blockers = append(r.rep.Blockers, b)
-	if r.ev != nil && r.ev.Err() == nil {
-		_ = r.ev.Emit(context.Background(), ctoharness.EvRunBlocked, b)
-	}
-}
-
-func (r *run) blockErr(err error, step ctoharness.Step) {
-	r.noteNoSpace(err, step)
-	if r.cancelled(err) {
-		r.interrupted()
-		return
-	}
-	r.block(ctoharness.AsBlocker(err, step))
-}
-
-func (r *run) blockWrite(err error, step ctoharness.Step) {
-	r.diskFull = r.diskFull || noSpace(err)
-	for _, b := range r.rep.Blockers {
-		if b.Code == ctoharness.BlockArtifactWriteFailed {
-			return
-		}
-	}
-	r.rep.Blockers = append(r.rep.Blockers, ctoharness.Blocker{Code: ctoharness.BlockArtifactWriteFailed, Step: step, Message: err.Error()})
-}
-
-func (r *run) writeJSON(ctx context.Context, name string, kind schemas.Kind, v any, step ctoharness.Step) bool {
-	if err := r.dir.WriteJSON(ctx, name, kind, v); err != nil {
-		r.blockWrite(err, step)
-		return false
-	}
-	return true
 }
 
 func nonNil(s []string) []string {

@@ -20,7 +20,7 @@ import (
 // verification checkout (the setup or the verification): the checkout's
 // scratch, and cmd's own network allowlist.
 func (r *run) verifyEnv(cmd egress.Command, scratch string) ([]string, verify.Policy) {
-	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(cmd)...)
+	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.netEnv(cmd)...)
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
 	if r.net != nil {
 		pol.NetAllowed = r.net.policy.For(cmd).HasHost
@@ -41,36 +41,36 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 	if s == nil || !r.profile.RunTests {
 		return true // no setup, or a profile that runs no verification either
 	}
-	f, err := r.dir.OpenAppend(evidence.SetupLog)
+	f, err := r.Dir.OpenAppend(evidence.SetupLog)
 	if err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
+		r.BlockWrite(err, ctoharness.StepVerify)
 		r.skipVerify("setup.log could not be opened")
 		return false
 	}
 	env, pol := r.verifyEnv(egress.CommandSetup, scratch)
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
-		Tracer: r.tr, Wrap: r.wrapFor(egress.CommandSetup)}
+		Tracer: r.Trace, Wrap: r.wrapFor(egress.CommandSetup)}
 	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
 	r.o.Progress.Step("setup")
 	before := r.checkoutGit(ctx, work)
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(timeout, 1))
 	rec := &ctoharness.SetupRecord{Command: s.Command, ExitCode: out.ExitCode, Classification: out.Classification, Reason: out.Reason,
 		DurationMs: out.DurationMs, TimeoutSeconds: s.TimeoutSeconds, TimedOut: out.TimedOut, LogPath: evidence.SetupLog}
-	r.rep.Setup = rec
-	r.emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+	r.Report.Setup = rec
+	r.Emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.SetupLog, "checkout_git_changes": r.checkoutGitChanges(ctx, work, before)})
-	if r.interrupted() {
+	if r.Interrupted() {
 		r.skipVerify("the setup was stopped by an interrupt")
 		return false
 	}
 	fail := func(format string, args ...any) bool {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSetupFailed, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSetupFailed, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
 		r.skipVerify("the setup command did not succeed, so the verification did not run")
 		return false
 	}
 	if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), out.StderrInline); ok && !r.o.Unsandboxed {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
 		r.skipVerify("the setup command's sandbox could not be set up")
 		return false
 	}
@@ -136,7 +136,7 @@ func reasonSuffix(reason string) string {
 // checkoutGit lists the verification checkout's .git before a step runs
 // in it (nil if it cannot be listed).
 func (r *run) checkoutGit(ctx context.Context, work string) []ctoharness.ManifestEntry {
-	m, err := fixture.GitSnapshot(ctx, work, r.tr)
+	m, err := fixture.GitSnapshot(ctx, work, r.Trace)
 	if err != nil {
 		return nil
 	}
@@ -153,7 +153,7 @@ func (r *run) checkoutGitChanges(ctx context.Context, work string, before []ctoh
 	if before == nil {
 		return out
 	}
-	after, err := fixture.GitSnapshot(ctx, work, r.tr)
+	after, err := fixture.GitSnapshot(ctx, work, r.Trace)
 	if err != nil {
 		return append(out, "the checkout's .git could not be listed: "+err.Error())
 	}

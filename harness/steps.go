@@ -46,35 +46,35 @@ import (
 var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (r *run) gate(ctx context.Context) bool {
-	r.step(ctoharness.StepGate)
+	r.SetStep(ctoharness.StepGate)
 	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck(), Signing: r.o.Signing})
 	r.stage, r.prev = d.Stage, d.Previous
-	r.rep.StageName = d.Stage.Name
-	if r.rep.StageName == "" {
-		r.rep.StageName = "unknown"
+	r.Report.StageName = d.Stage.Name
+	if r.Report.StageName == "" {
+		r.Report.StageName = "unknown"
 	}
-	r.rep.Backend = d.Stage.Backend
-	if r.rep.Backend == "" {
-		r.rep.Backend = ctoharness.BackendCase
+	r.Report.Backend = d.Stage.Backend
+	if r.Report.Backend == "" {
+		r.Report.Backend = ctoharness.BackendCase
 	}
-	if r.rep.Backend == ctoharness.BackendCase {
-		r.rep.CaseLane = r.o.Lane
+	if r.Report.Backend == ctoharness.BackendCase {
+		r.Report.CaseLane = r.o.Lane
 	}
 	for _, b := range d.Blockers {
-		r.block(b)
+		r.Block(b)
 	}
-	if r.ok() && r.o.Agent.Name != "" {
+	if r.OK() && r.o.Agent.Name != "" {
 		// Before the probe: the agent adds to what the sandbox must allow.
 		r.checkAgent(ctx)
 	}
-	if r.ok() {
+	if r.OK() {
 		r.checkTools()
 	}
-	if r.ok() {
+	if r.OK() {
 		r.probeSandbox()
 	}
-	if r.ok() && r.rep.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
+	if r.OK() && r.Report.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
 			Message: "the real lane needs a Case command: pass --case-cmd, set CTO_HARNESS_CASE_CMD, or set case_command in the config"})
 	}
 	prev := map[string]any{}
@@ -86,12 +86,12 @@ func (r *run) gate(ctx context.Context) bool {
 			"record_digest": d.Previous.RecordDigest}
 	}
 	codes := []string{}
-	for _, b := range r.rep.Blockers {
+	for _, b := range r.Report.Blockers {
 		codes = append(codes, string(b.Code))
 	}
-	r.emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.ok(), "blockers": codes, "previous_stage_record": prev,
+	r.Emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.OK(), "blockers": codes, "previous_stage_record": prev,
 		"warm_caches": r.ecoRecord()})
-	return r.ok()
+	return r.OK()
 }
 
 func (r *run) caseCommand() []string {
@@ -108,75 +108,75 @@ func (r *run) caseCommand() []string {
 // policy, or for stages 1–2 without --source the embedded artificial fixture
 // materialized in the workspace.
 func (r *run) classify(ctx context.Context) bool {
-	r.step(ctoharness.StepClassify)
+	r.SetStep(ctoharness.StepClassify)
 	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock, ConfigFile: r.o.Config.Path}
 	path := r.o.Source
 	builtin := ""
 	if path == "" {
 		if r.stage.Fixture != gates.FixtureArtificial {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
 				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", r.stage)})
-			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
+			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
 			return false
 		}
 		builtin = fixtures.Artificial
-		path = filepath.Join(r.rep.RuntimeWorkspaceRoot, "artificial-source")
+		path = filepath.Join(r.Report.RuntimeWorkspaceRoot, "artificial-source")
 		if err := r.materialize(ctx, builtin, path); err != nil {
-			r.blockErr(err, ctoharness.StepClassify)
-			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
+			r.BlockErr(err, ctoharness.StepClassify)
+			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
 			return false
 		}
 		// The harness made this repository itself, so it owns it.
 		pol.Owned = append(append([]string(nil), pol.Owned...), path)
 	}
-	repo, err := source.Classify(ctx, path, pol, r.tr)
+	repo, err := source.Classify(ctx, path, pol, r.Trace)
 	if err != nil {
-		r.blockErr(err, ctoharness.StepClassify)
-		r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "path": filepath.Clean(path)})
+		r.BlockErr(err, ctoharness.StepClassify)
+		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "path": filepath.Clean(path)})
 		return false
 	}
 	r.repo = repo
-	r.rep.SourcePath = repo.Root
+	r.Report.SourcePath = repo.Root
 	if repo.Separate() {
-		r.rep.SourceGitDir = repo.GitDir
+		r.Report.SourceGitDir = repo.GitDir
 	}
 	if r.o.Spec == nil && builtin == "" && r.o.RequireTask {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
 			Message: fmt.Sprintf("no task was given for %s: the built-in sample task (a note in CASE_NOTES.md) would grade none of its tests; "+
 				"give --task FILE (see docs/tasks.md), or --sample-task to run the sample task on purpose", repo.Root)})
-		r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
+		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
 		return false
 	}
 	spec, err := r.taskSpec(builtin)
 	if err != nil {
-		r.blockErr(err, ctoharness.StepClassify)
+		r.BlockErr(err, ctoharness.StepClassify)
 		return false
 	}
-	r.rep.SampleTask = r.o.Spec == nil && builtin == ""
+	r.Report.SampleTask = r.o.Spec == nil && builtin == ""
 	if spec.HiddenTests != "" {
 		rec, err := r.hiddenTests(ctx, spec.HiddenTests, repo.Root)
 		if err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
-			r.emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
+			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
 			return false
 		}
-		r.rep.HiddenTests = rec
+		r.Report.HiddenTests = rec
 	}
 	r.spec = spec
-	r.rep.AllowedPaths = append([]string{}, spec.AllowedPaths...)
+	r.Report.AllowedPaths = append([]string{}, spec.AllowedPaths...)
 	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
 	// Fixed in the event chain before Case starts: the criteria cannot
 	// change once the result is known.
-	crit := criteria(spec, r.rep)
-	r.rep.Criteria = crit
+	crit := criteria(spec, r.Report)
+	r.Report.Criteria = crit
 	data["task_spec_digest"] = crit.SpecDigest
-	if h := r.rep.HiddenTests; h != nil {
+	if h := r.Report.HiddenTests; h != nil {
 		data["hidden_tests_digest"] = h.Digest
 	}
 	if len(spec.FailToPass) > 0 || len(spec.PassToPass) > 0 {
 		data["fail_to_pass"], data["pass_to_pass"] = nonNil(spec.FailToPass), nonNil(spec.PassToPass)
 	}
-	r.emit(ctx, ctoharness.EvSourceClassified, data)
+	r.Emit(ctx, ctoharness.EvSourceClassified, data)
 	return true
 }
 
@@ -220,12 +220,12 @@ func (r *run) hiddenTests(ctx context.Context, dir, sourceRoot string) (*ctoharn
 // checking they are still what was digested before Case started, and
 // archives them in the run directory.
 func (r *run) layHidden(ctx context.Context, work string) bool {
-	h := r.rep.HiddenTests
+	h := r.Report.HiddenTests
 	if h == nil {
 		return true
 	}
 	fail := func(err error) bool {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
 		r.skipVerify("the hidden tests could not be laid over the checkout")
 		return false
 	}
@@ -233,14 +233,14 @@ func (r *run) layHidden(ctx context.Context, work string) bool {
 	if err != nil {
 		return fail(err)
 	}
-	r.tr.Trace(ctoharness.TraceWrite, work)
+	r.Trace.Trace(ctoharness.TraceWrite, work)
 	over, err := hidden.Lay(ctx, set, work)
 	h.Overridden = over
 	if err != nil {
 		return fail(err)
 	}
-	if err := r.dir.WriteStream(ctx, evidence.HiddenTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
+	if err := r.Dir.WriteStream(ctx, evidence.HiddenTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
+		r.BlockWrite(err, ctoharness.StepVerify)
 		r.skipVerify(evidence.HiddenTar + " could not be written")
 		return false
 	}
@@ -253,7 +253,7 @@ func (r *run) materialize(ctx context.Context, name, dst string) error {
 	if err != nil {
 		return err
 	}
-	r.tr.Trace(ctoharness.TraceMkdir, dst)
+	r.Trace.Trace(ctoharness.TraceMkdir, dst)
 	if _, err := fixtures.Materialize(ctx, archive, dst, artificialCommitTime); err != nil {
 		return ctoharness.Block(ctoharness.BlockSourceUnreadable, ctoharness.StepClassify, err,
 			"cannot materialize the embedded %s fixture at %s", name, dst)
@@ -276,18 +276,19 @@ func (r *run) taskSpec(builtin string) (task.Spec, error) {
 }
 
 func (r *run) proveBefore(ctx context.Context) bool {
-	r.step(ctoharness.StepSourceProof)
-	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.tr)
+	r.SetStep(ctoharness.StepSourceProof)
+	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.RunID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.Trace)
 	if err != nil {
-		r.blockErr(err, ctoharness.StepSourceProof)
+		r.BlockErr(err, ctoharness.StepSourceProof)
 		return false
 	}
 	r.before = &p
-	r.rep.Commits.SourceHead = p.Head.Commit
-	r.rep.Commits.SourceTree = p.Head.Tree
-	r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = p.Head.Commit, p.Head.Tree
-	if r.writeJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
-		r.emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
+	r.SourceProven()
+	r.Report.Commits.SourceHead = p.Head.Commit
+	r.Report.Commits.SourceTree = p.Head.Tree
+	r.Report.Commits.BaseCommit, r.Report.Commits.BaseTree = p.Head.Commit, p.Head.Tree
+	if r.WriteJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
+		r.Emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
 			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
 	}
 	// The task's base and the task check it requires are held once the
@@ -295,28 +296,28 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	if rev := r.baseRev(); rev != "" {
 		c, t, err := fixture.ResolveBase(r.repo.Root, r.repo.GitDir, rev)
 		if err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
 				Message: fmt.Sprintf("the task's base %s; give a commit, branch or tag of %s", err, r.repo.Root)})
 			return false
 		}
-		r.rep.Commits.BaseCommit, r.rep.Commits.BaseTree = c, t
+		r.Report.Commits.BaseCommit, r.Report.Commits.BaseTree = c, t
 	}
-	if tc := r.o.TaskCheck; tc != nil && r.rep.Criteria != nil {
-		r.rep.TaskCheck = tc.Ref()
-		if err := r.dir.WriteFile(ctx, checked.Artifact, tc.Raw); err != nil {
-			r.blockWrite(err, ctoharness.StepSourceProof)
+	if tc := r.o.TaskCheck; tc != nil && r.Report.Criteria != nil {
+		r.Report.TaskCheck = tc.Ref()
+		if err := r.Dir.WriteFile(ctx, checked.Artifact, tc.Raw); err != nil {
+			r.BlockWrite(err, ctoharness.StepSourceProof)
 			return false
 		}
-		if err := checked.Hold(tc.Check, *r.rep.Criteria, r.rep.Commits.BaseCommit); err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof, Message: "--require-task-check: " + err.Error()})
+		if err := checked.Hold(tc.Check, *r.Report.Criteria, r.Report.Commits.BaseCommit); err != nil {
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof, Message: "--require-task-check: " + err.Error()})
 			return false
 		}
 	}
 	if !p.StatusClean {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
 			Message: fmt.Sprintf("source %s is not clean (%s); commit or stash the changes, then run again", r.repo.Root, describeStatus(p.Status))})
 	}
-	return r.ok()
+	return r.OK()
 }
 
 func describeStatus(st []ctoharness.StatusEntry) string {
@@ -362,7 +363,7 @@ func (rec record) release() {
 // fixtureLayer is the directory of an overlay fixture's writable layer, in
 // the run's workspace (outside every view).
 func (r *run) fixtureLayer() string {
-	return filepath.Join(r.rep.RuntimeWorkspaceRoot, evidence.FixtureDir)
+	return filepath.Join(r.Report.RuntimeWorkspaceRoot, evidence.FixtureDir)
 }
 
 // makeFixture shows the source's HEAD tree at dst for Case to work in. Where
@@ -374,7 +375,7 @@ func (r *run) fixtureLayer() string {
 // must outlive the run, a mount must not), for trees with submodules or
 // filtered paths, and where the machine cannot mount.
 func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
-	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.tr, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase()}
+	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.Trace, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase()}
 	// Another base than HEAD is written from the object store: the
 	// worktree, the overlay's lower layer, shows HEAD.
 	if r.o.Unsandboxed || r.o.KeepWork || in.Base != "" {
@@ -382,19 +383,19 @@ func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixt
 		return res, nil, err
 	}
 	layer := r.fixtureLayer()
-	r.tr.Trace(ctoharness.TraceMkdir, layer)
+	r.Trace.Trace(ctoharness.TraceMkdir, layer)
 	if err := os.MkdirAll(layer, 0o755); err != nil {
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
 	}
 	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
-	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, GitDir: r.repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: r.tr})
+	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, GitDir: r.repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: r.Trace})
 	if err == nil {
 		var res fixture.CopyResult
 		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 			return res, m, err
 		}
 		for _, p := range []string{dst, upper, work} {
-			r.tr.Trace(ctoharness.TraceRemove, p)
+			r.Trace.Trace(ctoharness.TraceRemove, p)
 		}
 		if derr := m.Discard(); derr != nil {
 			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, derr, "give up the overlay fixture %s before copying it instead", dst)
@@ -416,12 +417,12 @@ type collected struct {
 // makes the harness's store from it. It reports false only when there is
 // no fixture at all.
 func (r *run) copyFixture(ctx context.Context) (record, bool) {
-	r.step(ctoharness.StepCopy)
-	dst := r.dir.Path(evidence.FixtureDir)
+	r.SetStep(ctoharness.StepCopy)
+	dst := r.Dir.Path(evidence.FixtureDir)
 	r.o.Progress.Step("copy")
 	rec := record{baselineAt: r.o.Clock()}
 	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.tr, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
+	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
 		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
@@ -429,81 +430,81 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	rec.fixture = mnt
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
-		r.rep.FixturePath = dst
+		r.Report.FixturePath = dst
 	}
 	if err != nil {
 		rec.release() // no verification will need the checkout; no step will read the fixture
-		r.blockErr(err, ctoharness.StepCopy)
+		r.BlockErr(err, ctoharness.StepCopy)
 		return rec, r.fixture != ""
 	}
-	storeDir := r.dir.Path(evidence.StoreDir)
-	if err := store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, r.tr); err != nil {
-		r.blockErr(err, ctoharness.StepBaseline)
-	} else if rec.gitBefore, err = fixture.GitSnapshot(ctx, dst, r.tr); err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)
+	storeDir := r.Dir.Path(evidence.StoreDir)
+	if err := store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, r.Trace); err != nil {
+		r.BlockErr(err, ctoharness.StepBaseline)
+	} else if rec.gitBefore, err = fixture.GitSnapshot(ctx, dst, r.Trace); err != nil {
+		r.BlockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)
 	} else {
 		rec.store = storeDir
 	}
-	r.rep.Commits.BaselineCommit = res.BaselineCommit
-	r.rep.Commits.BaselineTree = res.BaselineTree
+	r.Report.Commits.BaselineCommit = res.BaselineCommit
+	r.Report.Commits.BaselineTree = res.BaselineTree
 	objects := res.Closure
-	r.rep.FixtureObjects = &objects
+	r.Report.FixtureObjects = &objects
 	rec.conversions = res.Checkout
 	if r.o.Fault == FaultFixtureDirtyStart {
 		p := filepath.Join(dst, "injected-untracked.txt")
-		r.tr.Trace(ctoharness.TraceWrite, p)
+		r.Trace.Trace(ctoharness.TraceWrite, p)
 		if err := os.WriteFile(p, []byte("left by the fixture_dirty_start fault\n"), 0o644); err != nil {
-			r.blockErr(err, ctoharness.StepBaseline)
+			r.BlockErr(err, ctoharness.StepBaseline)
 		}
 	}
-	r.emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
+	r.Emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
 		"overlay": mnt != nil})
-	r.step(ctoharness.StepBaseline)
-	r.emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
+	r.SetStep(ctoharness.StepBaseline)
+	r.Emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
 		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
 		"base_commit": res.BaseCommit, "base_tree": res.BaseTree,
 		"history": objects.History, "objects": objects.Objects, "objects_digest": objects.Digest, "objects_left_out": objects.LeftOut})
-	if res.BaselineTree != r.rep.Commits.BaseTree {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
-			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, r.rep.Commits.BaseTree, r.rep.Commits.BaseCommit)})
+	if res.BaselineTree != r.Report.Commits.BaseTree {
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
+			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, r.Report.Commits.BaseTree, r.Report.Commits.BaseCommit)})
 	}
 	return rec, true
 }
 
 func (r *run) cleanStart(ctx context.Context) bool {
-	if !r.ok() {
+	if !r.OK() {
 		return false
 	}
-	r.step(ctoharness.StepCleanStart)
-	p, err := fixture.CleanProof(ctx, r.runID, "clean_start", r.fixture, r.rep.Commits.BaseTree, r.o.Clock(), r.tr)
+	r.SetStep(ctoharness.StepCleanStart)
+	p, err := fixture.CleanProof(ctx, r.RunID, "clean_start", r.fixture, r.Report.Commits.BaseTree, r.o.Clock(), r.Trace)
 	if err != nil {
-		r.blockErr(err, ctoharness.StepCleanStart)
+		r.BlockErr(err, ctoharness.StepCleanStart)
 		return false
 	}
-	if r.writeJSON(ctx, evidence.CleanStart, schemas.FixtureProof, p, ctoharness.StepCleanStart) {
-		r.emit(ctx, ctoharness.EvFixtureCleanStart, map[string]any{"proof": evidence.CleanStart, "clean": p.Clean, "tree": p.Tree})
+	if r.WriteJSON(ctx, evidence.CleanStart, schemas.FixtureProof, p, ctoharness.StepCleanStart) {
+		r.Emit(ctx, ctoharness.EvFixtureCleanStart, map[string]any{"proof": evidence.CleanStart, "clean": p.Clean, "tree": p.Tree})
 	}
 	if !p.Clean {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyStart, Step: ctoharness.StepCleanStart,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyStart, Step: ctoharness.StepCleanStart,
 			Message: "the copied fixture is not clean after the baseline commit: " + strings.Join(p.Problems, "; ")})
 	}
-	return r.ok()
+	return r.OK()
 }
 
 func (r *run) writeContract(ctx context.Context) bool {
-	r.step(ctoharness.StepContract)
+	r.SetStep(ctoharness.StepContract)
 	r.agentLimits()
-	c := task.NewContract(r.spec, r.runID, r.fixture)
+	c := task.NewContract(r.spec, r.RunID, r.fixture)
 	if r.spec.Adversary != nil {
 		if r.o.Unsandboxed {
 			// Refused before Case, not after: the step could never finish.
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepContract,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepContract,
 				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
 			return false
 		}
 		if !r.autoConfirm() && r.o.Confirm == nil {
 			// Asked after Case, the question would find nobody: refused now.
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
 				Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config) to let them run without asking"})
 			return false
 		}
@@ -514,22 +515,22 @@ func (r *run) writeContract(ctx context.Context) bool {
 	}
 	data, _ := json.Marshal(c)
 	if leak := r.leaksSource(string(data)); leak != "" {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepContract,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepContract,
 			Message: "the task contract would reveal the source path (" + leak + "); remove it from the task text"})
 		return false
 	}
-	if !r.writeJSON(ctx, evidence.TaskFile, schemas.TaskContract, c, ctoharness.StepContract) {
+	if !r.WriteJSON(ctx, evidence.TaskFile, schemas.TaskContract, c, ctoharness.StepContract) {
 		return false
 	}
 	r.contract = &c
-	r.emit(ctx, ctoharness.EvTaskContractWritten, map[string]any{"contract": evidence.TaskFile, "allowed_paths": c.AllowedPaths})
-	return r.ok()
+	r.Emit(ctx, ctoharness.EvTaskContractWritten, map[string]any{"contract": evidence.TaskFile, "allowed_paths": c.AllowedPaths})
+	return r.OK()
 }
 
 // leaksSource returns the source path if s names it, as itself or as JSON
 // encodes it.
 func (r *run) leaksSource(s string) string {
-	for _, p := range []string{r.repo.Root, r.repo.Given, r.rep.SourceGitDir} {
+	for _, p := range []string{r.repo.Root, r.repo.Given, r.Report.SourceGitDir} {
 		if p != "" && p != "/" && task.RevealsPath([]byte(s), p) {
 			return p
 		}
@@ -540,17 +541,17 @@ func (r *run) leaksSource(s string) string {
 // change makes the task's change: in-process for the fake backend (stage 1),
 // by a Case process otherwise.
 func (r *run) change(ctx context.Context) {
-	r.step(ctoharness.StepCase)
-	if r.interrupted() {
+	r.SetStep(ctoharness.StepCase)
+	if r.Interrupted() {
 		return // stopped before Case could start
 	}
-	if r.rep.Backend == ctoharness.BackendFake {
+	if r.Report.Backend == ctoharness.BackendFake {
 		path, err := fakecase.Apply(*r.contract, r.fixture)
-		r.tr.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
+		r.Trace.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
 		if err != nil {
-			r.blockErr(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepCase, err, "the built-in change failed"), ctoharness.StepCase)
+			r.BlockErr(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepCase, err, "the built-in change failed"), ctoharness.StepCase)
 		}
-		r.emit(ctx, ctoharness.EvFakeChangeApplied, map[string]any{"path": path})
+		r.Emit(ctx, ctoharness.EvFakeChangeApplied, map[string]any{"path": path})
 		return
 	}
 	r.runCase(ctx)
@@ -598,20 +599,20 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 	if !r.caseArgv(l) {
 		return nil, false
 	}
-	r.rep.Case.Argv = l.argv
-	r.rep.Case.EnvKeys = backend.EnvKeys(l.env)
-	r.rep.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
+	r.Report.Case.Argv = l.argv
+	r.Report.Case.EnvKeys = backend.EnvKeys(l.env)
+	r.Report.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
 	for _, name := range []string{evidence.CaseStdout, evidence.CaseStderr, evidence.CaseEvents} {
-		f, err := r.dir.OpenAppend(name)
+		f, err := r.Dir.OpenAppend(name)
 		if err != nil {
-			r.blockWrite(err, ctoharness.StepCase)
+			r.BlockWrite(err, ctoharness.StepCase)
 			l.closeLogs()
 			return nil, false
 		}
 		l.logs[name] = f
 	}
 	l.cmds = caserun.NewCommands(r.profile, r.contract.Verification.Command, !r.o.Unsandboxed,
-		func(t ctoharness.EventType, data map[string]any) { r.emit(ctx, t, data) })
+		func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) })
 	var execs *execwatch.Watch
 	if l.cmds.Observed {
 		var own []string
@@ -620,7 +621,7 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 		}
 		var err error
 		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.Decide}); err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 			l.closeLogs()
 			l.cmds.Close()
 			return nil, false
@@ -629,7 +630,7 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 	var err error
 	var watch *notify.Watch
 	if l.launch, l.attr, l.extra, watch, err = r.launchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		l.closeLogs()
 		l.cmds.Close()
 		return nil, false
@@ -645,24 +646,24 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 	if r.o.Lane == ctoharness.LaneFake {
 		l.argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
 	} else if leak := r.leaksSource(strings.Join(l.argv, " ")); leak != "" {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
 			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
 		return false
 	}
 	if err := r.makeScratch(); err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
+		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return false
 	}
-	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)), r.netEnv(egress.CommandCase)...)
+	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.Dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.netEnv(egress.CommandCase)...)
 	if r.agent == nil {
 		return true
 	}
 	var err error
 	if l.argv, l.env, err = r.agent.command(r, l.env); err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
+		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
 		return false
 	}
-	r.rep.Sandbox.EnvAllowlist = mergeKeys(r.rep.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
+	r.Report.Sandbox.EnvAllowlist = mergeKeys(r.Report.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
 	return true
 }
 
@@ -671,16 +672,16 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 // counted from Case's case.command events; when it is spent, Case is
 // stopped. A failing model provider stops Case now, not at its timeout.
 func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, error, bool) {
-	r.tr.TraceExec(l.argv, r.fixture)
-	r.rep.CaseProcessStarted = true
-	r.emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": l.argv, "lane": string(r.o.Lane), "env_keys": r.rep.Case.EnvKeys})
+	r.Trace.TraceExec(l.argv, r.fixture)
+	r.Report.CaseProcessStarted = true
+	r.Emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": l.argv, "lane": string(r.o.Lane), "env_keys": r.Report.Case.EnvKeys})
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	if r.agent != nil {
 		r.agent.model.stopWith(stopCase)
 	}
 	l.watch = &caserun.Watch{Lock: l.cmds.Locker(), Started: r.caseStarted, Claim: l.cmds.Claim, Stop: stopCase, Profile: string(r.profile.Name),
-		Emit: func(t ctoharness.EventType, data map[string]any) { r.emit(ctx, t, data) }}
+		Emit: func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) }}
 	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: r.fixture, Env: l.env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  l.logs[evidence.CaseStdout], Stderr: l.logs[evidence.CaseStderr], Events: l.logs[evidence.CaseEvents],
@@ -690,7 +691,7 @@ func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, er
 	if r.agent != nil {
 		if err := r.agent.wire(r, &in); err != nil {
 			l.closeLogs()
-			r.blockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
+			r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
 			return backend.Outcome{}, nil, false
 		}
 	}
@@ -703,33 +704,33 @@ func (r *run) endCase(ctx context.Context, l *caseLaunch, out backend.Outcome, e
 	e := caserun.Ended{Out: out, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
 		MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes, TimeoutSeconds: r.contract.CaseTimeoutSeconds}
 	if r.agent != nil {
-		if rerr := r.agent.record(r.rep.Agent); rerr != nil {
-			r.blockWrite(rerr, ctoharness.StepCase)
+		if rerr := r.agent.record(r.Report.Agent); rerr != nil {
+			r.BlockWrite(rerr, ctoharness.StepCase)
 		}
 		r.agent.closeMeter()
-		r.agent.usage(ctx, r, r.rep.Agent)
+		r.agent.usage(ctx, r, r.Report.Agent)
 		e.ModelStopped, e.ModelError = r.agent.stopBlocker(r.o.Agent.BaseURL), r.agent.errorBlocker()
 	}
 	e.WatchErr = l.cmds.Close()
 	e.BudgetStop = l.watch.BudgetStop()
-	c := &r.rep.Case
+	c := &r.Report.Case
 	c.Commands = l.cmds.Record()
 	c.ExitCode, c.DurationMs, c.TimedOut, c.Events = out.ExitCode, out.Duration.Milliseconds(), out.TimedOut, out.Events
 	c.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
 		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
 	c.StdoutInline, c.StderrInline, c.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
-	r.emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
+	r.Emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
 		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": out.Events})
-	e.Interrupted = r.interrupted()
+	e.Interrupted = r.Interrupted()
 	v := caserun.Judge(e)
 	if v.WriteErr != nil {
-		r.blockWrite(v.WriteErr, ctoharness.StepCase)
+		r.BlockWrite(v.WriteErr, ctoharness.StepCase)
 	}
 	if v.StartErr != nil {
-		r.blockErr(v.StartErr, ctoharness.StepCase)
+		r.BlockErr(v.StartErr, ctoharness.StepCase)
 	}
 	for _, b := range v.Blockers {
-		r.block(b)
+		r.Block(b)
 	}
 }
 
@@ -750,48 +751,48 @@ func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) 
 // collect turns what Case left in the fixture worktree into the result
 // commit in the harness's store, and the patch.
 func (r *run) collect(ctx context.Context, rec record) *collected {
-	r.step(ctoharness.StepCollect)
+	r.SetStep(ctoharness.StepCollect)
 	allowed := task.NewPathPolicy(r.spec.AllowedPaths).Check
 	if r.o.AllowedCheck != nil {
 		allowed = r.o.AllowedCheck
 	}
 	col := &collected{at: r.o.Clock()}
-	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.rep.Commits.BaselineCommit,
-		When: col.at, Tracer: r.tr, Allowed: allowed, Checkout: rec.conversions})
-	r.rep.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
+	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.Report.Commits.BaselineCommit,
+		When: col.at, Tracer: r.Trace, Allowed: allowed, Checkout: rec.conversions})
+	r.Report.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	// The patch is streamed from the store (capped, never whole in
 	// memory); a failed collect has none, as it has no result commit.
-	werr := r.dir.WriteStream(ctx, evidence.PatchFile, func(w io.Writer) error {
+	werr := r.Dir.WriteStream(ctx, evidence.PatchFile, func(w io.Writer) error {
 		if err != nil {
 			return nil
 		}
-		return fixture.WritePatch(ctx, w, rec.store, r.rep.Commits.BaselineCommit, res.ResultCommit)
+		return fixture.WritePatch(ctx, w, rec.store, r.Report.Commits.BaselineCommit, res.ResultCommit)
 	})
 	switch {
 	case errors.Is(werr, evidence.ErrWrite):
-		r.blockWrite(werr, ctoharness.StepCollect)
+		r.BlockWrite(werr, ctoharness.StepCollect)
 	case werr != nil && err == nil:
 		err = werr
 	}
 	if err != nil {
-		r.blockErr(err, ctoharness.StepCollect)
+		r.BlockErr(err, ctoharness.StepCollect)
 	}
-	r.rep.Commits.ResultCommit = res.ResultCommit
-	r.rep.Commits.ResultTree = res.ResultTree
+	r.Report.Commits.ResultCommit = res.ResultCommit
+	r.Report.Commits.ResultTree = res.ResultTree
 	var bad []string
 	for _, c := range res.Changed {
 		if !c.Allowed {
 			bad = append(bad, c.Path+" ("+c.Reason+")")
 		}
 	}
-	r.emit(ctx, ctoharness.EvChangesCollected, map[string]any{"changed": len(res.Changed), "disallowed": len(bad),
+	r.Emit(ctx, ctoharness.EvChangesCollected, map[string]any{"changed": len(res.Changed), "disallowed": len(bad),
 		"result_commit": res.ResultCommit, "patch": evidence.PatchFile})
 	if len(bad) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
 			Message: "Case changed paths outside the allowed paths: " + listSome(bad) + "; see changed_files"})
 	}
 	if unsafe := UnsafeNames(res.Changed); len(unsafe) > 0 {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockUnsafeFileName, Step: ctoharness.StepCollect,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockUnsafeFileName, Step: ctoharness.StepCollect,
 			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + listSome(unsafe)})
 	}
 	return col
@@ -832,7 +833,7 @@ func UnsafeNames(changed []ctoharness.ChangedFile) []string {
 }
 
 func (r *run) skipVerify(reason string) {
-	r.rep.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
+	r.Report.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
 }
 
 // verify runs the verification command under the profile's policy: the
@@ -841,11 +842,11 @@ func (r *run) skipVerify(reason string) {
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
 func (r *run) verify(ctx context.Context, own record, col *collected, warm *keptWarm) {
-	r.step(ctoharness.StepVerify)
-	r.interrupted() // an interrupt during collection still stops the run here
-	if !r.ok() {
-		r.skipVerify("not run: the run was already blocked (" + string(r.rep.Blockers[0].Code) + ")")
-		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+	r.SetStep(ctoharness.StepVerify)
+	r.Interrupted() // an interrupt during collection still stops the run here
+	if !r.OK() {
+		r.skipVerify("not run: the run was already blocked (" + string(r.Report.Blockers[0].Code) + ")")
+		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return
 	}
 	work, scratch, co, ok := r.prepareVerify(ctx, own, col, warm)
@@ -857,8 +858,8 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		return
 	}
 	if b := testverdict.Judge(testverdict.Input{Rec: rec, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
-		Unreached: r.unreachableSuffix(egress.CommandVerify), Log: r.dir.Path(evidence.TestLog)}); b != nil {
-		r.block(*b)
+		Unreached: r.unreachableSuffix(egress.CommandVerify), Log: r.Dir.Path(evidence.TestLog)}); b != nil {
+		r.Block(*b)
 	}
 }
 
@@ -869,37 +870,37 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, war
 	work, scratch = r.roots(true)
 	r.o.Progress.Step("checkout")
 	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
-		Baseline: r.rep.Commits.BaselineCommit, Result: r.rep.Commits.ResultCommit, ResultTime: col.at, Tracer: r.tr})
-	r.emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
-		"result_tree": r.rep.Commits.ResultTree, "ok": err == nil, "overlay": own.checkout.Overlaid()})
+		Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.ResultCommit, ResultTime: col.at, Tracer: r.Trace})
+	r.Emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
+		"result_tree": r.Report.Commits.ResultTree, "ok": err == nil, "overlay": own.checkout.Overlaid()})
 	if err != nil {
-		r.blockErr(err, ctoharness.StepVerify)
+		r.BlockErr(err, ctoharness.StepVerify)
 		r.skipVerify("the verification checkout of the result could not be made")
 		return work, scratch, co, false
 	}
 	for _, d := range backend.ScratchDirs(scratch) {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
+		r.Trace.Trace(ctoharness.TraceMkdir, d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
+			r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
 			r.skipVerify("the scratch directories could not be created")
 			return work, scratch, co, false
 		}
 	}
 	warm.wait()
-	if r.interrupted() {
+	if r.Interrupted() {
 		r.skipVerify("the run was interrupted during the build cache warm-up")
-		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
+		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
 		return work, scratch, co, false
 	}
 	if !r.o.Unsandboxed {
 		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
 			r.skipVerify("the verification command's sandbox could not be built")
 			return work, scratch, co, false
 		}
 	}
 	if !r.layHidden(ctx, work) || !r.setup(ctx, work, scratch) {
-		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
+		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return work, scratch, co, false
 	}
 	return work, scratch, co, true
@@ -911,15 +912,15 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, war
 // report already blocked a command that exited 0; ok false that the step
 // ended early (an unwritable log, an interrupt).
 func (r *run) runVerification(ctx context.Context, own record, work, scratch string, co checkout.Result) (rec ctoharness.TestsRecord, err error, judged, ok bool) {
-	f, err := r.dir.OpenAppend(evidence.TestLog)
+	f, err := r.Dir.OpenAppend(evidence.TestLog)
 	if err != nil {
-		r.blockWrite(err, ctoharness.StepVerify)
+		r.BlockWrite(err, ctoharness.StepVerify)
 		r.skipVerify("test.log could not be opened")
 		return rec, nil, false, false
 	}
 	env, pol := r.verifyEnv(egress.CommandVerify, scratch)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
-		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.tr}
+		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.Trace}
 	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
 	gitBefore := r.checkoutGit(ctx, work)
@@ -930,24 +931,24 @@ func (r *run) runVerification(ctx context.Context, own record, work, scratch str
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
 	rec = out.TestsRecord()
 	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
-	r.rep.Tests = rec
-	if r.interrupted() {
-		r.rep.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
-		r.emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
+	r.Report.Tests = rec
+	if r.Interrupted() {
+		r.Report.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
+		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
 		return rec, err, false, false
 	}
 	if err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
+		r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
 	}
 	if tr := r.spec.TestResults; tr != nil && rec.ExitCode != nil && err == nil {
 		if ok, judged = r.readResults(ctx, *tr, *reports); !ok {
 			return rec, err, judged, false
 		}
-		if res := r.rep.Tests.Results; res != nil && res.Grading != nil && res.Grading.Passed && len(r.spec.FailToPass) > 0 {
+		if res := r.Report.Tests.Results; res != nil && res.Grading != nil && res.Grading.Passed && len(r.spec.FailToPass) > 0 {
 			r.o.Progress.Step("baseline")
 			r.checkBaseline(ctx, own, *tr)
 		}
-		rec = r.rep.Tests
+		rec = r.Report.Tests
 	}
 	r.verificationDone(ctx, rec, r.checkoutGitChanges(ctx, work, gitBefore))
 	return rec, err, judged, true
@@ -965,13 +966,13 @@ func (r *run) collectReports(work string, in *verify.Input) (*[]report, bool) {
 	}
 	planted, err := results.Clear(work, *tr)
 	if err != nil {
-		r.blockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification's test report path"), ctoharness.StepVerify)
+		r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification's test report path"), ctoharness.StepVerify)
 		r.skipVerify("a file at the test report's path could not be removed")
 		return nil, false
 	}
 	in.AfterRun = func(int) {
-		file, sum := results.Read(work, *tr, r.runID, planted)
-		r.tr.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
+		file, sum := results.Read(work, *tr, r.RunID, planted)
+		r.Trace.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
 		*reports = append(*reports, report{file, sum})
 		_, _ = results.Clear(work, *tr)
 	}
@@ -983,12 +984,12 @@ func (r *run) verificationDone(ctx context.Context, rec ctoharness.TestsRecord, 
 	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
 		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
 		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": gitChanges}
-	if k := r.rep.Sandbox.KeptBuildCache; k != nil {
+	if k := r.Report.Sandbox.KeptBuildCache; k != nil {
 		// The kept build cache layer read (its manifest's digest) and
 		// whether this run warmed it up.
 		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
 	}
-	r.emit(ctx, ctoharness.EvVerificationDone, done)
+	r.Emit(ctx, ctoharness.EvVerificationDone, done)
 }
 
 // readResults reads the verification's test report into tests.json and
@@ -1006,34 +1007,34 @@ func (r *run) readResults(ctx context.Context, tr task.TestResults, reports []re
 	}
 	sum.Flaky = results.Flaky(runs)
 	if sum.Artifact != "" {
-		if err := r.dir.WriteJSON(ctx, evidence.TestsJSON, schemas.Tests, file); err != nil {
-			r.blockWrite(err, ctoharness.StepVerify)
+		if err := r.Dir.WriteJSON(ctx, evidence.TestsJSON, schemas.Tests, file); err != nil {
+			r.BlockWrite(err, ctoharness.StepVerify)
 			return false, false
 		}
 	}
 	if sum.Problem == "" {
 		sum.Grading = results.Grade(r.spec.FailToPass, r.spec.PassToPass, file.Tests)
 	}
-	r.rep.Tests.Results = &sum
-	cls := r.rep.Tests.Classification
+	r.Report.Tests.Results = &sum
+	cls := r.Report.Tests.Classification
 	if g := sum.Grading; g != nil && (cls == ctoharness.TestPass || cls == ctoharness.TestFailure || cls == ctoharness.TestFlake) {
 		if fl := results.FlakyListed(sum.Flaky, g); len(fl) > 0 {
 			msg := fmt.Sprintf("listed tests failed, then passed on a rerun: %s (flaky: the task, or the change, does not decide them)", strings.Join(fl, ", "))
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockTestFlake, Step: ctoharness.StepVerify, Message: msg})
-			r.rep.Tests.Classification, r.rep.Tests.Reason = ctoharness.TestFlake, msg
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTestFlake, Step: ctoharness.StepVerify, Message: msg})
+			r.Report.Tests.Classification, r.Report.Tests.Reason = ctoharness.TestFlake, msg
 			return true, true
 		}
 		// With lists, the listed tests decide, not the exit code: a test
 		// that fails on the baseline and the result alike does not fail
 		// the change.
 		if msg := results.GradingVerdict(g); msg != "" {
-			r.block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify, Message: msg})
-			r.rep.Tests.Classification, r.rep.Tests.Reason = ctoharness.TestFailure, msg
+			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify, Message: msg})
+			r.Report.Tests.Classification, r.Report.Tests.Reason = ctoharness.TestFailure, msg
 			return true, true
 		}
 		if cls != ctoharness.TestPass {
-			r.rep.Tests.Classification = ctoharness.TestPass
-			r.rep.Tests.Reason = "the command failed, and every listed test holds on the result: the lists decide (" + r.rep.Tests.Reason + ")"
+			r.Report.Tests.Classification = ctoharness.TestPass
+			r.Report.Tests.Reason = "the command failed, and every listed test holds on the result: the lists decide (" + r.Report.Tests.Reason + ")"
 		}
 		return true, true
 	}
@@ -1041,13 +1042,13 @@ func (r *run) readResults(ctx context.Context, tr task.TestResults, reports []re
 		return true, false // the exit code already failed it; the results say which tests
 	}
 	if code, msg := results.Verdict(sum); code != "" {
-		r.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: msg})
+		r.Block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: msg})
 		if code == ctoharness.BlockTestNotRun {
-			r.rep.Tests.Classification = ctoharness.TestNotRun
+			r.Report.Tests.Classification = ctoharness.TestNotRun
 		} else {
-			r.rep.Tests.Classification = ctoharness.TestFailure
+			r.Report.Tests.Classification = ctoharness.TestFailure
 		}
-		r.rep.Tests.Reason = msg
+		r.Report.Tests.Reason = msg
 		return true, true
 	}
 	return true, false
@@ -1065,81 +1066,81 @@ type report struct {
 // snapshot taken before Case. Before that, the fixture is still the
 // harness's own and the start proof's reading applies.
 func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
-	r.step(ctoharness.StepCleanEnd)
-	expected := r.rep.Commits.ResultTree
+	r.SetStep(ctoharness.StepCleanEnd)
+	expected := r.Report.Commits.ResultTree
 	if expected == "" {
-		expected = r.rep.Commits.BaselineTree
+		expected = r.Report.Commits.BaselineTree
 	}
 	var p ctoharness.FixtureProof
 	var err error
-	if r.rep.Commits.BaselineCommit == "" {
+	if r.Report.Commits.BaselineCommit == "" {
 		// Without a baseline every copied file would read as untracked,
 		// blaming on Case what the copy's own blocker already explains.
 		why := "the fixture has no baseline commit (the copy failed), so there is nothing to compare it with"
-		if len(r.rep.Blockers) > 0 {
-			why = "the fixture has no baseline commit (the copy failed: " + string(r.rep.Blockers[0].Code) + "), so there is nothing to compare it with"
+		if len(r.Report.Blockers) > 0 {
+			why = "the fixture has no baseline commit (the copy failed: " + string(r.Report.Blockers[0].Code) + "), so there is nothing to compare it with"
 		}
 		r.writeCleanEndNotTaken(ctx, why)
 		return
 	}
 	if col != nil && rec.store != "" {
-		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.runID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
-			GitBefore: rec.gitBefore, AllowGitChanges: r.spec.AllowsGitChanges(), Now: r.o.Clock(), Tracer: r.tr})
+		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.RunID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
+			GitBefore: rec.gitBefore, AllowGitChanges: r.spec.AllowsGitChanges(), Now: r.o.Clock(), Tracer: r.Trace})
 	} else {
-		p, err = fixture.CleanProof(ctx, r.runID, "clean_end", r.fixture, expected, r.o.Clock(), r.tr)
+		p, err = fixture.CleanProof(ctx, r.RunID, "clean_end", r.fixture, expected, r.o.Clock(), r.Trace)
 	}
 	if err != nil {
-		r.blockErr(err, ctoharness.StepCleanEnd)
+		r.BlockErr(err, ctoharness.StepCleanEnd)
 		return
 	}
-	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
-		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree,
+	if r.WriteJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
+		r.Emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree,
 			"git_changes": p.GitChangesTotal, "ignored": p.IgnoredTotal})
 	}
 	if !p.Clean {
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,
 			Message: "the fixture is not clean after the result commit: " + strings.Join(p.Problems, "; ")})
 	}
 }
 
 // writeCleanEndNotTaken records a clean-end proof that was not taken, and why.
 func (r *run) writeCleanEndNotTaken(ctx context.Context, why string) {
-	p := ctoharness.FixtureProof{SchemaVersion: ctoharness.SchemaVersion, RunID: r.runID, Kind: fixture.KindCleanEnd, FixturePath: r.fixture,
+	p := ctoharness.FixtureProof{SchemaVersion: ctoharness.SchemaVersion, RunID: r.RunID, Kind: fixture.KindCleanEnd, FixturePath: r.fixture,
 		Status: []ctoharness.StatusEntry{}, Problems: []string{}, SymlinksOutside: []string{}, GitChanges: []ctoharness.GitChange{},
 		Ignored: []ctoharness.Leftover{}, NotTaken: why, TakenAt: r.o.Clock()}
-	if r.writeJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
-		r.emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": false, "not_taken": why})
+	if r.WriteJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
+		r.Emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": false, "not_taken": why})
 	}
 }
 
 func (r *run) proveAfter(ctx context.Context) {
-	r.step(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.runID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv, Before: r.before}, r.tr)
+	r.SetStep(ctoharness.StepSourceAfter)
+	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.RunID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv, Before: r.before}, r.Trace)
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
-		r.rep.SourceRepositoryMutated = true
-		r.block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
+		r.Report.SourceRepositoryMutated = true
+		r.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
 			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
 		return
 	}
 	// On a full disk the partial fixture and scratch give their room back
 	// first: the after-proof is the evidence that must not be lost.
 	r.freeSpace()
-	wrote := r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
-	if !wrote && r.diskFull && !r.freed {
+	wrote := r.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+	if !wrote && r.DiskFull() && !r.freed {
 		r.freeSpace()
-		wrote = r.writeJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+		wrote = r.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
 	}
 	if wrote {
-		r.emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
+		r.Emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
 			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
 	}
-	r.step(ctoharness.StepNonMutation)
-	nm := source.Compare(r.runID, *r.before, after)
-	r.rep.SourceRepositoryMutated = nm.Mutated
-	if r.writeJSON(ctx, evidence.NonMutation, schemas.NonMutation, nm, ctoharness.StepNonMutation) {
-		r.rep.SourceNonMutation = ctoharness.NonMutationRef{Checked: true, ProofPath: evidence.NonMutation}
-		r.emit(ctx, ctoharness.EvSourceNonMutation, map[string]any{"proof": evidence.NonMutation, "mutated": nm.Mutated,
+	r.SetStep(ctoharness.StepNonMutation)
+	nm := source.Compare(r.RunID, *r.before, after)
+	r.Report.SourceRepositoryMutated = nm.Mutated
+	if r.WriteJSON(ctx, evidence.NonMutation, schemas.NonMutation, nm, ctoharness.StepNonMutation) {
+		r.Report.SourceNonMutation = ctoharness.NonMutationRef{Checked: true, ProofPath: evidence.NonMutation}
+		r.Emit(ctx, ctoharness.EvSourceNonMutation, map[string]any{"proof": evidence.NonMutation, "mutated": nm.Mutated,
 			"differences": nm.DifferenceCount})
 	}
 	if nm.Mutated {
@@ -1151,7 +1152,7 @@ func (r *run) proveAfter(ctx context.Context) {
 			}
 			paths = append(paths, d.Path+" "+d.Field)
 		}
-		r.block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
 			Message: fmt.Sprintf("the source %s changed during the run: %s; see %s", r.repo.Root, strings.Join(paths, ", "), evidence.NonMutation)})
 	}
 }
@@ -1163,7 +1164,7 @@ func (r *run) makeScratch() error {
 		return nil
 	}
 	for _, d := range backend.ScratchDirs(r.scratch) {
-		r.tr.Trace(ctoharness.TraceMkdir, d)
+		r.Trace.Trace(ctoharness.TraceMkdir, d)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
@@ -1195,7 +1196,7 @@ func (r *run) baseRev() string {
 // otherBase is the base commit when it is not the source's HEAD, "" when
 // it is.
 func (r *run) otherBase() string {
-	if c := r.rep.Commits; c.BaseCommit != c.SourceHead {
+	if c := r.Report.Commits; c.BaseCommit != c.SourceHead {
 		return c.BaseCommit
 	}
 	return ""

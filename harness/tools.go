@@ -42,17 +42,17 @@ func warmGo(o Options) (g warmcache.Go, ok bool, err error) {
 func (r *run) checkTools() {
 	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
 		if _, err := tools(r.o, cmd); err != nil {
-			r.blockErr(err, ctoharness.StepGate)
+			r.BlockErr(err, ctoharness.StepGate)
 			return
 		}
 	}
 	if _, _, err := warmGo(r.o); err != nil {
-		r.blockErr(err, ctoharness.StepGate)
+		r.BlockErr(err, ctoharness.StepGate)
 		return
 	}
 	e, err := warmEco(r.o)
 	if err != nil {
-		r.blockErr(err, ctoharness.StepGate)
+		r.BlockErr(err, ctoharness.StepGate)
 		return
 	}
 	r.o.Getenv = e.pin(r.o.Getenv)
@@ -107,7 +107,7 @@ func (r *run) warmView(v *sandbox.View, verification bool) error {
 	if verification {
 		v.Moved = append(v.Moved, sandbox.Bind{Path: checkoutInView, Source: work})
 		v.Cwd = checkoutInView
-		if k := r.rep.Sandbox.KeptBuildCache; k != nil && k.Layer != "" {
+		if k := r.Report.Sandbox.KeptBuildCache; k != nil && k.Layer != "" {
 			kept = []string{k.Layer} // checked by keepGo, which ran first
 		}
 	}

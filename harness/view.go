@@ -51,19 +51,19 @@ func (r *run) view(ctx context.Context, verification bool, argv []string, files 
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
 	v.Expect = sandbox.Digest(trial.View) // every launch must build exactly this view
-	if sec := exposedSecret(trial.View, r.secretPaths()); sec != "" && r.rep.UnsignedReason == "" {
+	if sec := exposedSecret(trial.View, r.secretPaths()); sec != "" && r.Report.UnsignedReason == "" {
 		kind := "Case's"
 		if verification {
 			kind = "the verification command's"
 		}
-		r.rep.UnsignedReason = fmt.Sprintf("%s sandbox view shows %s (the signing key, another key next to it, or the config): evidence a command could have forged with that key is never signed; hide it with sandbox.hide_paths or move the key", kind, sec)
+		r.Report.UnsignedReason = fmt.Sprintf("%s sandbox view shows %s (the signing key, another key next to it, or the config): evidence a command could have forged with that key is never signed; hide it with sandbox.hide_paths or move the key", kind, sec)
 	}
 	rec.Mounts = viewMounts(trial.View)
 	rec.Digest = ctoharness.ViewDigest(rec.Mounts)
 	if verification {
-		r.rep.Sandbox.VerificationView = &rec
+		r.Report.Sandbox.VerificationView = &rec
 	} else {
-		r.rep.Sandbox.View = &rec
+		r.Report.Sandbox.View = &rec
 	}
 	if r.views == nil {
 		r.views = map[bool]*sandbox.View{}
@@ -87,7 +87,7 @@ func (r *run) viewShape(pol sandbox.Policy) string {
 	if err != nil {
 		return "" // never equal to a real shape's JSON: tried every time
 	}
-	return strings.ReplaceAll(string(b), r.runID, "{run}")
+	return strings.ReplaceAll(string(b), r.RunID, "{run}")
 }
 
 // planView assembles the view's lists: the defaults, the config's lists for
@@ -121,7 +121,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	}
 	tc, _ := tools(r.o, cmd) // checked at the gate
 	hide = append(hide, tc.Hide...)
-	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.rep.SourceGitDir)))
+	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)))
 	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := r.roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
@@ -143,7 +143,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		v.Read = commandReads(v.Read, argv, system, hostPath)
 	}
 	if !verification {
-		task := r.dir.Path(evidence.TaskFile)
+		task := r.Dir.Path(evidence.TaskFile)
 		if abs, err := filepath.Abs(task); err == nil {
 			v.Files = append(v.Files, sandbox.Bind{Path: abs, Source: abs})
 		}
@@ -189,7 +189,7 @@ func commandReads(read, argv, system []string, hostPath string) []string {
 func (r *run) protectedPaths() []string {
 	var out []string
 	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.rep.SourceGitDir, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.Report.SourceGitDir, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue

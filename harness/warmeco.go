@@ -235,7 +235,7 @@ func (r *run) ecoView(v *sandbox.View, scratch string) error {
 // asked for or the gate refused the run: then nothing is asked of the
 // host's tools).
 func (r *run) ecoRecord() map[string]any {
-	if !r.ok() {
+	if !r.OK() {
 		return map[string]any{}
 	}
 	e, err := warmEco(r.o)

@@ -16,7 +16,7 @@ import (
 func (r *run) leaveWork() {
 	// The fixture copy lives in the run directory (fixture/), outside the
 	// artifacts; it goes with the workspace.
-	for _, root := range []string{r.rep.RuntimeWorkspaceRoot, r.fixture} {
+	for _, root := range []string{r.Report.RuntimeWorkspaceRoot, r.fixture} {
 		if root == "" {
 			continue
 		}
