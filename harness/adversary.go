@@ -288,7 +288,7 @@ func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string)
 	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, adversary.EnvClaims+"=") }) {
 		brief.Claims = adversaryClaimsInView
 	}
-	cmd, err := r.adv.Command(adversary.Launch{WorkDir: adversaryTestsInView, State: state, BaseEnv: append(env, r.netEnv(egress.CommandAdversary)...),
+	cmd, err := r.adv.Command(adversary.Launch{WorkDir: adversaryTestsInView, State: state, BaseEnv: append(env, r.launcher.NetEnv(egress.CommandAdversary)...),
 		Brief: brief, Root: os.Geteuid() == 0})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the adversary's agent command cannot be built: %w", err)

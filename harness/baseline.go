@@ -123,8 +123,8 @@ type testsDone struct {
 // through the run's forwarder when net is set and cmd has an allowlist,
 // and with none (no forwarder session, no socket watch) otherwise.
 func (r *run) wrapExtra(cmd egress.Command, pol sandbox.Policy, net bool) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-	if net && r.net != nil && len(r.net.policy.For(cmd).Strings()) > 0 {
-		return r.wrapIn(cmd, &pol)
+	if net && r.launcher.HasAllowlist(cmd) {
+		return r.launcher.WrapIn(cmd, &pol)
 	}
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 		launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)

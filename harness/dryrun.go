@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -254,7 +255,7 @@ func (p *planning) planCase(contract task.Contract) {
 // and what would likely break them.
 func (p *planning) planVerification() {
 	o, plan, spec := p.o, p.plan, p.spec
-	netPol, nerr := netPolicy(o, *spec)
+	netPol, nerr := launch.NetPolicy(netGrants(o), spec.Network)
 	if nerr != nil {
 		p.block(ctoharness.AsBlocker(nerr, ctoharness.StepContract))
 	}
@@ -272,7 +273,7 @@ func (p *planning) planVerification() {
 	venv, senv, vset := p.verificationEnv(vscratch)
 	p.venv = venv
 	if !o.Unsandboxed {
-		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, pathOf(venv), plan.ToolchainsFound)...)
+		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, launch.PathOf(venv), plan.ToolchainsFound)...)
 		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
 	}
 	if seg := hiddenSegment(vdir); seg != "" {
@@ -376,14 +377,14 @@ func (p *planning) scan(ctx context.Context) error {
 // repository's own and is not checked.
 func unresolved(o Options, command string, tc toolenv.Set, path string, found []config.Toolchain) []string {
 	lists := o.Config.Lists(true)
-	system := append(sandbox.DefaultSystem(), toolchainRoots(path)...)
+	system := append(sandbox.DefaultSystem(), launch.ToolchainRoots(path)...)
 	shown := append(append([]string{}, lists.ReadPaths...), tc.Read...)
 	hide := append(append(sandbox.DefaultHide(), lists.HidePaths...), tc.Hide...)
 	if home := o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
 		hide = append(hide, filepath.Clean(home))
 	}
 	visible := func(p string) bool {
-		for _, q := range []string{p, realPath(p)} {
+		for _, q := range []string{p, launch.RealPath(p)} {
 			if insideAnyPath(q, shown) || insideAnyPath(q, system) && !insideAnyPath(q, hide) {
 				return true
 			}
@@ -398,18 +399,18 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 		if in := toolenv.Resolve(prog, path, visible); in != "" {
 			// Found, but maybe not the one the user runs: pyenv's python3
 			// on the host, the system's in the sandbox.
-			if host := lookIn(prog, o.Getenv("PATH")); host != "" && host != in && !strings.Contains(prog, "/") && !visible(host) {
+			if host := launch.LookIn(prog, o.Getenv("PATH")); host != "" && host != in && !strings.Contains(prog, "/") && !visible(host) {
 				out = append(out, fmt.Sprintf("the verification's %s is %s inside the sandbox but %s on this host, which the sandbox does not show; declare its toolchain in the config's \"toolchains\" to use it", prog, in, host))
 			}
 			continue
 		}
 		msg := fmt.Sprintf("the verification runs %s, which does not resolve inside the sandbox's view (PATH %s): the run would end TEST_NOT_RUN (exit 127)", prog, path)
-		if host := lookIn(prog, o.Getenv("PATH")); host != "" && !strings.Contains(prog, "/") {
+		if host := launch.LookIn(prog, o.Getenv("PATH")); host != "" && !strings.Contains(prog, "/") {
 			msg += "; on this host it is " + host
 		}
 		for _, t := range found {
 			for _, d := range t.Path {
-				if lookIn(filepath.Base(prog), d) != "" {
+				if launch.LookIn(filepath.Base(prog), d) != "" {
 					msg += fmt.Sprintf("; it is in the %s toolchain listed under toolchains_found: add that entry to the config's \"toolchains\"", t.Name)
 				}
 			}

@@ -19,7 +19,7 @@ import (
 // written; the returned error says the evidence is incomplete.
 func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
 	r.SetStep(ctoharness.StepReport)
-	r.stopEgress()
+	r.launcher.StopEgress()
 	r.agent.closeMeter()
 	r.adv.Close()
 	r.freeSpace()

@@ -16,10 +16,9 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runclock"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/runsink"
-	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
-	"github.com/cto-harness/cto-harness/harness/supervise"
+	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -38,17 +37,13 @@ type run struct {
 	before        *ctoharness.SourceProof
 	fixture       string // set once the fixture exists
 	contract      *task.Contract
-	facts         sandbox.Facts           // what the machine can enforce, probed at the gate
 	profile       profile.Policy          // the execution profile's limits
 	agent         *agentRun               // set at the gate when a coding agent runs as Case
 	adv           *adversary.Agent        // set at the contract when the task's adversary is a coding agent
-	net           *netState               // network egress, when an allowlist is in force
 	prev          *gates.Record           // the previous stage's record the gate accepted
-	superMode     supervise.Mode          // how an unsandboxed Case's process tree is held (see confine.go)
 	freed         bool                    // the disk filled up and the partial fixture and scratch were removed (diskfull.go)
 	interrupt     context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
-	views         map[bool]*sandbox.View  // the filesystem views built for Case (false) and verification (true)
-	viewFiles     map[bool][]sandbox.Bind // the harness-supplied files each view was built with
+	launcher      *launch.Launcher        // every command's sandbox, view and network (package launch)
 }
 
 // Run performs one run and returns its report. The error is non-nil only when
@@ -88,6 +83,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	rep := newReport(o, runID, nonce, prof, workspace, runDir, now)
 	r.Sink = runsink.New(runID, nonce, dir, tr, rep, func() time.Time { return r.o.Clock() }, runsink.StopCause(ctx))
 	r.SetRedactor(redactor{r})
+	r.launcher = r.newLauncher()
 	if r.Events, err = dir.OpenEvents(runID, nonce, r.Clock); err != nil {
 		r.BlockWrite(err, ctoharness.StepGate)
 	}

@@ -20,11 +20,9 @@ import (
 // verification checkout (the setup or the verification): the checkout's
 // scratch, and cmd's own network allowlist.
 func (r *run) verifyEnv(cmd egress.Command, scratch string) ([]string, verify.Policy) {
-	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.netEnv(cmd)...)
+	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(cmd)...)
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
-	if r.net != nil {
-		pol.NetAllowed = r.net.policy.For(cmd).HasHost
-	}
+	pol.NetAllowed = r.launcher.NetAllowed(cmd)
 	return env, pol
 }
 
@@ -50,7 +48,7 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 	env, pol := r.verifyEnv(egress.CommandSetup, scratch)
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
-		Tracer: r.Trace, Wrap: r.wrapFor(egress.CommandSetup)}
+		Tracer: r.Trace, Wrap: r.launcher.WrapFor(egress.CommandSetup)}
 	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
 	r.o.Progress.Step("setup")
 	before := r.checkoutGit(ctx, work)
@@ -88,10 +86,7 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 // policy let the connection through and this machine's network failed it
 // (no route, a name that does not resolve), which no config change fixes.
 func (r *run) unreachableSuffix(cmd egress.Command) string {
-	if r.net == nil {
-		return ""
-	}
-	eps := r.net.fwd.Unreachable(cmd)
+	eps := r.launcher.Unreachable(cmd)
 	if len(eps) == 0 {
 		return ""
 	}

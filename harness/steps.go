@@ -32,6 +32,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/step/testverdict"
 	"github.com/cto-harness/cto-harness/harness/store"
@@ -71,7 +72,7 @@ func (r *run) gate(ctx context.Context) bool {
 		r.checkTools()
 	}
 	if r.OK() {
-		r.probeSandbox()
+		r.launcher.Probe()
 	}
 	if r.OK() && r.Report.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
@@ -140,6 +141,7 @@ func (r *run) classify(ctx context.Context) bool {
 	if repo.Separate() {
 		r.Report.SourceGitDir = repo.GitDir
 	}
+	r.launcher.SetSource(launch.Source{Root: repo.Root, Given: repo.Given, GitDir: r.Report.SourceGitDir})
 	if r.o.Spec == nil && builtin == "" && r.o.RequireTask {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
 			Message: fmt.Sprintf("no task was given for %s: the built-in sample task (a note in CASE_NOTES.md) would grade none of its tests; "+
@@ -163,6 +165,7 @@ func (r *run) classify(ctx context.Context) bool {
 		r.Report.HiddenTests = rec
 	}
 	r.spec = spec
+	r.launcher.SetTask(spec)
 	r.Report.AllowedPaths = append([]string{}, spec.AllowedPaths...)
 	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
 	// Fixed in the event chain before Case starts: the criteria cannot
@@ -430,6 +433,7 @@ func (r *run) copyFixture(ctx context.Context) (record, bool) {
 	rec.fixture = mnt
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		r.fixture = dst
+		r.launcher.SetFixture(dst)
 		r.Report.FixturePath = dst
 	}
 	if err != nil {
@@ -523,6 +527,7 @@ func (r *run) writeContract(ctx context.Context) bool {
 		return false
 	}
 	r.contract = &c
+	r.launcher.SetLimits(c.Limits)
 	r.Emit(ctx, ctoharness.EvTaskContractWritten, map[string]any{"contract": evidence.TaskFile, "allowed_paths": c.AllowedPaths})
 	return r.OK()
 }
@@ -629,7 +634,7 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 	}
 	var err error
 	var watch *notify.Watch
-	if l.launch, l.attr, l.extra, watch, err = r.launchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
+	if l.launch, l.attr, l.extra, watch, err = r.launcher.LaunchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
 		l.closeLogs()
 		l.cmds.Close()
@@ -654,7 +659,7 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return false
 	}
-	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.Dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.netEnv(egress.CommandCase)...)
+	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.Dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(egress.CommandCase)...)
 	if r.agent == nil {
 		return true
 	}
@@ -893,7 +898,7 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, war
 		return work, scratch, co, false
 	}
 	if !r.o.Unsandboxed {
-		if _, err := r.view(ctx, true, []string{"/bin/sh"}); err != nil {
+		if _, err := r.launcher.View(ctx, true, []string{"/bin/sh"}); err != nil {
 			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
 			r.skipVerify("the verification command's sandbox could not be built")
 			return work, scratch, co, false
@@ -921,7 +926,7 @@ func (r *run) runVerification(ctx context.Context, own record, work, scratch str
 	env, pol := r.verifyEnv(egress.CommandVerify, scratch)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.Trace}
-	in.Wrap = r.wrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
+	in.Wrap = r.launcher.WrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
 	r.o.Progress.Step("verification")
 	gitBefore := r.checkoutGit(ctx, work)
 	reports, ok := r.collectReports(work, &in)

@@ -206,8 +206,8 @@ func (r *run) ecoEnv(cmd egress.Command, env []string) []string {
 		return env
 	}
 	allowed := func(string) bool { return false }
-	if r.net != nil {
-		allowed = r.net.policy.For(cmd).HasHost
+	if a := r.launcher.NetAllowed(cmd); a != nil {
+		allowed = a
 	}
 	if add := e.env(envValue(env, "HOME"), allowed); len(add) > 0 {
 		env = replaceEnv(env, add)

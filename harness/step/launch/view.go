@@ -1,4 +1,4 @@
-package harness
+package launch
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/toolenv"
 )
 
 // toolchainCommands are looked up on the command's PATH; the install root of
@@ -22,64 +23,64 @@ import (
 // paths unless a hidden path holds it.
 var toolchainCommands = []string{"go", "node", "npm", "python3", "git"}
 
-// view returns the filesystem view of Case (verification false) or of the
+// View returns the filesystem view of Case (verification false) or of the
 // verification command, building and trying it on first use. A view that
 // cannot be built is an error, so the caller blocks with SANDBOX_UNAVAILABLE
 // before any process of that kind starts. argv is the command, whose
 // executable must be visible. files are extra read-only files the harness
 // puts into the view (a generated /etc/hosts); they replace what the host has
 // at their paths.
-func (r *run) view(ctx context.Context, verification bool, argv []string, files ...sandbox.Bind) (*sandbox.View, error) {
-	if v, ok := r.views[verification]; ok && slices.Equal(r.viewFiles[verification], files) {
+func (l *Launcher) View(ctx context.Context, verification bool, argv []string, files ...sandbox.Bind) (*sandbox.View, error) {
+	if v, ok := l.views[verification]; ok && slices.Equal(l.viewFiles[verification], files) {
 		return v, nil
 	}
-	v, rec, err := r.planView(verification, argv)
+	v, rec, err := l.PlanView(verification, argv)
 	if err != nil {
 		return nil, err
 	}
 	v.Files = append(v.Files, files...)
-	pol := r.policy(verification)
+	pol := l.Policy(verification)
 	pol.View = v
-	work, _ := r.roots(verification)
+	work, _ := l.Roots(verification)
 	var trial sandbox.Trial
-	if r.o.ViewTrials != nil {
-		trial, err = r.o.ViewTrials.Try(ctx, r.o.SelfExe, pol, work, r.viewShape(pol))
+	if l.in.Trials != nil {
+		trial, err = l.in.Trials.Try(ctx, l.in.SelfExe, pol, work, viewShape(pol, l.sink.RunID))
 	} else {
-		trial, err = sandbox.Try(ctx, r.o.SelfExe, pol, work)
+		trial, err = sandbox.Try(ctx, l.in.SelfExe, pol, work)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the sandbox's filesystem view cannot be built: %w", err)
 	}
 	v.Expect = sandbox.Digest(trial.View) // every launch must build exactly this view
-	if sec := exposedSecret(trial.View, r.secretPaths()); sec != "" && r.Report.UnsignedReason == "" {
+	if sec := exposedSecret(trial.View, l.secretPaths()); sec != "" && l.sink.Report.UnsignedReason == "" {
 		kind := "Case's"
 		if verification {
 			kind = "the verification command's"
 		}
-		r.Report.UnsignedReason = fmt.Sprintf("%s sandbox view shows %s (the signing key, another key next to it, or the config): evidence a command could have forged with that key is never signed; hide it with sandbox.hide_paths or move the key", kind, sec)
+		l.sink.Report.UnsignedReason = fmt.Sprintf("%s sandbox view shows %s (the signing key, another key next to it, or the config): evidence a command could have forged with that key is never signed; hide it with sandbox.hide_paths or move the key", kind, sec)
 	}
 	rec.Mounts = viewMounts(trial.View)
 	rec.Digest = ctoharness.ViewDigest(rec.Mounts)
 	if verification {
-		r.Report.Sandbox.VerificationView = &rec
+		l.sink.Report.Sandbox.VerificationView = &rec
 	} else {
-		r.Report.Sandbox.View = &rec
+		l.sink.Report.Sandbox.View = &rec
 	}
-	if r.views == nil {
-		r.views = map[bool]*sandbox.View{}
+	if l.views == nil {
+		l.views = map[bool]*sandbox.View{}
 	}
-	r.views[verification] = v
-	if r.viewFiles == nil {
-		r.viewFiles = map[bool][]sandbox.Bind{}
+	l.views[verification] = v
+	if l.viewFiles == nil {
+		l.viewFiles = map[bool][]sandbox.Bind{}
 	}
-	r.viewFiles[verification] = files
+	l.viewFiles[verification] = files
 	return v, nil
 }
 
 // viewShape is what pol's view has in common with the same kind of view of
 // another run: its lists and writable directories, with this run's id
-// (which names its run and work directories) taken out.
-func (r *run) viewShape(pol sandbox.Policy) string {
+// (runID, which names its run and work directories) taken out.
+func viewShape(pol sandbox.Policy, runID string) string {
 	b, err := json.Marshal(struct {
 		View     *sandbox.View
 		Writable []string
@@ -87,55 +88,55 @@ func (r *run) viewShape(pol sandbox.Policy) string {
 	if err != nil {
 		return "" // never equal to a real shape's JSON: tried every time
 	}
-	return strings.ReplaceAll(string(b), r.RunID, "{run}")
+	return strings.ReplaceAll(string(b), runID, "{run}")
 }
 
-// planView assembles the view's lists: the defaults, the config's lists for
+// PlanView assembles the view's lists: the defaults, the config's lists for
 // this kind of command narrowed by the task's, the command's executable,
 // and everything the harness knows the command must never see.
-func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharness.ViewRecord, error) {
-	cfg := r.o.Config.Lists(verification)
-	tsk := r.spec.ViewLists(verification)
+func (l *Launcher) PlanView(verification bool, argv []string) (*sandbox.View, ctoharness.ViewRecord, error) {
+	cfg := l.in.Config.Lists(verification)
+	tsk := l.spec.ViewLists(verification)
 	system := sandbox.DefaultSystem()
 	read := cfg.ReadPaths
 	if tsk.ReadPaths != nil {
 		allowed := append(append([]string{}, system...), cfg.ReadPaths...)
 		for _, p := range tsk.ReadPaths {
-			if !insideAnyPath(p, allowed) {
+			if !InsideAny(p, allowed) {
 				return nil, ctoharness.ViewRecord{}, fmt.Errorf("the task's sandbox read path %s is not inside a default or configured read path; a task can narrow the view, never widen it", p)
 			}
 		}
 		read = tsk.ReadPaths
 	}
 	hide := append(append(sandbox.DefaultHide(), cfg.HidePaths...), tsk.HidePaths...)
-	if d := r.spec.HiddenTests; d != "" {
+	if d := l.spec.HiddenTests; d != "" {
 		hide = append(hide, d) // laid into the verification's checkout; never shown to Case
 	}
 	// The harness user's own home, wherever it is.
-	if home := r.o.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
+	if home := l.in.Getenv("HOME"); filepath.IsAbs(home) && filepath.Clean(home) != "/" {
 		hide = append(hide, filepath.Clean(home))
 	}
 	cmd := egress.CommandCase
 	if verification {
 		cmd = egress.CommandVerify
 	}
-	tc, _ := tools(r.o, cmd) // checked at the gate
+	var tc toolenv.Set
+	if l.in.Tools != nil {
+		tc = l.in.Tools(cmd) // checked at the gate
+	}
 	hide = append(hide, tc.Hide...)
-	hostPath := pathOf(tc.Apply(backend.Env(r.scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)))
-	system = append(system, toolchainRoots(hostPath)...)
-	work, _ := r.roots(verification)
-	v := &sandbox.View{System: system, Hide: hide, Protected: r.protectedPaths(), Cwd: work}
+	hostPath := PathOf(tc.Apply(backend.Env(l.in.Scratch, "", l.in.Getenv("PATH"), l.src.Root, l.src.GitDir)))
+	system = append(system, ToolchainRoots(hostPath)...)
+	work, _ := l.Roots(verification)
+	v := &sandbox.View{System: system, Hide: hide, Protected: l.protectedPaths(), Cwd: work}
 	v.Read = append(v.Read, read...)
 	for _, p := range tc.Read {
 		if !slices.Contains(v.Read, p) {
 			v.Read = append(v.Read, p)
 		}
 	}
-	if _, scratch := r.roots(verification); scratch != "" {
-		if err := r.warmView(v, verification); err != nil {
-			return nil, ctoharness.ViewRecord{}, err
-		}
-		if err := r.ecoView(v, scratch); err != nil {
+	if _, scratch := l.Roots(verification); scratch != "" && l.in.Warm != nil {
+		if err := l.in.Warm(v, verification, scratch); err != nil {
 			return nil, ctoharness.ViewRecord{}, err
 		}
 	}
@@ -143,7 +144,7 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 		v.Read = commandReads(v.Read, argv, system, hostPath)
 	}
 	if !verification {
-		task := r.Dir.Path(evidence.TaskFile)
+		task := l.sink.Dir.Path(evidence.TaskFile)
 		if abs, err := filepath.Abs(task); err == nil {
 			v.Files = append(v.Files, sandbox.Bind{Path: abs, Source: abs})
 		}
@@ -159,21 +160,21 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 func commandReads(read, argv, system []string, hostPath string) []string {
 	exe := argv[0]
 	if !filepath.IsAbs(exe) {
-		exe = lookIn(exe, hostPath)
+		exe = LookIn(exe, hostPath)
 	}
-	if exe != "" && !insideAnyPath(exe, system) {
+	if exe != "" && !InsideAny(exe, system) {
 		read = append(read, filepath.Clean(exe))
 	}
 	for _, a := range argv[1:] {
-		if filepath.IsAbs(a) && !insideAnyPath(a, system) && !slices.Contains(read, filepath.Clean(a)) {
+		if filepath.IsAbs(a) && !InsideAny(a, system) && !slices.Contains(read, filepath.Clean(a)) {
 			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
 				read = append(read, filepath.Clean(a))
 			}
 		}
 	}
 	for _, p := range append([]string{}, read...) {
-		for _, q := range []string{p, realPath(p)} {
-			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !insideAnyPath(q[:i], system) {
+		for _, q := range []string{p, RealPath(p)} {
+			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !InsideAny(q[:i], system) {
 				read = append(read, q[:i])
 			}
 		}
@@ -186,10 +187,10 @@ func commandReads(read, argv, system []string, hostPath string) []string {
 // Target and external root, the config file, the evidence signing key and
 // the runs directory (this run's fixture and scratch come back as writable
 // binds, the task file as a file bind).
-func (r *run) protectedPaths() []string {
+func (l *Launcher) protectedPaths() []string {
 	var out []string
-	c := r.o.Config
-	for _, group := range [][]string{{r.repo.Root, r.repo.Given, r.Report.SourceGitDir, r.o.RunsDir}, r.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
+	c := l.in.Config
+	for _, group := range [][]string{{l.src.Root, l.src.Given, l.src.GitDir, l.in.RunsDir}, l.secretPaths(), c.OwnedSources, c.TargetRoots, c.ExternalRoots} {
 		for _, p := range group {
 			if p == "" {
 				continue
@@ -217,11 +218,11 @@ func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
 	return out
 }
 
-// toolchainRoots finds the install roots of the toolchain commands on path.
-func toolchainRoots(path string) []string {
+// ToolchainRoots finds the install roots of the toolchain commands on path.
+func ToolchainRoots(path string) []string {
 	var out []string
 	for _, c := range toolchainCommands {
-		exe := lookIn(c, path)
+		exe := LookIn(c, path)
 		if exe == "" {
 			continue
 		}
@@ -240,8 +241,8 @@ func toolchainRoots(path string) []string {
 	return out
 }
 
-// lookIn finds name on the PATH list path ("" when absent).
-func lookIn(name, path string) string {
+// LookIn finds name on the PATH list path ("" when absent).
+func LookIn(name, path string) string {
 	for _, d := range filepath.SplitList(path) {
 		p := filepath.Join(d, name)
 		if _, err := exec.LookPath(p); err == nil {
@@ -251,7 +252,8 @@ func lookIn(name, path string) string {
 	return ""
 }
 
-func pathOf(env []string) string {
+// PathOf is the PATH an environment list sets ("" when it sets none).
+func PathOf(env []string) string {
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			return v
@@ -260,7 +262,8 @@ func pathOf(env []string) string {
 	return ""
 }
 
-func insideAnyPath(p string, roots []string) bool {
+// InsideAny says whether p is at or below one of roots (lexically).
+func InsideAny(p string, roots []string) bool {
 	for _, root := range roots {
 		rel, err := filepath.Rel(root, p)
 		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
@@ -270,9 +273,17 @@ func insideAnyPath(p string, roots []string) bool {
 	return false
 }
 
-func realPath(p string) string {
+// RealPath is p with every symlink resolved, or p itself when it cannot be.
+func RealPath(p string) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
 	}
 	return p
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package harness
+package launch
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
@@ -21,12 +22,17 @@ const maxKeyDirEntries = 4096
 // other private key next to the signing key (a rotated key keeps signing
 // power). Public keys are masked too: they are harmless, but a view never
 // needs them.
-func (r *run) secretPaths() []string {
-	c := r.o.Config
-	named := []string{c.Path, c.Signing.KeyFile, r.o.Getenv(attest.EnvSigningKeyFile)}
+func (l *Launcher) secretPaths() []string {
+	return secretPaths(l.in.Config, l.in.Getenv(attest.EnvSigningKeyFile), l.in.SignerFile)
+}
+
+// secretPaths are the secrets of config c, the signing key variable's
+// value envKey and the signer's file signer ("" for none).
+func secretPaths(c config.Config, envKey, signer string) []string {
+	named := []string{c.Path, c.Signing.KeyFile, envKey}
 	named = append(named, c.Signing.TrustedKeys...)
-	if s := r.o.Signing.Signer; s != nil {
-		named = append(named, s.File())
+	if signer != "" {
+		named = append(named, signer)
 	}
 	seen := map[string]bool{}
 	var out []string
@@ -49,30 +55,23 @@ func (r *run) secretPaths() []string {
 			continue
 		}
 		add(abs)
-		real := realPath(abs)
+		real := RealPath(abs)
 		add(real)
 	}
 	// Rotated keys: the signing key's directories, as named and as real.
 	var keyDirs []string
-	for _, p := range []string{c.Signing.KeyFile, r.o.Getenv(attest.EnvSigningKeyFile), signerFile(r.o.Signing.Signer)} {
+	for _, p := range []string{c.Signing.KeyFile, envKey, signer} {
 		if filepath.IsAbs(p) {
-			keyDirs = append(keyDirs, filepath.Dir(p), filepath.Dir(realPath(p)))
+			keyDirs = append(keyDirs, filepath.Dir(p), filepath.Dir(RealPath(p)))
 		}
 	}
 	for _, d := range keyDirs {
 		for _, k := range privateKeysIn(d) {
 			add(k)
-			add(realPath(k))
+			add(RealPath(k))
 		}
 	}
 	return out
-}
-
-func signerFile(s *attest.Signer) string {
-	if s == nil {
-		return ""
-	}
-	return s.File()
 }
 
 // privateKeysIn lists the regular files of dir that hold a PEM private key
@@ -118,7 +117,7 @@ func holdsPrivateKey(p string) bool {
 func exposedSecret(mounts []sandbox.Mount, secrets []string) string {
 	for _, sec := range secrets {
 		for _, m := range mounts {
-			if m.Kind != sandbox.MountBind || !insideAnyPath(sec, []string{m.Source}) {
+			if m.Kind != sandbox.MountBind || !InsideAny(sec, []string{m.Source}) {
 				continue
 			}
 			if m.File && m.Source != sec {
@@ -132,7 +131,7 @@ func exposedSecret(mounts []sandbox.Mount, secrets []string) string {
 			// The deepest mount at or above at decides what is there.
 			top := -1
 			for i, o := range mounts {
-				if insideAnyPath(at, []string{o.Path}) && (top < 0 || len(o.Path) > len(mounts[top].Path)) {
+				if InsideAny(at, []string{o.Path}) && (top < 0 || len(o.Path) > len(mounts[top].Path)) {
 					top = i
 				}
 			}

@@ -1,4 +1,4 @@
-package harness
+package launch
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // netState is the run's network egress: the allowlists, each command's
@@ -37,41 +37,37 @@ type netState struct {
 	watches []*notify.Watch
 }
 
-// checkNet refuses malformed --allow-net / --verify-allow-net values before
-// anything is written.
-func (o *Options) checkNet() error {
-	for _, l := range [][]string{o.AllowNetCase, o.AllowNetVerify, o.AllowNetSetup} {
-		for _, s := range l {
-			if _, err := egress.ParseEndpoint(s); err != nil {
-				return fmt.Errorf("%w: %v", ErrUsage, err)
-			}
-		}
-	}
-	return nil
+// Grants are the network endpoints the user granted a run: the config's
+// lists and the --allow-net flags (with where each flag came from).
+type Grants struct {
+	Config              *config.NetworkAllow
+	Case, Verify, Setup []string
+	Origin              map[string]string
 }
 
-// netPolicy resolves each command's allowlist: the config's and the flags'
-// entries are granted as given; each of the task's entries must be covered
-// by them (a task never widens what the user granted).
-func (r *run) netPolicy() (egress.Policy, error) {
-	p, err := netPolicy(r.o, r.spec)
-	if err != nil || r.adv == nil {
+// netPolicy is NetPolicy for the run's task, with the adversary's meter
+// (meter, "" when the adversary is no agent) as its agent's only endpoint.
+func (l *Launcher) netPolicy(meter string) (egress.Policy, error) {
+	p, err := NetPolicy(l.in.Grants, l.spec.Network)
+	if err != nil || meter == "" {
 		return p, err
 	}
 	// The adversary's agent reaches its meter and nothing else.
-	ep := r.adv.Endpoint()
-	if p.Adversary, err = egress.ParseList([]string{ep}, egress.SourceFlag, map[string]string{ep: "adversary"}); err != nil {
+	if p.Adversary, err = egress.ParseList([]string{meter}, egress.SourceFlag, map[string]string{meter: "adversary"}); err != nil {
 		return p, ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepContract, err, "the adversary's model meter address cannot be allowed")
 	}
 	return p, nil
 }
 
-func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
+// NetPolicy resolves each command's allowlist: the config's and the flags'
+// entries are granted as given; each of the task's entries (asked) must be
+// covered by them (a task never widens what the user granted).
+func NetPolicy(g Grants, asked *task.NetworkAllow) (egress.Policy, error) {
 	var cfgCase, cfgVerify, cfgSetup, specCase, specVerify, specSetup []string
-	if n := o.Config.Network; n != nil {
+	if n := g.Config; n != nil {
 		cfgCase, cfgVerify, cfgSetup = n.CaseAllow, n.VerifyAllow, n.SetupAllow
 	}
-	if n := spec.Network; n != nil {
+	if n := asked; n != nil {
 		specCase, specVerify, specSetup = n.CaseAllow, n.VerifyAllow, n.SetupAllow
 	}
 	resolve := func(what string, cfg, flags, spec []string) (egress.List, error) {
@@ -79,7 +75,7 @@ func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 		if err != nil {
 			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "the config's network %s list is invalid", what)
 		}
-		f, err := egress.ParseList(flags, egress.SourceFlag, o.AllowNetOrigin)
+		f, err := egress.ParseList(flags, egress.SourceFlag, g.Origin)
 		if err != nil {
 			return nil, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepContract, err, "a --allow-net value is invalid")
 		}
@@ -96,52 +92,52 @@ func netPolicy(o Options, spec task.Spec) (egress.Policy, error) {
 		}
 		return granted.Merge(kept), nil
 	}
-	caseList, err := resolve("case_allow", cfgCase, o.AllowNetCase, specCase)
+	caseList, err := resolve("case_allow", cfgCase, g.Case, specCase)
 	if err != nil {
 		return egress.Policy{}, err
 	}
-	verifyList, err := resolve("verify_allow", cfgVerify, o.AllowNetVerify, specVerify)
+	verifyList, err := resolve("verify_allow", cfgVerify, g.Verify, specVerify)
 	if err != nil {
 		return egress.Policy{}, err
 	}
-	setupList, err := resolve("setup_allow", cfgSetup, o.AllowNetSetup, specSetup)
+	setupList, err := resolve("setup_allow", cfgSetup, g.Setup, specSetup)
 	if err != nil {
 		return egress.Policy{}, err
 	}
 	return egress.Policy{Case: caseList, Verify: verifyList, Setup: setupList}, nil
 }
 
-// startEgress sets the run's egress up when an allowlist is in force: the
+// StartEgress sets the run's egress up when an allowlist is in force: the
 // network log, the hosts files and the forwarder. Without any list the
 // commands keep an empty network namespace, and the forwarder only records
 // the socket calls the sandbox refuses: network.jsonl and the report's
 // network section appear with the first such record. Unsandboxed runs
 // have the host's network anyway, so no forwarder is started for them.
-func (r *run) startEgress(ctx context.Context) bool {
-	pol, err := r.netPolicy()
+// meter is the adversary agent's model meter ("" when there is none).
+func (l *Launcher) StartEgress(ctx context.Context, meter string) bool {
+	pol, err := l.netPolicy(meter)
 	if err != nil {
-		r.BlockErr(err, ctoharness.StepContract)
+		l.sink.BlockErr(err, ctoharness.StepContract)
 		return false
 	}
-	if r.o.Unsandboxed {
+	if l.in.Unsandboxed {
 		return true
 	}
 	n := &netState{policy: pol, plans: map[egress.Command]egress.Plan{}, hosts: map[egress.Command]string{}}
 	newForwarder := func(log *lazyLog) *egress.Forwarder {
-		return egress.New(egress.Options{Policy: pol, Log: log, Clock: r.o.Clock,
-			Limits:   egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
-			Validate: r.o.Schemas.Validator(schemas.NetworkRecord)})
+		return egress.New(egress.Options{Policy: pol, Log: log, Clock: l.in.Clock,
+			Limits: l.in.NetLimits, Validate: l.in.ValidateNet})
 	}
 	if pol.Empty() {
-		n.log = &lazyLog{open: func() (*os.File, error) { return r.Dir.OpenAppend(evidence.NetworkLog) }}
+		n.log = &lazyLog{open: func() (*os.File, error) { return l.sink.Dir.OpenAppend(evidence.NetworkLog) }}
 		n.fwd = newForwarder(n.log)
-		r.net = n
+		l.net = n
 		return true
 	}
-	dir := filepath.Join(r.Report.RuntimeWorkspaceRoot, egress.HostsDir)
-	r.Trace.Trace(ctoharness.TraceMkdir, dir)
+	dir := filepath.Join(l.sink.Report.RuntimeWorkspaceRoot, egress.HostsDir)
+	l.sink.Trace.Trace(ctoharness.TraceMkdir, dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+		l.sink.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 			Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
 		return false
 	}
@@ -151,45 +147,45 @@ func (r *run) startEgress(ctx context.Context) bool {
 		}
 		plan := egress.NewPlan(cmd, pol.For(cmd))
 		p := filepath.Join(dir, "hosts-"+string(cmd))
-		r.Trace.Trace(ctoharness.TraceWrite, p)
+		l.sink.Trace.Trace(ctoharness.TraceWrite, p)
 		if err := os.WriteFile(p, plan.Hosts(), 0o644); err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			l.sink.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 				Message: fmt.Sprintf("network egress cannot be set up: %v", err)})
 			return false
 		}
 		n.plans[cmd], n.hosts[cmd] = plan, p
 	}
-	f, err := r.Dir.OpenAppend(evidence.NetworkLog)
+	f, err := l.sink.Dir.OpenAppend(evidence.NetworkLog)
 	if err != nil {
-		r.BlockWrite(err, ctoharness.StepContract)
+		l.sink.BlockWrite(err, ctoharness.StepContract)
 		return false
 	}
 	n.log = &lazyLog{f: f}
 	n.fwd = newForwarder(n.log)
-	r.net = n
+	l.net = n
 	for _, kv := range (egress.Plan{}).ProxyEnv() {
 		k, _, _ := strings.Cut(kv, "=")
-		r.Report.Sandbox.EnvAllowlist = append(r.Report.Sandbox.EnvAllowlist, k)
+		l.sink.Report.Sandbox.EnvAllowlist = append(l.sink.Report.Sandbox.EnvAllowlist, k)
 	}
 	sum := n.fwd.Summary()
-	r.Report.Network = &sum
-	return r.tryEgress(ctx)
+	l.sink.Report.Network = &sum
+	return l.tryEgress(ctx)
 }
 
 // tryEgress builds each command's network layout once in a throwaway
 // launcher, so a layout that cannot be built blocks before any command
 // starts (never a fallback to the host network).
-func (r *run) tryEgress(ctx context.Context) bool {
-	if err := r.makeScratch(); err != nil {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+func (l *Launcher) tryEgress(ctx context.Context) bool {
+	if err := l.in.MakeScratch(); err != nil {
+		l.sink.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 			Message: fmt.Sprintf("network egress cannot be tried: %v", err)})
 		return false
 	}
 	for _, cmd := range egress.Commands() {
-		if _, ok := r.net.plans[cmd]; !ok {
+		if _, ok := l.net.plans[cmd]; !ok {
 			continue
 		}
-		nw, ctl, connects, err := r.netLayout(cmd)
+		nw, ctl, connects, err := l.netLayout(cmd)
 		if err == nil {
 			var watchCtl *os.File
 			var w *notify.Watch
@@ -198,16 +194,16 @@ func (r *run) tryEgress(ctx context.Context) bool {
 			} else {
 				// Only the network is tried here: the verification's own
 				// directories do not exist yet, so Case's stand in.
-				pol := r.policy(false)
+				pol := l.Policy(false)
 				pol.Network = nw
-				err = sandbox.TryNetwork(ctx, r.o.SelfExe, pol, ctl, watchCtl)
+				err = sandbox.TryNetwork(ctx, l.in.SelfExe, pol, ctl, watchCtl)
 				if werr := w.Close(); err == nil {
 					err = werr
 				}
 			}
 		}
 		if err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
+			l.sink.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepContract,
 				Message: fmt.Sprintf("the network egress of the %s command cannot be set up: %v", cmd, err)})
 			return false
 		}
@@ -215,12 +211,12 @@ func (r *run) tryEgress(ctx context.Context) bool {
 	return true
 }
 
-// netEnv are the proxy variables of cmd, when it has an allowlist.
-func (r *run) netEnv(cmd egress.Command) []string {
-	if r.net == nil {
+// NetEnv are the proxy variables of cmd, when it has an allowlist.
+func (l *Launcher) NetEnv(cmd egress.Command) []string {
+	if l == nil || l.net == nil {
 		return nil
 	}
-	plan, ok := r.net.plans[cmd]
+	plan, ok := l.net.plans[cmd]
 	if !ok {
 		return nil
 	}
@@ -230,15 +226,15 @@ func (r *run) netEnv(cmd egress.Command) []string {
 // netLayout attaches a forwarder session for one launch of cmd and returns
 // the layout the launcher must build, the control socket it gets as fd 3,
 // and the session's connection watch. All are nil without an allowlist.
-func (r *run) netLayout(cmd egress.Command) (*sandbox.Network, *os.File, notify.Handler, error) {
-	if r.net == nil {
+func (l *Launcher) netLayout(cmd egress.Command) (*sandbox.Network, *os.File, notify.Handler, error) {
+	if l.net == nil {
 		return nil, nil, nil, nil
 	}
-	plan, ok := r.net.plans[cmd]
+	plan, ok := l.net.plans[cmd]
 	if !ok {
 		return nil, nil, nil, nil
 	}
-	child, connects, err := r.net.fwd.Attach(plan)
+	child, connects, err := l.net.fwd.Attach(plan)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("network egress for %s cannot be set up: %w", cmd, err)
 	}
@@ -246,67 +242,67 @@ func (r *run) netLayout(cmd egress.Command) (*sandbox.Network, *os.File, notify.
 	for i, a := range plan.Addrs {
 		addrs[i] = a.String()
 	}
-	return &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, Addrs: addrs, HostsFile: r.net.hosts[cmd]},
+	return &sandbox.Network{Ports: plan.Ports, ProxyPort: plan.ProxyPort, Addrs: addrs, HostsFile: l.net.hosts[cmd]},
 		child, connects, nil
 }
 
-// stopEgress stops the forwarder, closes network.jsonl and records the
+// StopEgress stops the forwarder, closes network.jsonl and records the
 // summary. A record that could not be written, or listeners the harness
 // could not take, block the run.
-func (r *run) stopEgress() {
-	if r.net == nil {
+func (l *Launcher) StopEgress() {
+	if l.net == nil {
 		return
 	}
-	r.net.fwd.Close()
-	r.net.mu.Lock()
-	watches := r.net.watches
-	r.net.watches = nil
-	r.net.mu.Unlock()
+	l.net.fwd.Close()
+	l.net.mu.Lock()
+	watches := l.net.watches
+	l.net.watches = nil
+	l.net.mu.Unlock()
 	var broken []string
 	for _, w := range watches {
 		if err := w.Close(); err != nil {
 			broken = append(broken, err.Error())
 		}
 	}
-	sum := r.net.fwd.Summary()
-	if !r.net.policy.Empty() || sum.Attempts > 0 || len(sum.Errors) > 0 {
+	sum := l.net.fwd.Summary()
+	if !l.net.policy.Empty() || sum.Attempts > 0 || len(sum.Errors) > 0 {
 		// Without an allowlist the section says what the socket watch
 		// recorded, and is left out when it recorded nothing.
-		r.Report.Network = &sum
+		l.sink.Report.Network = &sum
 	}
-	setup, write := r.net.fwd.Failures()
+	setup, write := l.net.fwd.Failures()
 	setup = append(setup, broken...)
-	write = append(write, r.net.log.close()...)
+	write = append(write, l.net.log.close()...)
 	if len(write) > 0 {
-		r.BlockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
+		l.sink.BlockWrite(fmt.Errorf("%w: %s: %s", evidence.ErrWrite, evidence.NetworkLog, strings.Join(write, "; ")), ctoharness.StepReport)
 	}
 	if len(setup) > 0 {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepReport,
+		l.sink.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepReport,
 			Message: "network egress failed: " + strings.Join(setup, "; ")})
 	}
 }
 
-// wrapFor is the sandbox wrapper of the verification command: its
+// WrapFor is the sandbox wrapper of the verification command: its
 // launches' seccomp watches are closed, and checked, with the forwarder.
-func (r *run) wrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-	return r.wrapIn(cmd, nil)
+func (l *Launcher) WrapFor(cmd egress.Command) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+	return l.WrapIn(cmd, nil)
 }
 
-// wrapIn is wrapFor in a sandbox of the caller's (an extra test run's,
+// WrapIn is WrapFor in a sandbox of the caller's (an extra test run's,
 // whose view shows its own checkout): own, or the verification's when nil.
-func (r *run) wrapIn(cmd egress.Command, own *sandbox.Policy) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+func (l *Launcher) WrapIn(cmd egress.Command, own *sandbox.Policy) func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
 	return func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
-		launch, attr, extra, w, err := r.launchFor(cmd, argv, nil, own)
+		launch, attr, extra, w, err := l.LaunchFor(cmd, argv, nil, own)
 		if w != nil {
-			r.net.mu.Lock()
-			r.net.watches = append(r.net.watches, w)
-			r.net.mu.Unlock()
+			l.net.mu.Lock()
+			l.net.watches = append(l.net.watches, w)
+			l.net.mu.Unlock()
 		}
 		return launch, attr, extra, err
 	}
 }
 
-// launchFor prepares one sandboxed launch of cmd (Case or the verification
+// LaunchFor prepares one sandboxed launch of cmd (Case or the verification
 // command): its egress session when it has an allowlist, and its seccomp
 // watch, which serves the socket watch, the session's connection watch
 // and, when execs is set, the exec watch. The launcher gets the egress
@@ -314,17 +310,17 @@ func (r *run) wrapIn(cmd egress.Command, own *sandbox.Policy) func(argv []string
 // (sandbox.Policy.WatchFD). The caller closes the watch once the launcher
 // has exited; it is nil only unsandboxed. own, when set, is the sandbox to
 // launch in instead of cmd's own (see confine).
-func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watch, own *sandbox.Policy) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
-	if r.o.Unsandboxed {
+func (l *Launcher) LaunchFor(cmd egress.Command, argv []string, execs *execwatch.Watch, own *sandbox.Policy) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
+	if l.in.Unsandboxed {
 		// No forwarder and no namespace: only the supervisor, so that
 		// nothing the command starts outlives the harness.
-		launch, attr, _, err := r.confine(cmd != egress.CommandCase, argv, nil, false, false, nil)
+		launch, attr, _, err := l.confine(cmd != egress.CommandCase, argv, nil, false, false, nil)
 		return launch, attr, nil, nil, err
 	}
-	if r.net == nil {
+	if l.net == nil {
 		return nil, nil, nil, nil, fmt.Errorf("the %s command cannot be launched before the run's network record is set up", cmd)
 	}
-	nw, ctl, connects, err := r.netLayout(cmd)
+	nw, ctl, connects, err := l.netLayout(cmd)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -334,7 +330,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 	}
 	// Every sandboxed launch has the socket watch: the socket calls the
 	// sandbox refuses are recorded in network.jsonl.
-	o := notify.Options{Connect: connects, Socket: r.net.fwd.RefuseSockets(cmd)}
+	o := notify.Options{Connect: connects, Socket: l.net.fwd.RefuseSockets(cmd)}
 	if execs != nil {
 		o.Exec, o.Started = execs.Handle, execs.Start
 	}
@@ -346,7 +342,7 @@ func (r *run) launchFor(cmd egress.Command, argv []string, execs *execwatch.Watc
 		return nil, nil, nil, nil, err
 	}
 	extra = append(extra, watchCtl)
-	launch, attr, pf, err := r.confine(cmd != egress.CommandCase, argv, nw, execs != nil, true, own)
+	launch, attr, pf, err := l.confine(cmd != egress.CommandCase, argv, nw, execs != nil, true, own)
 	if err != nil {
 		for _, f := range extra {
 			f.Close()
@@ -395,4 +391,29 @@ func (l *lazyLog) close() []string {
 		errs = append(errs, err.Error())
 	}
 	return errs
+}
+
+// NetAllowed says which hosts cmd's allowlist lets it reach; nil before
+// the egress is started, and always unsandboxed. The network accessors
+// answer "none" on a nil Launcher, as for a run with no egress.
+func (l *Launcher) NetAllowed(cmd egress.Command) func(host string) bool {
+	if l == nil || l.net == nil {
+		return nil
+	}
+	return l.net.policy.For(cmd).HasHost
+}
+
+// HasAllowlist says whether cmd has any network endpoint to reach through
+// the run's forwarder.
+func (l *Launcher) HasAllowlist(cmd egress.Command) bool {
+	return l != nil && l.net != nil && len(l.net.policy.For(cmd).Strings()) > 0
+}
+
+// Unreachable are the allowed endpoints cmd could not reach from this
+// machine (none before the egress is started).
+func (l *Launcher) Unreachable(cmd egress.Command) []egress.Unreachable {
+	if l == nil || l.net == nil {
+		return nil
+	}
+	return l.net.fwd.Unreachable(cmd)
 }

@@ -1,4 +1,4 @@
-package harness
+package launch
 
 import (
 	"os"
@@ -43,9 +43,7 @@ func TestSecretPaths(t *testing.T) {
 	if err := os.Symlink(realCfg, cfgLink); err != nil {
 		t.Fatal(err)
 	}
-	r := &run{o: Options{Getenv: func(string) string { return "" },
-		Config: config.Config{Path: cfgLink, Signing: config.Signing{KeyFile: link}}}}
-	got := r.secretPaths()
+	got := secretPaths(config.Config{Path: cfgLink, Signing: config.Signing{KeyFile: link}}, "", "")
 	for _, want := range []string{link, realKey, rotated, cfgLink, realCfg} {
 		if !slices.Contains(got, want) {
 			t.Errorf("%s is not masked: %v", want, got)
