@@ -24,7 +24,7 @@ func (r *run) newLauncher() *launch.Launcher {
 	return launch.New(launch.Input{SelfExe: o.SelfExe, Unsandboxed: o.Unsandboxed, Probe: o.SandboxProbe, Trials: o.ViewTrials,
 		Clock: o.Clock, ValidateNet: o.Schemas.Validator(schemas.NetworkRecord),
 		NetLimits: egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
-		Config:    o.Config, Grants: netGrants(o), SignerFile: signer, RunsDir: o.RunsDir,
+		Config:    o.Config, SignerFile: signer, RunsDir: o.RunsDir,
 		Workspace: r.Report.RuntimeWorkspaceRoot, Scratch: r.scratch,
 		// The gate pins some of the environment (checkTools): read it as it is at each call.
 		Getenv: func(k string) string { return r.o.Getenv(k) },
@@ -67,7 +67,8 @@ func (r *run) startEgress(ctx context.Context) bool {
 	if r.adv != nil {
 		meter = r.adv.Endpoint()
 	}
-	return r.launcher.StartEgress(ctx, meter)
+	// The grants as they are now: a coding agent's endpoint joined them at the gate.
+	return r.launcher.StartEgress(ctx, launch.Egress{Grants: netGrants(r.o), Meter: meter})
 }
 
 // roots are the directories a command works in and may write (launch.Launcher.Roots).

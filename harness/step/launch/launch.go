@@ -39,8 +39,7 @@ type Input struct {
 	Clock       func() time.Time                 // the run's clock, for network records
 	ValidateNet func([]byte) error               // checks each network.jsonl record
 	NetLimits   egress.Limits                    // the execution profile's connection and byte limits
-	Config      config.Config                    // view lists, protected roots, network lists, signing files
-	Grants      Grants                           // the network endpoints the user granted
+	Config      config.Config                    // view lists, protected roots, signing files
 	SignerFile  string                           // the evidence signing key's file ("" without one)
 	RunsDir     string                           // hidden from every view
 	Workspace   string                           // runtime_workspace_root: the verification's dirs, the hosts files

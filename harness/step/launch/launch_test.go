@@ -111,20 +111,20 @@ func TestNetPolicy(t *testing.T) {
 func TestStartEgressUnsandboxed(t *testing.T) {
 	s := newSink()
 	l := New(Input{Unsandboxed: true}, s)
-	if !l.StartEgress(context.Background(), "127.0.0.1:4000") || !s.OK() {
+	if !l.StartEgress(context.Background(), Egress{Meter: "127.0.0.1:4000"}) || !s.OK() {
 		t.Fatalf("unsandboxed egress: %+v", s.Report.Blockers)
 	}
 	if l.NetAllowed(egress.CommandVerify) != nil || l.HasAllowlist(egress.CommandAdversary) || l.NetEnv(egress.CommandCase) != nil || l.Unreachable(egress.CommandSetup) != nil {
 		t.Error("an unsandboxed run has a network state")
 	}
 	l.StopEgress() // nothing to stop
-	p, err := l.netPolicy("127.0.0.1:4000")
+	p, err := l.netPolicy(Egress{Meter: "127.0.0.1:4000"})
 	if err != nil || !slices.Equal(p.Adversary.Strings(), []string{"127.0.0.1:4000"}) || len(p.Case) != 0 {
 		t.Errorf("the adversary's policy %+v, %v", p, err)
 	}
 
 	s = newSink()
-	if New(Input{Unsandboxed: true}, s).StartEgress(context.Background(), "no-port") || !s.Has(ctoharness.BlockInternal) {
+	if New(Input{Unsandboxed: true}, s).StartEgress(context.Background(), Egress{Meter: "no-port"}) || !s.Has(ctoharness.BlockInternal) {
 		t.Errorf("a meter address that cannot be allowed: %+v", s.Report.Blockers)
 	}
 	var nl *Launcher

@@ -45,14 +45,23 @@ type Grants struct {
 	Origin              map[string]string
 }
 
+// Egress is what the run's network is started with, known only at the
+// contract: the grants (a coding agent adds its endpoint at the gate) and
+// the adversary agent's model meter ("" when the adversary is no agent).
+type Egress struct {
+	Grants Grants
+	Meter  string
+}
+
 // netPolicy is NetPolicy for the run's task, with the adversary's meter
-// (meter, "" when the adversary is no agent) as its agent's only endpoint.
-func (l *Launcher) netPolicy(meter string) (egress.Policy, error) {
-	p, err := NetPolicy(l.in.Grants, l.spec.Network)
-	if err != nil || meter == "" {
+// as its agent's only endpoint.
+func (l *Launcher) netPolicy(e Egress) (egress.Policy, error) {
+	p, err := NetPolicy(e.Grants, l.spec.Network)
+	if err != nil || e.Meter == "" {
 		return p, err
 	}
 	// The adversary's agent reaches its meter and nothing else.
+	meter := e.Meter
 	if p.Adversary, err = egress.ParseList([]string{meter}, egress.SourceFlag, map[string]string{meter: "adversary"}); err != nil {
 		return p, ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepContract, err, "the adversary's model meter address cannot be allowed")
 	}
@@ -113,9 +122,8 @@ func NetPolicy(g Grants, asked *task.NetworkAllow) (egress.Policy, error) {
 // the socket calls the sandbox refuses: network.jsonl and the report's
 // network section appear with the first such record. Unsandboxed runs
 // have the host's network anyway, so no forwarder is started for them.
-// meter is the adversary agent's model meter ("" when there is none).
-func (l *Launcher) StartEgress(ctx context.Context, meter string) bool {
-	pol, err := l.netPolicy(meter)
+func (l *Launcher) StartEgress(ctx context.Context, e Egress) bool {
+	pol, err := l.netPolicy(e)
 	if err != nil {
 		l.sink.BlockErr(err, ctoharness.StepContract)
 		return false
