@@ -24,6 +24,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -262,10 +263,10 @@ func (p *planning) planVerification() {
 	p.netPol = netPol
 	for i := range plan.Commands {
 		plan.Commands[i].NetworkAllow = nonNil(netPol.Case.Strings())
-		if e, err := warmEco(o); err == nil && !o.Unsandboxed {
+		if e, err := warm.DetectEco(context.Background(), p.warmInput()); err == nil && !o.Unsandboxed {
 			// An error is reported with the verification's below.
-			ckeys := e.env(envValue(backend.Env(p.scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
-			plan.Commands[i].EnvKeys = backend.EnvKeys(replaceEnv(plan.Commands[i].EnvKeys, ckeys))
+			ckeys := e.Env(warm.EnvValue(backend.Env(p.scratch, "", "", ""), "HOME"), netPol.Case.HasHost)
+			plan.Commands[i].EnvKeys = backend.EnvKeys(warm.ReplaceEnv(plan.Commands[i].EnvKeys, ckeys))
 		}
 	}
 	vdir, vscratch := checkout.Dirs(filepath.Join(o.RunsDir, runlist.WorkDir, p.runID))
@@ -274,7 +275,7 @@ func (p *planning) planVerification() {
 	p.venv = venv
 	if !o.Unsandboxed {
 		plan.Warnings = append(plan.Warnings, unresolved(o, spec.Verification.Command, vset, launch.PathOf(venv), plan.ToolchainsFound)...)
-		plan.Warnings = append(plan.Warnings, ecoWarnings(o, *spec, netPol)...)
+		plan.Warnings = append(plan.Warnings, warm.Warnings(o.Config.Caches, *spec, netPol)...)
 	}
 	if seg := hiddenSegment(vdir); seg != "" {
 		plan.Warnings = append(plan.Warnings, fmt.Sprintf("the setup and verification run in %s, below the hidden directory %s: "+
@@ -300,19 +301,26 @@ func (p *planning) verificationEnv(vscratch string) (venv, senv []string, vset t
 		p.block(ctoharness.AsBlocker(terr, ctoharness.StepGate))
 	}
 	venv = vset.Apply(backend.Env(vscratch, "", o.Getenv("PATH"), p.repo.Root, separateGitDir(p.repo)))
-	if g, ok, err := warmGo(o); err != nil {
+	if g, ok, err := warm.GoCaches(context.Background(), o.Config, o.Getenv); err != nil {
 		p.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
 	} else if ok && !o.Unsandboxed {
-		venv = replaceEnv(venv, g.Env())
+		venv = warm.ReplaceEnv(venv, g.Env())
 	}
 	senv = venv
-	if e, err := warmEco(o); err != nil {
+	if e, err := warm.DetectEco(context.Background(), p.warmInput()); err != nil {
 		p.block(ctoharness.AsBlocker(err, ctoharness.StepGate))
 	} else if !o.Unsandboxed {
-		senv = replaceEnv(venv, e.env(envValue(venv, "HOME"), p.netPol.Setup.HasHost))
-		venv = replaceEnv(venv, e.env(envValue(venv, "HOME"), p.netPol.Verify.HasHost))
+		senv = warm.ReplaceEnv(venv, e.Env(warm.EnvValue(venv, "HOME"), p.netPol.Setup.HasHost))
+		venv = warm.ReplaceEnv(venv, e.Env(warm.EnvValue(venv, "HOME"), p.netPol.Verify.HasHost))
 	}
 	return venv, senv, vset
+}
+
+// warmInput is what the dry run offers the warm caches from: the gate's
+// inputs, without pinning (nothing runs after the plan).
+func (p *planning) warmInput() warm.Input {
+	o := p.o
+	return warm.Input{Config: o.Config, Getenv: o.Getenv, Source: o.Source, RunsDir: o.RunsDir, Unsandboxed: o.Unsandboxed}
 }
 
 // planAdversary is the adversary and its tests, which run after a passing

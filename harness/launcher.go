@@ -33,10 +33,11 @@ func (r *run) newLauncher() *launch.Launcher {
 			return s
 		},
 		Warm: func(v *sandbox.View, verification bool, scratch string) error {
-			if err := r.warmView(v, verification); err != nil {
+			work, _ := r.roots(verification)
+			if err := r.caches.ShowGo(v, verification, work, scratch, r.Report.Sandbox.KeptBuildCache); err != nil {
 				return err
 			}
-			return r.ecoView(v, scratch)
+			return r.caches.ShowEco(v, scratch)
 		},
 		MakeScratch: r.makeScratch}, r.Sink)
 }

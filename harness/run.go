@@ -19,6 +19,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -40,6 +41,7 @@ type run struct {
 	profile       profile.Policy          // the execution profile's limits
 	agent         *agentRun               // set at the gate when a coding agent runs as Case
 	adv           *adversary.Agent        // set at the contract when the task's adversary is a coding agent
+	caches        *warm.Caches            // the toolchains and warm caches the gate offers (tools.go)
 	prev          *gates.Record           // the previous stage's record the gate accepted
 	freed         bool                    // the disk filled up and the partial fixture and scratch were removed (diskfull.go)
 	interrupt     context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
@@ -196,12 +198,12 @@ func (r *run) steps(ctx context.Context) {
 	}
 	// The kept build cache's warm-up needs only the baseline: it runs
 	// beside Case, and the verification waits for it.
-	warm := r.startKeepGo(ctx, rec)
-	defer warm.stop()
+	kept := r.startKeepGo(ctx, rec)
+	defer func() { r.Report.Sandbox.KeptBuildCache = kept.Stop() }()
 	r.change(ctx)
 	col = r.collect(proofCtx(ctx), rec)
 	r.agentAfterCollect()
-	r.verify(ctx, rec, col, warm)
+	r.verify(ctx, rec, col, kept)
 	r.adversarial(ctx, rec)
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/step/testverdict"
+	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
@@ -69,7 +70,7 @@ func (r *run) gate(ctx context.Context) bool {
 		r.checkAgent(ctx)
 	}
 	if r.OK() {
-		r.checkTools()
+		r.checkTools(ctx)
 	}
 	if r.OK() {
 		r.launcher.Probe()
@@ -846,7 +847,7 @@ func (r *run) skipVerify(reason string) {
 // the sandbox, on a fresh checkout of the result commit made from the
 // harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
 // Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected, warm *keptWarm) {
+func (r *run) verify(ctx context.Context, own record, col *collected, kept *warm.Warming) {
 	r.SetStep(ctoharness.StepVerify)
 	r.Interrupted() // an interrupt during collection still stops the run here
 	if !r.OK() {
@@ -854,7 +855,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return
 	}
-	work, scratch, co, ok := r.prepareVerify(ctx, own, col, warm)
+	work, scratch, co, ok := r.prepareVerify(ctx, own, col, kept)
 	if !ok {
 		return
 	}
@@ -871,7 +872,7 @@ func (r *run) verify(ctx context.Context, own record, col *collected, warm *kept
 // prepareVerify makes the verification's checkout of the result, its
 // scratch directories, its view, the hidden tests and the task's setup.
 // The kept build cache must exist before the view, which shows it, is built.
-func (r *run) prepareVerify(ctx context.Context, own record, col *collected, warm *keptWarm) (work, scratch string, co checkout.Result, ok bool) {
+func (r *run) prepareVerify(ctx context.Context, own record, col *collected, kept *warm.Warming) (work, scratch string, co checkout.Result, ok bool) {
 	work, scratch = r.roots(true)
 	r.o.Progress.Step("checkout")
 	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
@@ -891,7 +892,7 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, war
 			return work, scratch, co, false
 		}
 	}
-	warm.wait()
+	r.Report.Sandbox.KeptBuildCache = kept.Wait()
 	if r.Interrupted() {
 		r.skipVerify("the run was interrupted during the build cache warm-up")
 		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/step/warm"
 )
 
 // The warm caches replace the scratch's GOCACHE rather than add a second
@@ -30,6 +32,13 @@ func TestToolEnvWarmCachesReplaceScratch(t *testing.T) {
 	}
 	env := map[string]string{"PATH": filepath.Dir(goBin), "GOCACHE": build, "GOMODCACHE": mod, "HOME": host}
 	r := &run{o: Options{Config: config.Config{Caches: &config.Caches{Go: true}}, Getenv: func(k string) string { return env[k] }}}
+	// The gate finds the caches (checkTools) before any command's
+	// environment is made.
+	caches, err := warm.New(context.Background(), warm.Input{Config: r.o.Config, Getenv: r.o.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.caches = caches
 	// A scratch that sorts after the host's cache, as /tmp/… after /root/….
 	scratch := filepath.Join(host, "z-scratch")
 	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {

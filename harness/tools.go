@@ -2,119 +2,86 @@ package harness
 
 import (
 	"context"
-	"path/filepath"
-	"sort"
-	"strings"
+	"os"
+	"syscall"
+	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
-	"github.com/cto-harness/cto-harness/harness/warmcache"
 )
 
 // tools is what the config's toolchains and variables give cmd (package
-// toolenv). It is a function of the config and the harness's environment,
-// so the gate's check (checkTools) holds for every later call.
+// harness/step/warm); the gate's check holds for every later call.
 func tools(o Options, cmd egress.Command) (toolenv.Set, error) {
-	s, err := toolenv.For(o.Config, string(cmd), o.Getenv)
-	if err != nil {
-		return s, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err, "the config's toolchains or env cannot be used")
-	}
-	return s, nil
-}
-
-// warmGo is the host's Go caches when the config offers them (ok false
-// when it does not).
-func warmGo(o Options) (g warmcache.Go, ok bool, err error) {
-	if o.Config.Caches == nil || !o.Config.Caches.Go {
-		return g, false, nil
-	}
-	g, err = warmcache.DetectGo(context.Background(), o.Getenv)
-	if err != nil {
-		return g, false, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err, "the config's caches.go cannot be offered")
-	}
-	return g, true, nil
+	return warm.Tools(o.Config, cmd, o.Getenv)
 }
 
 // checkTools refuses, at the gate, a run whose toolchains, variables or
-// caches cannot be given to every command.
-func (r *run) checkTools() {
-	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
-		if _, err := tools(r.o, cmd); err != nil {
-			r.BlockErr(err, ctoharness.StepGate)
-			return
-		}
-	}
-	if _, _, err := warmGo(r.o); err != nil {
-		r.BlockErr(err, ctoharness.StepGate)
-		return
-	}
-	e, err := warmEco(r.o)
+// caches cannot be given to every command, and pins the harness's
+// environment to the caches it found. Finding them is not the run's to
+// cancel: an interrupt is seen by the step after the gate.
+func (r *run) checkTools(ctx context.Context) {
+	c, err := warm.New(context.WithoutCancel(ctx), warm.Input{Config: r.o.Config, Getenv: r.o.Getenv,
+		Source: r.o.Source, RunsDir: r.o.RunsDir, Unsandboxed: r.o.Unsandboxed})
 	if err != nil {
 		r.BlockErr(err, ctoharness.StepGate)
 		return
 	}
-	r.o.Getenv = e.pin(r.o.Getenv)
+	r.caches = c
+	r.o.Getenv = c.Getenv()
 }
 
 // toolEnv is env with cmd's toolchains, variables and warm caches in it;
 // the gate has checked that they resolve.
 func (r *run) toolEnv(cmd egress.Command, env []string) []string {
-	s, _ := tools(r.o, cmd)
-	env = s.Apply(env)
-	// Unsandboxed, the host's caches would be written directly: they are
-	// offered only through the sandbox's overlays.
-	if g, ok, _ := warmGo(r.o); ok && !r.o.Unsandboxed {
-		env = replaceEnv(env, g.Env())
-	}
-	return r.ecoEnv(cmd, env)
+	return r.caches.Env(cmd, env, r.netAllowed(cmd))
 }
 
-// replaceEnv is env with each of set's variables in place of the one env
-// already has. Appending would leave two GOCACHE entries, and exec keeps
-// whichever sorts last: the scratch's, when the host's cache path sorts
-// first, so every command compiled from a cold cache.
-func replaceEnv(env, set []string) []string {
-	drop := map[string]bool{}
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		drop[k] = true
+// netAllowed says whether cmd's allowlist lets it reach a host (none
+// without an allowlist in force).
+func (r *run) netAllowed(cmd egress.Command) func(host string) bool {
+	if a := r.launcher.NetAllowed(cmd); a != nil {
+		return a
 	}
-	out := make([]string, 0, len(env)+len(set))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
-			out = append(out, kv)
-		}
-	}
-	out = append(out, set...)
-	sort.Strings(out)
-	return out
+	return func(string) bool { return false }
 }
 
-// warmView adds the warm caches to a view (the verification's when
-// verification is set): both Go caches as overlays at their host paths,
-// with a layer of this run's own. The verification's view also shows its
-// checkout at checkoutInView and, when keepGo found or made one for the
-// baseline, the kept build cache layer over the host's (keptcache.go).
-func (r *run) warmView(v *sandbox.View, verification bool) error {
-	g, ok, _ := warmGo(r.o)
-	if !ok || r.o.Unsandboxed {
-		return nil
+// ecoRecord is the caches' record for the gate's event ({} when the gate
+// refused the run: then nothing is asked of the host's tools).
+func (r *run) ecoRecord() map[string]any {
+	if !r.OK() || r.caches == nil {
+		return map[string]any{}
 	}
-	work, scratch := r.roots(verification)
-	var kept []string
-	if verification {
-		v.Moved = append(v.Moved, sandbox.Bind{Path: checkoutInView, Source: work})
-		v.Cwd = checkoutInView
-		if k := r.Report.Sandbox.KeptBuildCache; k != nil && k.Layer != "" {
-			kept = []string{k.Layer} // checked by keepGo, which ran first
-		}
-	}
-	ovs, err := g.Overlays(filepath.Join(scratch, "warm"), kept...)
-	if err != nil {
-		return err
-	}
-	v.Overlays = append(v.Overlays, ovs...)
-	return nil
+	return r.caches.Record()
+}
+
+// startKeepGo starts the kept Go build cache's warm-up of the baseline
+// (package harness/step/warm) beside Case, with the verification's
+// sandbox as this run builds it.
+func (r *run) startKeepGo(ctx context.Context, own record) *warm.Warming {
+	co := checkout.Input{SourceRoot: r.repo.Root, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
+		Overlay: true, SourceManifest: r.before.Manifest,
+		Store: own.store, Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.BaselineCommit, ResultTime: own.baselineAt}
+	return r.caches.StartKeep(ctx, r.Sink, warm.Keep{RunsDir: r.o.RunsDir, Workspace: r.Report.RuntimeWorkspaceRoot,
+		BaselineTree: r.Report.Commits.BaselineTree, Command: r.spec.Verification.Command,
+		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Profile: r.profile, AllowDangerous: r.o.AllowDangerous,
+		Checkout: co, RepoRoot: r.repo.Root, Allowed: r.netAllowed(egress.CommandVerify),
+		Sandbox: func() (sandbox.Policy, error) {
+			v, _, err := r.planView(true, []string{"/bin/sh"})
+			if err != nil {
+				return sandbox.Policy{}, err
+			}
+			pol := r.policy(true)
+			pol.View = v
+			return pol, nil
+		},
+		Launch: func(pol sandbox.Policy, argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) {
+			launch, attr, pf, err := sandbox.Command(r.o.SelfExe, pol, argv)
+			return launch, attr, []*os.File{pf}, err
+		},
+		RemoveTree: RemoveTree})
 }

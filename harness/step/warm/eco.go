@@ -1,4 +1,4 @@
-package harness
+package warm
 
 import (
 	"context"
@@ -9,17 +9,15 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
-	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/warmcache"
 )
 
-// ecoCaches are the npm, pip and cargo caches the config offers, as found
-// on this host (nil: not asked for).
-type ecoCaches struct {
+// Eco is the npm, pip and cargo caches the config offers, as found on
+// this host (nil: not asked for).
+type Eco struct {
 	npm   *warmcache.Npm
 	pip   *warmcache.Pip
 	cargo *warmcache.Cargo
@@ -34,75 +32,94 @@ const (
 	pinCargo = "CARGO_HOME"
 )
 
-// warmEco finds the caches the config offers. A cache that was asked for
+// DetectEco finds the caches the config offers. A cache that was asked for
 // and cannot be found blocks with CONFIG_INVALID, naming the fix; so does
-// a toolchain or variable that sets what the caches set.
-func warmEco(o Options) (ecoCaches, error) {
-	var e ecoCaches
-	c := o.Config.Caches
+// one inside a protected root, and a toolchain or variable that sets what
+// the caches set.
+func DetectEco(ctx context.Context, in Input) (Eco, error) {
+	var e Eco
+	c := in.Config.Caches
 	if c == nil {
 		return e, nil
 	}
-	ctx := context.Background()
 	fail := func(which, fix string, err error) error {
 		return ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate, err,
 			"the config's caches.%s cannot be offered (%s)", which, fix)
 	}
 	if c.Npm {
-		n, err := warmcache.DetectNpm(ctx, o.Getenv)
+		n, err := warmcache.DetectNpm(ctx, in.Getenv)
 		if err != nil {
 			return e, fail("npm", "set npm_config_cache in the harness's environment to the npm cache, or turn caches.npm off", err)
 		}
 		e.npm = &n
 	}
 	if c.Pip || c.PipWheelhouse != "" {
-		p, err := warmcache.DetectPip(ctx, o.Getenv, c.PipWheelhouse)
+		p, err := warmcache.DetectPip(ctx, in.Getenv, c.PipWheelhouse)
 		if err != nil {
 			return e, fail("pip", "set PIP_CACHE_DIR in the harness's environment to pip's cache, fix caches.pip_wheelhouse, or turn caches.pip off", err)
 		}
 		e.pip = &p
 	}
 	if c.Cargo {
-		g, err := warmcache.DetectCargo(ctx, o.Getenv)
+		g, err := warmcache.DetectCargo(ctx, in.Getenv)
 		if err != nil {
 			return e, fail("cargo", "set CARGO_HOME in the harness's environment, or turn caches.cargo off", err)
 		}
 		e.cargo = &g
 	}
-	// A cache inside a repository or root the harness protects would show
-	// it to Case; the view would refuse it later, with less to say.
-	cfg := o.Config
-	for _, d := range e.dirs("/") {
-		for _, group := range [][]string{{o.Source, o.RunsDir}, cfg.OwnedSources, cfg.TargetRoots, cfg.ExternalRoots} {
+	if err := e.outsideRoots(in); err != nil {
+		return e, err
+	}
+	return e, e.notSetByTools(in)
+}
+
+// outsideRoots refuses a cache inside a repository or root the harness
+// protects: it would show it to Case, and the view would refuse it later,
+// with less to say.
+func (e Eco) outsideRoots(in Input) error {
+	cfg := in.Config
+	for _, d := range e.Dirs("/") {
+		for _, group := range [][]string{{in.Source, in.RunsDir}, cfg.OwnedSources, cfg.TargetRoots, cfg.ExternalRoots} {
 			for _, root := range group {
-				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && insideAnyPath(d.Host, []string{filepath.Clean(root)}) {
+				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && inside(d.Host, filepath.Clean(root)) {
 					key, _, _ := strings.Cut(strings.Replace(d.Name, "pip-wheelhouse", "pip_wheelhouse", 1), "-")
-					return e, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
+					return ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
 						fmt.Errorf("%w: %s lies inside %s", warmcache.ErrUnavailable, d.Host, root),
 						"the config's caches.%s cannot be offered: a warm cache must not be inside the source, the runs directory or a configured root (move it, or turn that cache off)", key)
 				}
 			}
 		}
 	}
-	// The caches' variables are the harness's: a toolchain's CARGO_HOME
-	// would send cargo to the host's home, past the overlays.
-	set := e.keys()
-	for _, cmd := range []egress.Command{egress.CommandCase, egress.CommandSetup, egress.CommandVerify} {
-		s, _ := tools(o, cmd)
+	return nil
+}
+
+// notSetByTools refuses a toolchain or variable that sets a cache's
+// variable: the caches' variables are the harness's, and a toolchain's
+// CARGO_HOME would send cargo to the host's home, past the overlays.
+func (e Eco) notSetByTools(in Input) error {
+	set := e.Keys()
+	for _, cmd := range commands {
+		s, _ := Tools(in.Config, cmd, in.Getenv)
 		for _, kv := range s.Env {
 			if k, _, _ := strings.Cut(kv, "="); set[k] {
-				return e, ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
+				return ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
 					fmt.Errorf("%w: the config's toolchains or env set %s for %s", warmcache.ErrUnavailable, k, cmd),
 					"the warm caches set %s themselves; remove it from the config's toolchains and env, or turn that cache off", k)
 			}
 		}
 	}
-	return e, nil
+	return nil
 }
 
-// keys are the variables the offered caches may set, whether or not the
+// inside says whether p is root or below it.
+func inside(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// Keys are the variables the offered caches may set, whether or not the
 // host has the cache yet.
-func (e ecoCaches) keys() map[string]bool {
+func (e Eco) Keys() map[string]bool {
 	set := map[string]bool{}
 	add := func(ks ...string) {
 		for _, k := range ks {
@@ -121,8 +138,8 @@ func (e ecoCaches) keys() map[string]bool {
 	return set
 }
 
-// pin is getenv answering the caches' variables with what the gate found.
-func (e ecoCaches) pin(getenv func(string) string) func(string) string {
+// Pin is getenv answering the caches' variables with what the gate found.
+func (e Eco) Pin(getenv func(string) string) func(string) string {
 	pins := map[string]string{}
 	if e.npm != nil {
 		pins[pinNpm] = e.npm.Cache
@@ -144,10 +161,10 @@ func (e ecoCaches) pin(getenv func(string) string) func(string) string {
 	}
 }
 
-// env is what the caches add to the environment of a command whose HOME is
+// Env is what the caches add to the environment of a command whose HOME is
 // home; allowed says whether its allowlist lets it reach a host. Without
 // the registry, each tool runs in its offline mode on the cache.
-func (e ecoCaches) env(home string, allowed func(host string) bool) []string {
+func (e Eco) Env(home string, allowed func(host string) bool) []string {
 	var env []string
 	if e.npm != nil {
 		env = append(env, e.npm.Env(!allowed(warmcache.NpmRegistry))...)
@@ -161,8 +178,8 @@ func (e ecoCaches) env(home string, allowed func(host string) bool) []string {
 	return env
 }
 
-// dirs are the host directories shown to a command whose HOME is home.
-func (e ecoCaches) dirs(home string) []warmcache.Dir {
+// Dirs are the host directories shown to a command whose HOME is home.
+func (e Eco) Dirs(home string) []warmcache.Dir {
 	var d []warmcache.Dir
 	if e.npm != nil {
 		d = append(d, e.npm.Dirs()...)
@@ -176,81 +193,22 @@ func (e ecoCaches) dirs(home string) []warmcache.Dir {
 	return d
 }
 
-// record says, for the gate's event, which caches are shown and which the
+// Record says, for the gate's event, which caches are shown and which the
 // host does not have (left out: the tool starts from an empty cache).
-func (e ecoCaches) record() map[string]any {
+func (e Eco) Record() map[string]any {
 	out := map[string]any{}
-	for _, d := range e.dirs("/") {
+	for _, d := range e.Dirs("/") {
 		st, err := os.Stat(d.Host)
 		out[d.Name] = map[string]any{"host": d.Host, "shown": err == nil && st.IsDir()}
 	}
 	return out
 }
 
-// envValue is key's value in env (KEY=VALUE pairs).
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
-
-// ecoEnv is env with cmd's warm npm, pip and cargo variables; the gate has
-// found the caches. Unsandboxed, the host's caches would be written
-// directly: they are offered only through the sandbox's overlays.
-func (r *run) ecoEnv(cmd egress.Command, env []string) []string {
-	e, err := warmEco(r.o)
-	if err != nil || r.o.Unsandboxed {
-		return env
-	}
-	allowed := func(string) bool { return false }
-	if a := r.launcher.NetAllowed(cmd); a != nil {
-		allowed = a
-	}
-	if add := e.env(envValue(env, "HOME"), allowed); len(add) > 0 {
-		env = replaceEnv(env, add)
-	}
-	return env
-}
-
-// ecoView adds the warm npm, pip and cargo caches to a view whose command's
-// scratch is scratch, each with a layer of this run's own.
-func (r *run) ecoView(v *sandbox.View, scratch string) error {
-	e, err := warmEco(r.o)
-	if err != nil || r.o.Unsandboxed {
-		return nil
-	}
-	home := envValue(backend.Env(scratch, "", "", ""), "HOME")
-	ovs, _, err := warmcache.ShowDirs(e.dirs(home), filepath.Join(scratch, "warm"))
-	if err != nil {
-		return err
-	}
-	v.Overlays = append(v.Overlays, ovs...)
-	return nil
-}
-
-// ecoRecord is the caches' record for the gate's event ({} when none were
-// asked for or the gate refused the run: then nothing is asked of the
-// host's tools).
-func (r *run) ecoRecord() map[string]any {
-	if !r.OK() {
-		return map[string]any{}
-	}
-	e, err := warmEco(r.o)
-	if err != nil {
-		return map[string]any{}
-	}
-	return e.record()
-}
-
-// ecoWarnings are --dry-run's warnings for a setup or verification that
+// Warnings are --dry-run's warnings for a setup or verification that
 // installs with npm or pip with neither the registry allowed nor the cache
 // offered: it has nothing to install from, so the run will likely fail.
 // (cargo says so itself at run time, see verify's offline reasons.)
-func ecoWarnings(o Options, spec task.Spec, pol egress.Policy) []string {
-	c := o.Config.Caches
+func Warnings(c *config.Caches, spec task.Spec, pol egress.Policy) []string {
 	if c == nil {
 		c = &config.Caches{}
 	}
