@@ -18,6 +18,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
@@ -82,7 +83,7 @@ func (r *run) startAdversaryAgent(ctx context.Context) bool {
 		return true
 	}
 	a, err := adversary.StartAgent(ctx, adversary.AgentInput{Want: *want, Getenv: r.o.Getenv, Dir: r.o.Agent.Dir, Command: r.o.AdversaryCommand,
-		Adapter: adapterFor, Clock: r.o.Clock})
+		Adapter: agentcase.AdapterFor, Clock: r.o.Clock})
 	if err != nil {
 		code := ctoharness.BlockAgentConfigInvalid
 		var ae *adversary.AgentError
@@ -293,7 +294,7 @@ func (r *run) adversaryArgv(a *task.SpecAdversary, env []string, scratch string)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the adversary's agent command cannot be built: %w", err)
 	}
-	if err := prepareAgent(r.Trace, state, cmd); err != nil {
+	if err := agentcase.Prepare(r.Trace, state, cmd); err != nil {
 		return nil, nil, fmt.Errorf("the adversary agent's state could not be made: %w", err)
 	}
 	return cmd.Argv, cmd.Env, nil
@@ -309,7 +310,7 @@ func (r *run) adversaryAgentRecord(ctx context.Context, rec *ctoharness.Adversar
 	if a := r.Report.Agent; a != nil {
 		caseAgent, caseModel = a.Name, a.Model
 	}
-	ag, lines := r.adv.Record(r.price(r.spec.Adversary.Agent.Model), caseAgent, caseModel)
+	ag, lines := r.adv.Record(agentcase.Price(r.o.Config.Agent, r.spec.Adversary.Agent.Model), caseAgent, caseModel)
 	if err := r.Dir.WriteFile(ctx, AdversaryRequests, lines); err != nil {
 		r.BlockWrite(err, ctoharness.StepVerify)
 	} else {

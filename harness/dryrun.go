@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -245,7 +246,10 @@ func (p *planning) planCase(contract task.Contract) {
 	cset, _ := tools(o, egress.CommandCase) // an error is reported with the verification's below
 	env := cset.Apply(backend.Env(scratch, filepath.Join(p.runDir, "task.json"), o.Getenv("PATH"), p.repo.Root, separateGitDir(p.repo)))
 	if o.Agent.Name != "" {
-		argv, env = planAgent(o, contract, scratch, env, plan)
+		var refused *ctoharness.Blocker
+		if argv, env, refused = agentcase.Plan(o.Agent, o.Getenv, contract, scratch, env); refused != nil {
+			plan.Blockers = append(plan.Blockers, *refused)
+		}
 	}
 	plan.Commands = append(plan.Commands, PlannedCommand{Role: "case", Argv: argv, Dir: plan.CopyTarget,
 		TimeoutSeconds: p.spec.CaseTimeoutSeconds, Sandboxed: !o.Unsandboxed, Rlimits: p.rl, EnvKeys: backend.EnvKeys(env)})

@@ -11,6 +11,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/ledger"
 	"github.com/cto-harness/cto-harness/harness/reportmd"
 	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 )
 
 // finish closes the run: status, run_finished, the trace, then the report,
@@ -20,7 +21,7 @@ import (
 func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
 	r.SetStep(ctoharness.StepReport)
 	r.launcher.StopEgress()
-	r.agent.closeMeter()
+	r.agent.Close()
 	r.adv.Close()
 	r.freeSpace()
 	r.o.Progress.Close()
@@ -33,7 +34,7 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	}
 	r.ensureFile(ctx, evidence.PatchFile, nil)
 	r.ensureFile(ctx, evidence.TestLog, []byte("verification not run: "+r.Report.Tests.Reason+"\n"))
-	r.sweepSecrets()
+	agentcase.Sweep(r.Sink, r.secrets())
 	r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
 	r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
 	r.appendCost()
@@ -70,8 +71,8 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 		r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
 		r.Report.Qualifies = false
 	}
-	r.sweepSecrets(evidence.TraceFile)
-	r.redactReport()
+	agentcase.Sweep(r.Sink, r.secrets(), evidence.TraceFile)
+	agentcase.RedactReport(r.Report, r.secrets())
 	page := r.page() // first: a page that cannot be rendered changes the status
 	err := r.Dir.WriteReport(ctx, r.Report, reportmd.Markdown(r.Report), page)
 	if runsink.NoSpace(err) && !r.freed {

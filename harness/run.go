@@ -18,6 +18,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runsink"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -39,7 +40,7 @@ type run struct {
 	fixture       string // set once the fixture exists
 	contract      *task.Contract
 	profile       profile.Policy          // the execution profile's limits
-	agent         *agentRun               // set at the gate when a coding agent runs as Case
+	agent         *agentcase.Agent        // set at the gate when a coding agent runs as Case
 	adv           *adversary.Agent        // set at the contract when the task's adversary is a coding agent
 	caches        *warm.Caches            // the toolchains and warm caches the gate offers (tools.go)
 	prev          *gates.Record           // the previous stage's record the gate accepted
@@ -84,7 +85,6 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	ctx = r.injectInterrupt(ctx)
 	rep := newReport(o, runID, nonce, prof, workspace, runDir, now)
 	r.Sink = runsink.New(runID, nonce, dir, tr, rep, func() time.Time { return r.o.Clock() }, runsink.StopCause(ctx))
-	r.SetRedactor(redactor{r})
 	r.launcher = r.newLauncher()
 	if r.Events, err = dir.OpenEvents(runID, nonce, r.Clock); err != nil {
 		r.BlockWrite(err, ctoharness.StepGate)
@@ -104,7 +104,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		defer release()
 	}
 	r.steps(ctx)
-	r.dropKeyedStore()
+	r.agent.DropKeyedStore(RemoveTree)
 	res, err := r.finish(proofCtx(ctx), clock.Jumps)
 	r.leaveWork()
 	return res, err
@@ -202,7 +202,7 @@ func (r *run) steps(ctx context.Context) {
 	defer func() { r.Report.Sandbox.KeptBuildCache = kept.Stop() }()
 	r.change(ctx)
 	col = r.collect(proofCtx(ctx), rec)
-	r.agentAfterCollect()
+	r.agent.AfterCollect(r.fixture)
 	r.verify(ctx, rec, col, kept)
 	r.adversarial(ctx, rec)
 }

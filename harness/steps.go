@@ -29,6 +29,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
@@ -98,7 +99,7 @@ func (r *run) gate(ctx context.Context) bool {
 
 func (r *run) caseCommand() []string {
 	if r.agent != nil {
-		return r.agent.exe
+		return r.agent.Exe()
 	}
 	if len(r.o.CaseCmd) > 0 {
 		return r.o.CaseCmd
@@ -623,7 +624,7 @@ func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
 	if l.cmds.Observed {
 		var own []string
 		if r.agent != nil {
-			own = r.agent.ownPaths()
+			own = r.agent.OwnPaths()
 		}
 		var err error
 		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.Decide}); err != nil {
@@ -665,11 +666,11 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 		return true
 	}
 	var err error
-	if l.argv, l.env, err = r.agent.command(r, l.env); err != nil {
-		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot prepare the %s agent", r.agent.spec.Name), ctoharness.StepCase)
+	if l.argv, l.env, err = r.agent.Command(r.contract, r.fixture, l.env, r.Report.Agent); err != nil {
+		r.BlockErr(err, ctoharness.StepCase)
 		return false
 	}
-	r.Report.Sandbox.EnvAllowlist = mergeKeys(r.Report.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
+	r.Report.Sandbox.EnvAllowlist = agentcase.MergeKeys(r.Report.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
 	return true
 }
 
@@ -684,7 +685,7 @@ func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, er
 	caseCtx, stopCase := context.WithCancel(ctx)
 	defer stopCase()
 	if r.agent != nil {
-		r.agent.model.stopWith(stopCase)
+		r.agent.StopWith(stopCase)
 	}
 	l.watch = &caserun.Watch{Lock: l.cmds.Locker(), Started: r.caseStarted, Claim: l.cmds.Claim, Stop: stopCase, Profile: string(r.profile.Name),
 		Emit: func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) }}
@@ -695,9 +696,9 @@ func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, er
 		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
 		OnEvent:       l.watch.OnEvent}
 	if r.agent != nil {
-		if err := r.agent.wire(r, &in); err != nil {
+		if err := r.agent.Wire(&in, r.fixture); err != nil {
 			l.closeLogs()
-			r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot start reading the %s stream", r.agent.spec.Name), ctoharness.StepCase)
+			r.BlockErr(err, ctoharness.StepCase)
 			return backend.Outcome{}, nil, false
 		}
 	}
@@ -710,12 +711,7 @@ func (r *run) endCase(ctx context.Context, l *caseLaunch, out backend.Outcome, e
 	e := caserun.Ended{Out: out, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
 		MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes, TimeoutSeconds: r.contract.CaseTimeoutSeconds}
 	if r.agent != nil {
-		if rerr := r.agent.record(r.Report.Agent); rerr != nil {
-			r.BlockWrite(rerr, ctoharness.StepCase)
-		}
-		r.agent.closeMeter()
-		r.agent.usage(ctx, r, r.Report.Agent)
-		e.ModelStopped, e.ModelError = r.agent.stopBlocker(r.o.Agent.BaseURL), r.agent.errorBlocker()
+		e.ModelStopped, e.ModelError = r.agent.End(ctx, r.Report.Agent)
 	}
 	e.WatchErr = l.cmds.Close()
 	e.BudgetStop = l.watch.BudgetStop()

@@ -24,20 +24,7 @@ func (r *run) leaveWork() {
 			_ = RemoveTree(root)
 			continue
 		}
-		if r.agent == nil || r.agent.red == nil {
-			continue
-		}
-		// Case's world: every file is opened beneath root without
-		// following a link, and scrubbed in bounded memory.
-		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || !d.Type().IsRegular() {
-				return nil
-			}
-			if rel, err := filepath.Rel(root, p); err == nil {
-				_, _ = r.agent.red.ScrubBeneath(root, filepath.ToSlash(rel))
-			}
-			return nil
-		})
+		r.agent.Scrub(root) // Case's world: opened beneath root, never through a link
 	}
 }
 
