@@ -46,6 +46,11 @@ type View struct {
 	// cache keys a package by its directory, so a checkout shown at the
 	// same path in every run finds what an earlier run compiled.
 	Moved []Bind `json:"moved,omitempty"`
+	// Links are symbolic links made in the view: Path (where no mount
+	// is) links to Source, a path inside the view. A task's layout shows
+	// its checkout at the path its tests name (/app) this way, without
+	// moving the directory Landlock and the evidence know it by.
+	Links []Bind `json:"links,omitempty"`
 	// Cwd is where the command starts; it must be inside the view.
 	Cwd string `json:"cwd,omitempty"`
 	// Expect, when set, is the Digest of the view the launcher must build;
@@ -285,6 +290,9 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		}
 		add(Mount{Path: f.Path, Kind: MountBind, Source: f.Source, File: !st.IsDir()})
 	}
+	if err := addLinks(v.Links, byPath, add); err != nil {
+		return nil, err
+	}
 
 	// Masks: a hidden path that some bind would show gets an empty mount.
 	all := make([]Mount, 0, len(byPath))
@@ -337,6 +345,26 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		return nil, viewErr("the working directory %s is not inside the view", v.Cwd)
 	}
 	return out, nil
+}
+
+// addLinks adds the view's symbolic links, each at a path no mount is at
+// or under, and over no mount either: a link may not shadow what the view
+// shows, nor be shadowed by it.
+func addLinks(links []Bind, byPath map[string]Mount, add func(Mount)) error {
+	for _, l := range links {
+		if !clean(l.Path) || !clean(l.Source) || l.Path == "/" {
+			return viewErr("link %q to %q: both must be absolute and clean, and the link not /", l.Path, l.Source)
+		}
+		for p := range byPath {
+			if p != "/" && (within(l.Path, p) || within(p, l.Path)) {
+				return viewErr("link %s to %s collides with the view's mount at %s", l.Path, l.Source, p)
+			}
+		}
+	}
+	for _, l := range links {
+		add(Mount{Path: l.Path, Kind: MountSymlink, Source: l.Source})
+	}
+	return nil
 }
 
 // MovedTo is where writable directory w appears in a view with moved

@@ -637,3 +637,46 @@ cd ` + at + `; test "$(cat a)" = host; test "$(cat b)" = kept; echo poisoned > b
 		t.Error("a directory that is not writable was moved into the view")
 	}
 }
+
+// A task's layout links the paths its tests name to the command's own
+// directories: writes through a link land in the writable directory, the
+// link itself cannot be replaced, and a link over a mount is refused.
+func TestViewLinks(t *testing.T) {
+	requireSandbox(t)
+	b := newViewBox(t)
+	logs := filepath.Join(b.fixture, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := b.viewPolicy(t)
+	p.View.Links = []sandbox.Bind{{Path: "/app", Source: b.fixture}, {Path: "/logs/verifier", Source: logs}}
+	script := `set -e; cd /app; echo made > here; echo 1 > /logs/verifier/reward.txt;
+test "$(readlink /app)" = ` + b.fixture + `; ! ln -sfn / /app 2>/dev/null; ! rm /app 2>/dev/null; ! touch /logs/x 2>/dev/null`
+	o := launch(t, p, b.fixture, "/bin/sh", "-c", script)
+	if o.code != 0 {
+		t.Fatalf("the command through the links: exit %d, stderr %q", o.code, o.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b.fixture, "here")); string(got) != "made\n" {
+		t.Errorf("a write through /app: the fixture holds %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(logs, "reward.txt")); string(got) != "1\n" {
+		t.Errorf("a write through /logs/verifier: the directory holds %q", got)
+	}
+	mounts, err := p.View.Plan(p.Writable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range mounts {
+		found = found || (m.Path == "/app" && m.Kind == sandbox.MountSymlink && m.Source == b.fixture)
+	}
+	if !found {
+		t.Errorf("the plan does not record the link /app -> %s: %+v", b.fixture, mounts)
+	}
+	for _, bad := range []sandbox.Bind{{Path: "/tmp/x", Source: b.fixture}, {Path: "/usr", Source: b.fixture}, {Path: "/", Source: b.fixture}, {Path: "app", Source: b.fixture}, {Path: b.fixture + "/sub", Source: "/tmp"}} {
+		p.View.Links = []sandbox.Bind{bad}
+		if _, err := p.View.Plan(p.Writable); err == nil {
+			t.Errorf("the link %s -> %s was planned", bad.Path, bad.Source)
+		}
+	}
+}
