@@ -242,7 +242,7 @@ func (r *run) adversaryCheckout(ctx context.Context, own record, work, tests, sc
 // result is bound read-only, and the tests directory is its only writable
 // place besides its scratch.
 func (r *run) adversaryLaunch(a *task.SpecAdversary, claims, work, tests, scratch string, dirs []string) ([]string, []string, verify.Policy, sandbox.Policy, error) {
-	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
+	env, vpol := r.verifyEnv(egress.CommandVerify, "", scratch)
 	env = append(env, adversary.EnvTask+"="+r.spec.Task, adversary.EnvCheckout+"="+adversaryCheckoutInView, adversary.EnvTestsDir+"="+adversaryTestsInView)
 	if claims != "" {
 		env = append(env, adversary.EnvClaims+"="+adversaryClaimsInView)
@@ -267,6 +267,7 @@ func (r *run) adversaryLaunch(a *task.SpecAdversary, claims, work, tests, scratc
 	}
 	v.Moved = []sandbox.Bind{{Path: adversaryTestsInView, Source: tests}}
 	v.Cwd, v.Expect = adversaryTestsInView, ""
+	v.Links = nil // a task's layout is the verification's, not the adversary's
 	pol := r.policy(true)
 	pol.Writable = dirs // the result's checkout is not among them: read-only
 	pol.View = v

@@ -3,8 +3,10 @@ package harness
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -145,7 +147,7 @@ func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol
 	if err != nil {
 		return fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
-	env, spol := r.verifyEnv(egress.CommandSetup, scratch)
+	env, spol := r.verifyEnv(egress.CommandSetup, work, scratch)
 	spol.Profile.FlakeReruns = 0
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: log, LogPath: t.log, Tracer: r.Trace,
@@ -157,6 +159,30 @@ func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol
 	case out.Refusal != "" || out.Classification != ctoharness.TestPass:
 		return fmt.Errorf("the setup command %q did not succeed for %s (%s%s)%s; see %s", s.Command, t.what, out.Classification,
 			reasonSuffix(out.Reason), errorLines(out.StderrInline, out.StdoutInline), t.log)
+	}
+	return nil
+}
+
+// layOver lays the task's hidden tests and t.lay over an extra test run's
+// checkout, and makes its layout's directories there.
+func (r *run) layOver(ctx context.Context, t testsRun, work string) error {
+	lays := t.lay
+	if h := r.Report.HiddenTests; h != nil {
+		set, err := hidden.Again(ctx, h)
+		if err != nil {
+			return fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
+		}
+		lays = append([]hidden.Set{set}, lays...)
+	}
+	for _, set := range lays {
+		if _, err := hidden.Lay(ctx, set, work); err != nil {
+			return fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
+		}
+	}
+	if lay := r.spec.Layout; lay != nil {
+		if err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(lay.Links))); err != nil {
+			return fmt.Errorf("the layout's directories could not be made in the checkout of %s: %w", t.what, err)
+		}
 	}
 	return nil
 }
@@ -182,18 +208,8 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	if _, err := cb.Finish(ctx, in); err != nil {
 		return testsDone{}, fmt.Errorf("the checkout of %s could not be made: %w", t.what, err)
 	}
-	lays := t.lay
-	if h := r.Report.HiddenTests; h != nil {
-		set, err := hidden.Again(ctx, h)
-		if err != nil {
-			return testsDone{}, fmt.Errorf("the hidden tests could not be read again for %s: %w", t.what, err)
-		}
-		lays = append([]hidden.Set{set}, lays...)
-	}
-	for _, set := range lays {
-		if _, err := hidden.Lay(ctx, set, work); err != nil {
-			return testsDone{}, fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
-		}
+	if err := r.layOver(ctx, t, work); err != nil {
+		return testsDone{}, err
 	}
 	dirs := backend.ScratchDirs(scratch)
 	for _, d := range dirs {
@@ -216,7 +232,7 @@ func (r *run) testsOn(ctx context.Context, own record, t testsRun) (testsDone, e
 	if err != nil {
 		return testsDone{}, fmt.Errorf("%s could not be opened: %w", t.log, err)
 	}
-	env, vpol := r.verifyEnv(egress.CommandVerify, scratch)
+	env, vpol := r.verifyEnv(egress.CommandVerify, work, scratch)
 	if !t.net {
 		vpol.NetAllowed = nil
 	}

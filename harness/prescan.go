@@ -17,7 +17,7 @@ func (r *run) prescan(ctx context.Context) bool {
 		return true
 	}
 	_, scratch := r.roots(true)
-	_, pol := r.verifyEnv(egress.CommandVerify, scratch)
+	_, pol := r.verifyEnv(egress.CommandVerify, r.fixture, scratch)
 	b, _, err := prescan.Check(ctx, prescan.Input{Command: r.spec.Verification.Command, Dir: r.fixture, Policy: pol, Allowed: r.spec.AllowedPaths,
 		Setup: r.spec.Setup != nil, Hidden: r.spec.HiddenTests != ""})
 	if err != nil || b == nil {

@@ -13,15 +13,19 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
 // verifyEnv is the environment and policy of a command run in the
 // verification checkout (the setup or the verification): the checkout's
 // scratch, and cmd's own network allowlist.
-func (r *run) verifyEnv(cmd egress.Command, scratch string) ([]string, verify.Policy) {
+func (r *run) verifyEnv(cmd egress.Command, work, scratch string) ([]string, verify.Policy) {
 	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(cmd)...)
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
+	if lay := r.spec.Layout; lay != nil && work != "" {
+		pol.Aliases = launch.LayoutAliases(*lay, work)
+	}
 	pol.NetAllowed = r.launcher.NetAllowed(cmd)
 	return env, pol
 }
@@ -45,7 +49,7 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 		r.skipVerify("setup.log could not be opened")
 		return false
 	}
-	env, pol := r.verifyEnv(egress.CommandSetup, scratch)
+	env, pol := r.verifyEnv(egress.CommandSetup, work, scratch)
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
 		Tracer: r.Trace, Wrap: r.launcher.WrapFor(egress.CommandSetup)}

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -166,6 +168,12 @@ func (r *run) classify(ctx context.Context) bool {
 		}
 		r.Report.HiddenTests = rec
 	}
+	if spec.Layout != nil && r.o.Unsandboxed {
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify,
+			Message: fmt.Sprintf("the task's layout shows the repository at %s, which only the sandbox's view can do, and the run is --unsandboxed: run it sandboxed", spec.Layout.Workdir)})
+		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
+		return false
+	}
 	r.spec = spec
 	r.launcher.SetTask(spec)
 	r.Report.AllowedPaths = append([]string{}, spec.AllowedPaths...)
@@ -250,6 +258,21 @@ func (r *run) layHidden(ctx context.Context, work string) bool {
 		return false
 	}
 	h.Archive = evidence.HiddenTar
+	return true
+}
+
+// layLayout makes the directories the task's layout links point to in the
+// verification checkout (a verifier's log directory, say), so that the
+// links resolve before anything runs there.
+func (r *run) layLayout(ctx context.Context, work string) bool {
+	if r.spec.Layout == nil {
+		return true
+	}
+	if err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(r.spec.Layout.Links))); err != nil {
+		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
+		r.skipVerify("the layout's directories could not be made in the checkout")
+		return false
+	}
 	return true
 }
 
@@ -901,7 +924,7 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, kep
 			return work, scratch, co, false
 		}
 	}
-	if !r.layHidden(ctx, work) || !r.setup(ctx, work, scratch) {
+	if !r.layHidden(ctx, work) || !r.layLayout(ctx, work) || !r.setup(ctx, work, scratch) {
 		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return work, scratch, co, false
 	}
@@ -920,7 +943,7 @@ func (r *run) runVerification(ctx context.Context, own record, work, scratch str
 		r.skipVerify("test.log could not be opened")
 		return rec, nil, false, false
 	}
-	env, pol := r.verifyEnv(egress.CommandVerify, scratch)
+	env, pol := r.verifyEnv(egress.CommandVerify, work, scratch)
 	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.Trace}
 	in.Wrap = r.launcher.WrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed

@@ -47,9 +47,11 @@ type View struct {
 	// same path in every run finds what an earlier run compiled.
 	Moved []Bind `json:"moved,omitempty"`
 	// Links are symbolic links made in the view: Path (where no mount
-	// is) links to Source, a path inside the view. A task's layout shows
-	// its checkout at the path its tests name (/app) this way, without
-	// moving the directory Landlock and the evidence know it by.
+	// is) links to Source, a path inside the view; a relative Source is
+	// relative to Cwd, so a link follows the work directory wherever a
+	// view moves it. A task's layout shows its checkout at the path its
+	// tests name (/app) this way, without moving the directory Landlock
+	// and the evidence know it by.
 	Links []Bind `json:"links,omitempty"`
 	// Cwd is where the command starts; it must be inside the view.
 	Cwd string `json:"cwd,omitempty"`
@@ -290,7 +292,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		}
 		add(Mount{Path: f.Path, Kind: MountBind, Source: f.Source, File: !st.IsDir()})
 	}
-	if err := addLinks(v.Links, byPath, add); err != nil {
+	if err := addLinks(v.Links, v.Cwd, byPath, add); err != nil {
 		return nil, err
 	}
 
@@ -350,8 +352,13 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 // addLinks adds the view's symbolic links, each at a path no mount is at
 // or under, and over no mount either: a link may not shadow what the view
 // shows, nor be shadowed by it.
-func addLinks(links []Bind, byPath map[string]Mount, add func(Mount)) error {
-	for _, l := range links {
+func addLinks(links []Bind, cwd string, byPath map[string]Mount, add func(Mount)) error {
+	links = slices.Clone(links)
+	for i, l := range links {
+		if !filepath.IsAbs(l.Source) && clean(cwd) && !strings.HasPrefix(filepath.Clean(l.Source), "..") {
+			links[i].Source = filepath.Join(cwd, l.Source)
+			l = links[i]
+		}
 		if !clean(l.Path) || !clean(l.Source) || l.Path == "/" {
 			return viewErr("link %q to %q: both must be absolute and clean, and the link not /", l.Path, l.Source)
 		}

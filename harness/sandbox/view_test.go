@@ -649,7 +649,7 @@ func TestViewLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.viewPolicy(t)
-	p.View.Links = []sandbox.Bind{{Path: "/app", Source: b.fixture}, {Path: "/logs/verifier", Source: logs}}
+	p.View.Links = []sandbox.Bind{{Path: "/app", Source: "."}, {Path: "/logs/verifier", Source: "logs"}}
 	script := `set -e; cd /app; echo made > here; echo 1 > /logs/verifier/reward.txt;
 test "$(readlink /app)" = ` + b.fixture + `; ! ln -sfn / /app 2>/dev/null; ! rm /app 2>/dev/null; ! touch /logs/x 2>/dev/null`
 	o := launch(t, p, b.fixture, "/bin/sh", "-c", script)
@@ -673,7 +673,7 @@ test "$(readlink /app)" = ` + b.fixture + `; ! ln -sfn / /app 2>/dev/null; ! rm 
 	if !found {
 		t.Errorf("the plan does not record the link /app -> %s: %+v", b.fixture, mounts)
 	}
-	for _, bad := range []sandbox.Bind{{Path: "/tmp/x", Source: b.fixture}, {Path: "/usr", Source: b.fixture}, {Path: "/", Source: b.fixture}, {Path: "app", Source: b.fixture}, {Path: b.fixture + "/sub", Source: "/tmp"}} {
+	for _, bad := range []sandbox.Bind{{Path: "/tmp/x", Source: b.fixture}, {Path: "/usr", Source: b.fixture}, {Path: "/", Source: b.fixture}, {Path: "app", Source: b.fixture}, {Path: b.fixture + "/sub", Source: "/tmp"}, {Path: "/up", Source: "../x"}} {
 		p.View.Links = []sandbox.Bind{bad}
 		if _, err := p.View.Plan(p.Writable); err == nil {
 			t.Errorf("the link %s -> %s was planned", bad.Path, bad.Source)

@@ -678,7 +678,7 @@ func substStem(words []string, stem string) []string {
 // the fixture, or one that cannot be read, is a finding, as a script would be.
 func (s *scanner) readMakefile(u *unit, at *stmtRef, path string, mf *makefile, depth int) bool {
 	line, cmd := at.pos(u)
-	abs := filepath.Clean(path)
+	abs := s.unalias(filepath.Clean(path))
 	if !within(abs, s.root) && !within(abs, s.realRoot) {
 		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("makefile %s is outside the fixture and cannot be checked", abs))
 		return false

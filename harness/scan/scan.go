@@ -17,8 +17,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -132,11 +134,26 @@ type HostAllowed func(host string) bool
 // finding (the egress forwarder decides, per port, and records it). Hosts
 // known only at run time and every other host still are.
 func ScanAllowing(ctx context.Context, command, fixtureRoot string, roots []string, allowed HostAllowed) (Result, error) {
+	return ScanAliased(ctx, command, fixtureRoot, roots, allowed, nil)
+}
+
+// ScanAliased is ScanAllowing for a command whose view links absolute
+// paths into the fixture (a task's layout: /app to the fixture, /tests to
+// a directory of it): aliases maps each such path to the host directory
+// it links to, and a path under one is read and judged as that
+// directory's.
+func ScanAliased(ctx context.Context, command, fixtureRoot string, roots []string, allowed HostAllowed, aliases map[string]string) (Result, error) {
 	s, err := newScanner(ctx, fixtureRoot, roots)
 	if err != nil {
 		return Result{}, err
 	}
 	s.allowed = allowed
+	for _, from := range slices.Sorted(maps.Keys(aliases)) {
+		if !filepath.IsAbs(from) || !filepath.IsAbs(aliases[from]) {
+			return Result{}, fmt.Errorf("scan: alias %q -> %q is not absolute", from, aliases[from])
+		}
+		s.aliases = append(s.aliases, [2]string{filepath.Clean(from), filepath.Clean(aliases[from])})
+	}
 	s.shellSource(&unit{file: CommandFile, src: command, lineBase: 1}, newEnv(s.root))
 	return s.result()
 }
@@ -169,6 +186,18 @@ type scanner struct {
 	steps    int
 	makes    map[string]bool // make runs followed (makeRun.key)
 	recipes  map[string]bool // recipe commands scanned: file, line, cwd and text
+	aliases  [][2]string     // view path, host directory it links to
+}
+
+// unalias turns a path under one of the view's links into the host path
+// it reaches.
+func (s *scanner) unalias(abs string) string {
+	for _, a := range s.aliases {
+		if within(abs, a[0]) {
+			return a[1] + abs[len(a[0]):]
+		}
+	}
+	return abs
 }
 
 func newScanner(ctx context.Context, fixtureRoot string, roots []string) (*scanner, error) {
@@ -314,7 +343,7 @@ func (s *scanner) classify(p, cwd string) (location, string) {
 		}
 		prefix = cwd + "/" + prefix
 	}
-	abs := filepath.Clean(prefix)
+	abs := s.unalias(filepath.Clean(prefix))
 	switch {
 	case abs == homeSentinel || strings.HasPrefix(abs, homeSentinel+"/"):
 		return locOutside, abs
@@ -373,7 +402,7 @@ func (s *scanner) rel(abs string) string {
 // (decided from the extension and shebang).
 func (s *scanner) script(u *unit, at *stmtRef, path, lang string, e *env) {
 	line, cmd := at.pos(u)
-	abs := filepath.Clean(path)
+	abs := s.unalias(filepath.Clean(path))
 	if !within(abs, s.root) && !within(abs, s.realRoot) {
 		s.add(u, line, PatScriptOutside, cmd, fmt.Sprintf("script %s is outside the fixture and cannot be checked", abs))
 		return

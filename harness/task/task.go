@@ -77,6 +77,11 @@ type Spec struct {
 	// "full" (the default), "none" or a depth ("3": the base and its two
 	// nearest generations of ancestors).
 	History string `json:"history,omitempty"`
+	// Layout shows the repository at the absolute path the task's
+	// instruction and tests name (a container task's /app), and gives the
+	// verification more such paths into its checkout (/tests,
+	// /logs/verifier). See docs/tasks.md.
+	Layout *Layout `json:"layout,omitempty"`
 	// Adversary is a second party that writes tests against the task and
 	// Case's result, kept apart from Case (see docs/adversarial.md).
 	Adversary *SpecAdversary `json:"adversary,omitempty"`
@@ -96,6 +101,52 @@ type Spec struct {
 	// Sandbox narrows the filesystem view the config allows; it can never
 	// widen it (see docs/sandbox.md).
 	Sandbox *SpecSandbox `json:"sandbox,omitempty"`
+}
+
+// Layout is where a task's paths are in the sandbox's view: Workdir is
+// a link to Case's fixture (in Case's view) and to the checkout (in the
+// verification's); Links map more absolute paths of the verification's
+// view to directories of its checkout ("/tests": ".cto-harness/tests").
+// They are links, never moved directories: what Landlock allows, what
+// the evidence records and what is collected stay the directories' own.
+type Layout struct {
+	Workdir string            `json:"workdir"`
+	Links   map[string]string `json:"links,omitempty"`
+}
+
+// reservedRoots are the view's own paths a layout may not take.
+var reservedRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc", "/proc", "/dev", "/sys", "/run", "/tmp", "/var", "/cto-harness", "/root", "/home"}
+
+// Check says what makes the layout unusable: a path that is not absolute
+// and clean, one the view needs for itself, two paths one inside the
+// other, or a link into the checkout that leaves it or names .git.
+func (l Layout) Check() error {
+	paths := []string{l.Workdir}
+	for at := range l.Links {
+		paths = append(paths, at)
+	}
+	for i, p := range paths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+			return fmt.Errorf("layout path %q must be absolute and clean, and not /", p)
+		}
+		for _, r := range reservedRoots {
+			if p == r || strings.HasPrefix(p, r+"/") || strings.HasPrefix(r, p+"/") {
+				return fmt.Errorf("layout path %s would take %s, which the sandbox's view needs for itself", p, r)
+			}
+		}
+		for _, q := range paths[:i] {
+			if p == q || strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/") {
+				return fmt.Errorf("layout paths %s and %s overlap", q, p)
+			}
+		}
+	}
+	for at, rel := range l.Links {
+		c := filepath.ToSlash(filepath.Clean(rel))
+		if rel == "" || filepath.IsAbs(rel) || c == ".." || strings.HasPrefix(c, "../") || c == ".git" || strings.HasPrefix(c, ".git/") || strings.Contains(c, "/.git/") || strings.HasSuffix(c, "/.git") {
+			return fmt.Errorf("layout link %s -> %q must name a directory inside the checkout (relative, no .., not .git)", at, rel)
+		}
+	}
+	return nil
 }
 
 // SpecAdversary is a task's adversary: Command (the user's own test
@@ -271,6 +322,11 @@ func Parse(data []byte, origin string, validate func([]byte) error) (Spec, error
 	}
 	if (len(s.FailToPass) > 0 || len(s.PassToPass) > 0) && s.TestResults == nil {
 		return Spec{}, fmt.Errorf("task spec %s: fail_to_pass and pass_to_pass name tests of a test report: give test_results (format and path) too", origin)
+	}
+	if s.Layout != nil {
+		if err := s.Layout.Check(); err != nil {
+			return Spec{}, fmt.Errorf("task spec %s: %w", origin, err)
+		}
 	}
 	for _, p := range s.AllowedPaths {
 		if err := CheckPattern(p); err != nil {

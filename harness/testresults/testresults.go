@@ -16,10 +16,11 @@ const (
 	GoTestJSON Format = "go-test-json" // the event stream of `go test -json` (test2json)
 	JUnit      Format = "junit"        // JUnit XML: <testsuites>/<testsuite>/<testcase> (pytest --junitxml, jest-junit, vitest/mocha JUnit reporters, cargo-nextest, Maven surefire)
 	TAP        Format = "tap"          // Test Anything Protocol, versions 12-14
+	Reward     Format = "reward"       // a verifier's reward file (a container task's reward.txt): one number, one test "reward", passed at 1 or more
 )
 
 // Formats lists every format, for errors and docs.
-func Formats() []Format { return []Format{GoTestJSON, JUnit, TAP} }
+func Formats() []Format { return []Format{GoTestJSON, JUnit, TAP, Reward} }
 
 // Outcome of one test.
 type Outcome string
@@ -61,6 +62,8 @@ func Parse(f Format, data []byte) ([]Result, error) {
 		rs, err = parseJUnit(data)
 	case TAP:
 		rs, err = parseTAP(data)
+	case Reward:
+		rs, err = parseReward(data)
 	default:
 		names := make([]string, 0, 3)
 		for _, k := range Formats() {

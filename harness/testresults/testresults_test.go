@@ -430,7 +430,11 @@ func TestErrors(t *testing.T) {
 		{"junit: external entity", testresults.JUnit, `<?xml version="1.0"?><!DOCTYPE t [<!ENTITY xxe SYSTEM "file:///etc/passwd">]><testsuite><testcase name="&xxe;"/></testsuite>`, "invalid JUnit XML"},
 		{"junit: internal entity", testresults.JUnit, `<!DOCTYPE t [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]><testsuite><testcase name="x"><failure>&b;</failure></testcase></testsuite>`, "invalid JUnit XML"},
 		{"tap: plan over MaxTests", testresults.TAP, "1..100001\n", "100000"},
-		{"unknown format", testresults.Format("nunit"), "<x/>", `unknown format "nunit" (known: go-test-json, junit, tap)`},
+		{"unknown format", testresults.Format("nunit"), "<x/>", `unknown format "nunit" (known: go-test-json, junit, tap, reward)`},
+		{"reward: words", testresults.Reward, "passed\n", "one number"},
+		{"reward: two numbers", testresults.Reward, "1 0\n", "one number"},
+		{"reward: empty", testresults.Reward, "", "one number"},
+		{"reward: nan", testresults.Reward, "NaN", "one number"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -513,8 +517,22 @@ func TestMaxOutput(t *testing.T) {
 }
 
 func TestFormats(t *testing.T) {
-	want := []testresults.Format{"go-test-json", "junit", "tap"}
+	want := []testresults.Format{"go-test-json", "junit", "tap", "reward"}
 	if got := testresults.Formats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Formats() = %v, want %v", got, want)
+	}
+}
+
+// A reward file is one test: passed at 1 or more, failed below.
+func TestReward(t *testing.T) {
+	for in, want := range map[string]testresults.Outcome{"1\n": testresults.Pass, "1.0": testresults.Pass, " 2 ": testresults.Pass,
+		"0\n": testresults.Fail, "0.99": testresults.Fail, "-1": testresults.Fail} {
+		got, err := testresults.Parse(testresults.Reward, []byte(in))
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if len(got) != 1 || got[0].ID != testresults.RewardID || got[0].Outcome != want {
+			t.Errorf("%q: got %+v, want one test %q %s", in, got, testresults.RewardID, want)
+		}
 	}
 }

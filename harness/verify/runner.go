@@ -313,6 +313,29 @@ type Policy struct {
 	// NetAllowed names the hosts an enforced egress allowlist lets the
 	// command reach (nil: none); the scanner does not flag them.
 	NetAllowed scan.HostAllowed
+	// Aliases are the absolute paths the command's view links into the
+	// fixture (a task's layout), each with the host directory it reaches.
+	Aliases map[string]string
+}
+
+// unalias maps targets under a linked path (a layout's /tests) to the host
+// directory the link reaches, so they are held to the fixture's scope
+// like any other.
+func unalias(targets []string, aliases map[string]string) []string {
+	if len(aliases) == 0 {
+		return targets
+	}
+	out := make([]string, len(targets))
+	for i, t := range targets {
+		out[i] = t
+		c := filepath.Clean(t)
+		for from, to := range aliases {
+			if c == from || strings.HasPrefix(c, from+"/") {
+				out[i] = to + c[len(from):]
+			}
+		}
+	}
+	return out
 }
 
 // Plan is what the checks before execution established.
@@ -346,7 +369,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 		set(RefusedGovernance, "no execution profile is in force")
 		return plan, nil
 	}
-	res, err := scan.ScanAllowing(ctx, in.Command, in.Fixture, pol.Roots, pol.NetAllowed)
+	res, err := scan.ScanAliased(ctx, in.Command, in.Fixture, pol.Roots, pol.NetAllowed, pol.Aliases)
 	if err != nil {
 		if ctx.Err() != nil {
 			return plan, ctx.Err()
@@ -376,7 +399,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 				}
 			}
 		}
-		serr = CheckScope(in.Fixture, targets, pol.AllowedTestPaths, append(task.ProtectedPatterns(), pol.Protected...))
+		serr = CheckScope(in.Fixture, unalias(targets, pol.Aliases), pol.AllowedTestPaths, append(task.ProtectedPatterns(), pol.Protected...))
 		var se *ScopeError
 		if errors.As(serr, &se) && se.Reason == ScopeGovernance {
 			set(RefusedGovernance, serr.Error())

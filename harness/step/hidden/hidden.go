@@ -172,23 +172,9 @@ func Lay(ctx context.Context, s Set, checkout string) ([]string, error) {
 
 func layOne(checkout string, f File) (bool, error) {
 	parts := strings.Split(f.Path, "/")
-	dir := checkout
-	for _, c := range parts[:len(parts)-1] {
-		dir = filepath.Join(dir, c)
-		st, err := os.Lstat(dir)
-		switch {
-		case err == nil && st.IsDir():
-			continue
-		case err == nil:
-			if err := os.Remove(dir); err != nil { // a link or a file: the hidden tree wins
-				return false, err
-			}
-		case !errors.Is(err, fs.ErrNotExist):
-			return false, err
-		}
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return false, err
-		}
+	dir, err := makeDirs(checkout, parts[:len(parts)-1])
+	if err != nil {
+		return false, err
 	}
 	target := filepath.Join(dir, parts[len(parts)-1])
 	existed := false
@@ -218,6 +204,51 @@ func layOne(checkout string, f File) (bool, error) {
 		return existed, err
 	}
 	return existed, out.Close()
+}
+
+// makeDirs makes the directories parts name below checkout, one by one,
+// replacing a link or a file on the way (the harness's tree wins), and
+// returns the last.
+func makeDirs(checkout string, parts []string) (string, error) {
+	dir := checkout
+	for _, c := range parts {
+		dir = filepath.Join(dir, c)
+		st, err := os.Lstat(dir)
+		switch {
+		case err == nil && st.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(dir); err != nil { // a link or a file: the hidden tree wins
+				return dir, err
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return dir, err
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}
+
+// MakeDirs makes each directory of rels (relative, clean, no .. and no
+// .git) in the checkout, as Lay makes a hidden file's: a task's layout
+// links point there, and a link Case committed on the way is replaced,
+// never followed. Nothing runs in the checkout while they are made.
+func MakeDirs(ctx context.Context, checkout string, rels []string) error {
+	for _, rel := range rels {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c := filepath.ToSlash(filepath.Clean(rel))
+		if c == "." || filepath.IsAbs(rel) || hasDotDot(c) || hasGitComponent(c) {
+			return fmt.Errorf("%w: the directory %q is not a plain path inside the checkout", ErrHidden, rel)
+		}
+		if _, err := makeDirs(checkout, strings.Split(c, "/")); err != nil {
+			return fmt.Errorf("%w: make %s in the checkout: %v", ErrHidden, c, err)
+		}
+	}
+	return nil
 }
 
 // WriteArchive writes s as a tar (paths, modes and contents as digested)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 )
 
@@ -140,6 +142,9 @@ func (l *Launcher) PlanView(verification bool, argv []string) (*sandbox.View, ct
 			return nil, ctoharness.ViewRecord{}, err
 		}
 	}
+	if lay := l.spec.Layout; lay != nil {
+		v.Links = LayoutLinks(*lay, verification)
+	}
 	if len(argv) > 0 {
 		v.Read = commandReads(v.Read, argv, system, hostPath)
 	}
@@ -150,6 +155,31 @@ func (l *Launcher) PlanView(verification bool, argv []string) (*sandbox.View, ct
 		}
 	}
 	return v, ctoharness.ViewRecord{ReadPaths: nonNil(v.Read), HidePaths: nonNil(hide)}, nil
+}
+
+// LayoutLinks are the view's links of a task's layout: its workdir to the
+// command's work directory (the view's Cwd, wherever the view moves it),
+// and for the verification each link to its directory in the checkout.
+func LayoutLinks(lay task.Layout, verification bool) []sandbox.Bind {
+	links := []sandbox.Bind{{Path: lay.Workdir, Source: "."}}
+	if !verification {
+		return links
+	}
+	for _, at := range slices.Sorted(maps.Keys(lay.Links)) {
+		links = append(links, sandbox.Bind{Path: at, Source: filepath.ToSlash(filepath.Clean(lay.Links[at]))})
+	}
+	return links
+}
+
+// LayoutAliases are the layout's links as the verification's scanner
+// reads them: each linked path with the host directory it reaches when the
+// command's work directory is work.
+func LayoutAliases(lay task.Layout, work string) map[string]string {
+	al := map[string]string{lay.Workdir: work}
+	for at, rel := range lay.Links {
+		al[at] = filepath.Join(work, filepath.FromSlash(rel))
+	}
+	return al
 }
 
 // commandReads adds what the command itself needs to read to the view's
