@@ -369,6 +369,9 @@ func (p *planning) scan(ctx context.Context) error {
 	if !o.Unsandboxed {
 		vpol.NetAllowed = p.netPol.Verify.HasHost
 	}
+	if spec.Layout != nil {
+		vpol.Aliases = spec.Layout.Aliases(p.repo.Root)
+	}
 	vp, err := verify.Preflight(ctx, verify.Input{Command: spec.Verification.Command, Fixture: p.repo.Root,
 		Timeout: time.Duration(spec.Verification.TimeoutSeconds) * time.Second, Tracer: ctoharness.NopTracer{}}, vpol)
 	if err != nil && !errors.Is(err, context.Canceled) {

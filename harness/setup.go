@@ -13,7 +13,6 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
-	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
@@ -24,7 +23,7 @@ func (r *run) verifyEnv(cmd egress.Command, work, scratch string) ([]string, ver
 	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(cmd)...)
 	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
 	if lay := r.spec.Layout; lay != nil && work != "" {
-		pol.Aliases = launch.LayoutAliases(*lay, work)
+		pol.Aliases = lay.Aliases(work)
 	}
 	pol.NetAllowed = r.launcher.NetAllowed(cmd)
 	return env, pol

@@ -114,6 +114,17 @@ type Layout struct {
 	Links   map[string]string `json:"links,omitempty"`
 }
 
+// Aliases are the layout's paths as the verification's scanner reads
+// them: each with the host directory it reaches when the command's work
+// directory is work.
+func (l Layout) Aliases(work string) map[string]string {
+	al := map[string]string{l.Workdir: work}
+	for at, rel := range l.Links {
+		al[at] = filepath.Join(work, filepath.FromSlash(rel))
+	}
+	return al
+}
+
 // reservedRoots are the view's own paths a layout may not take.
 var reservedRoots = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/etc", "/proc", "/dev", "/sys", "/run", "/tmp", "/var", "/cto-harness", "/root", "/home"}
 

@@ -9,6 +9,7 @@
 package taskcheck
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -49,7 +50,9 @@ type Input struct {
 	// Case, in the sandbox, like any Case.
 	Run harness.Options
 	// Reference is the reference solution: a patch file (git diff format),
-	// or a revision of the source whose diff from the base is the patch.
+	// a solver script (a file starting "#!", run with /bin/sh in the
+	// fixture), or a revision of the source whose diff from the base is
+	// the patch.
 	Reference string
 	Repeats   int
 	// Validate checks a run's evidence, as validate would ("" when it
@@ -103,12 +106,19 @@ func Check(ctx context.Context, in Input) (*ctoharness.TaskCheck, error) {
 		return nil, fmt.Errorf("make the task check's directory: %w", err)
 	}
 	defer os.RemoveAll(work)
-	patchPath := filepath.Join(work, "reference.patch")
+	// A reference that starts with "#!" is a solver script (a container
+	// task's solution/solve.sh), run in the fixture; anything else is a
+	// patch, applied with git apply.
+	name, scenario := "reference.patch", "apply-patch="
+	if bytes.HasPrefix(patch, []byte("#!")) {
+		name, scenario = "solve.sh", "run-script="
+	}
+	patchPath := filepath.Join(work, name)
 	if err := os.WriteFile(patchPath, patch, 0o644); err != nil {
-		return nil, fmt.Errorf("write the reference patch to %s: %w", patchPath, err)
+		return nil, fmt.Errorf("write the reference to %s: %w", patchPath, err)
 	}
 	o.Config = withReadPath(o.Config, work)
-	o.Lane, o.Scenario, o.CaseCmd, o.Agent = ctoharness.LaneFake, "apply-patch="+patchPath, nil, harness.AgentOptions{}
+	o.Lane, o.Scenario, o.CaseCmd, o.Agent = ctoharness.LaneFake, scenario+patchPath, nil, harness.AgentOptions{}
 	o.Rev = base
 
 	rec := &ctoharness.TaskCheck{SchemaVersion: ctoharness.SchemaVersion, CheckedAt: o.Clock().UTC(), Source: root, BaseCommit: base, Reference: in.Reference,

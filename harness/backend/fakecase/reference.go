@@ -42,3 +42,42 @@ func applyPatch(path string) func(*caseRun) error {
 		return nil
 	}
 }
+
+// runScript is the Case of a task check whose reference is a script (a
+// container task's solution/solve.sh): it runs PATH with /bin/sh in the
+// fixture, as the task's own solver would, and reports every path git
+// then sees changed or added. A script that fails fails the scenario.
+func runScript(path string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		bin, err := exec.LookPath("git")
+		if err != nil {
+			return fmt.Errorf("listing what the reference script changed needs git in the view: %w", err)
+		}
+		run := exec.Command("/bin/sh", path)
+		run.Dir = c.root
+		if out, err := run.CombinedOutput(); err != nil {
+			return fmt.Errorf("the reference script %s failed in the task's base: %v: %s", path, err, strings.TrimSpace(lastLines(string(out), 20)))
+		}
+		var names, errs bytes.Buffer
+		st := exec.Command(bin, "-c", "core.fsmonitor=false", "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
+		st.Dir, st.Stdout, st.Stderr = c.root, &names, &errs
+		if err := st.Run(); err != nil {
+			return fmt.Errorf("list what the reference script changed: %v: %s", err, strings.TrimSpace(errs.String()))
+		}
+		for _, rec := range strings.Split(names.String(), "\x00") {
+			if len(rec) > 3 {
+				c.emit(ctoharness.EvCaseFileChanged, map[string]any{"path": rec[3:]})
+			}
+		}
+		return nil
+	}
+}
+
+// lastLines is the end of out, n lines at most.
+func lastLines(out string, n int) string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -171,17 +171,6 @@ func LayoutLinks(lay task.Layout, verification bool) []sandbox.Bind {
 	return links
 }
 
-// LayoutAliases are the layout's links as the verification's scanner
-// reads them: each linked path with the host directory it reaches when the
-// command's work directory is work.
-func LayoutAliases(lay task.Layout, work string) map[string]string {
-	al := map[string]string{lay.Workdir: work}
-	for at, rel := range lay.Links {
-		al[at] = filepath.Join(work, filepath.FromSlash(rel))
-	}
-	return al
-}
-
 // commandReads adds what the command itself needs to read to the view's
 // read paths: its executable, a script it runs named by absolute path
 // (["node", "/opt/agent/cli.js"]), and for a Node program the install
