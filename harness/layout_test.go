@@ -25,6 +25,8 @@ func TestLayoutRewardTask(t *testing.T) {
 	base, _ := stage3(t, set)
 	aside := t.TempDir()
 	const judge = `#!/bin/sh
+set -eu
+mkdir -p /logs/verifier
 cd /app || exit 3
 if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 `

@@ -45,7 +45,8 @@ type harborToml struct {
 		TimeoutSec float64 `toml:"timeout_sec"`
 	} `toml:"agent"`
 	Environment struct {
-		AllowInternet *bool `toml:"allow_internet"`
+		AllowInternet *bool  `toml:"allow_internet"`
+		NetworkMode   string `toml:"network_mode"`
 	} `toml:"environment"`
 }
 
@@ -156,7 +157,7 @@ func importHarbor(dir, out string, src *startStates, o Options) (Imported, error
 		return imp, err
 	}
 	imp.Notes = append(imp.Notes, notes...)
-	if a := meta.Environment.AllowInternet; a != nil && *a {
+	if a := meta.Environment.AllowInternet; (a != nil && *a) || meta.Environment.NetworkMode == "public" {
 		imp.Notes = append(imp.Notes, "task.toml allows the internet; the harness gives Case and the verification none unless the config or the run grants endpoints")
 	}
 	taskDir := filepath.Join(out, id)

@@ -45,7 +45,8 @@ func TestHarborImport(t *testing.T) {
 		"environment/cfg.ini": "k=v\n", "environment/run.sh": "#!/bin/sh\n",
 		"solution/solve.sh": "sed -i s/a/A/ /app/src/a.py\n",
 	})
-	harborTask(t, ds, "empty", map[string]string{"environment/Dockerfile": "FROM ubuntu\nWORKDIR /work/space\n"})
+	harborTask(t, ds, "empty", map[string]string{"environment/Dockerfile": "FROM ubuntu\nWORKDIR /work/space\n",
+		"task.toml": "schema_version = \"2.0\"\n[task]\nname = \"x/empty\"\n[environment]\nnetwork_mode = \"public\"\n"})
 	for name, df := range map[string]string{
 		"clones":     "FROM ubuntu\nWORKDIR /app\nRUN git clone https://github.com/x/y . && git checkout abc\n",
 		"stages":     "FROM golang AS build\nFROM ubuntu\nWORKDIR /app\n",
@@ -82,11 +83,20 @@ func TestHarborImport(t *testing.T) {
 	if len(want) != 0 || len(res.Imported) != 2 || len(res.Batches) != 1 {
 		t.Fatalf("imported %+v, not skipped %v, batches %v", res.Imported, want, res.Batches)
 	}
-	var copies Imported
+	var copies, empty Imported
 	for _, imp := range res.Imported {
-		if imp.ID == "copies" {
+		switch imp.ID {
+		case "copies":
 			copies = imp
+		case "empty":
+			empty = imp
 		}
+	}
+	if !strings.Contains(strings.Join(empty.Notes, "\n"), "allows the internet") || gitTree(t, empty.Source, empty.Base) != ".gitkeep" {
+		t.Errorf("the task with an empty workdir and a public network: notes %v, tree %q", empty.Notes, gitTree(t, empty.Source, empty.Base))
+	}
+	if spec, _ := os.ReadFile(empty.Task); !strings.Contains(string(spec), `"workdir": "/work/space"`) || !strings.Contains(string(spec), `"timeout_seconds": 600`) {
+		t.Errorf("the task without timeouts in a nested workdir:\n%s", spec)
 	}
 	spec, _ := os.ReadFile(copies.Task)
 	for _, w := range []string{`"workdir": "/app"`, `"/tests": ".cto-harness/tests"`, `"format": "reward"`, `"fail_to_pass": [`, `"base": "` + copies.Base, `"timeout_seconds": 90`, `"case_timeout_seconds": 200`, `"command": "bash /tests/test.sh"`} {
