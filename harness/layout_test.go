@@ -31,6 +31,13 @@ cd /app || exit 3
 if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
 `
 	const fix = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hello\n"
+	// A result that plants a passing reward and a link where the tests go:
+	// the report path is cleared and the link replaced before the verifier
+	// (which writes a reward only on success) runs.
+	const planted = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hullo\n" +
+		"diff --git a/.cto-harness/logs/reward.txt b/.cto-harness/logs/reward.txt\nnew file mode 100644\n--- /dev/null\n+++ b/.cto-harness/logs/reward.txt\n@@ -0,0 +1 @@\n+1\n" +
+		"diff --git a/.cto-harness/tests b/.cto-harness/tests\nnew file mode 120000\n--- /dev/null\n+++ b/.cto-harness/tests\n@@ -0,0 +1 @@\n+/\n\\ No newline at end of file\n"
+	const onlyOnSuccess = "#!/bin/sh\ncd /app && [ \"$(sh greet.sh)\" = hello ] && echo 1 > /logs/verifier/reward.txt\nexit 0\n"
 	const wrong = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hullo\n"
 	for _, c := range []struct {
 		name, test, patch string
@@ -40,6 +47,7 @@ if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/ve
 		{"fix", judge, fix, ctoharness.StatusPass, ""},
 		{"wrong", judge, wrong, ctoharness.StatusFailed, ctoharness.BlockTestsFailed},
 		{"rewards-anything", "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n", fix, ctoharness.StatusBlocked, ctoharness.BlockTaskInvalid},
+		{"planted", onlyOnSuccess, planted, ctoharness.StatusBlocked, ctoharness.BlockTestNotRun},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := recipeRepo(t, map[string]string{"greet.sh": "echo helo\n", "README": "greets\n"})
@@ -50,7 +58,7 @@ if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/ve
 			}
 			patch := filepath.Join(aside, c.name, "patch", "change.patch")
 			writeFile(t, patch, c.patch)
-			spec, err := task.Parse([]byte(`{"task": "Fix the greeting in /app/greet.sh.", "allowed_paths": ["greet.sh"], "hidden_tests": "`+hidden+`",
+			spec, err := task.Parse([]byte(`{"task": "Fix the greeting in /app/greet.sh.", "allowed_paths": ["**"], "hidden_tests": "`+hidden+`",
 				"layout": {"workdir": "/app", "links": {"/tests": ".cto-harness/tests", "/logs/verifier": ".cto-harness/logs"}},
 				"test_results": {"format": "reward", "path": ".cto-harness/logs/reward.txt"}, "fail_to_pass": ["reward"],
 				"verification": {"command": "sh /tests/test.sh", "timeout_seconds": 60}}`), "layout", set.Validator(schemas.TaskSpec))
@@ -93,6 +101,9 @@ if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/ve
 					js, _ := json.Marshal(g)
 					t.Errorf("the reward was not held to failing on the base: %s", js)
 				}
+			}
+			if c.name == "planted" && (rep.Tests.Results == nil || !rep.Tests.Results.Planted || rep.Tests.Classification == ctoharness.TestPass) {
+				t.Errorf("the planted reward was not removed unread: %+v", rep.Tests)
 			}
 			mustValidate(t, set, rep, c.want == ctoharness.StatusPass)
 		})
