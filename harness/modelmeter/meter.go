@@ -14,6 +14,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -133,6 +135,8 @@ func Start(o Options) (*Meter, error) {
 		},
 		Transport:     tr,
 		FlushInterval: -1, // streamed answers reach the agent as they come
+		// The meter records a cut stream itself; the harness's stderr is the user's terminal.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set(meterHeader, "unreachable")
