@@ -13,11 +13,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
-	"github.com/cto-harness/cto-harness/harness/config"
-	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/validators"
 )
 
 // historyRSSEnv makes TestLongHistoryRunHelper, run as a child of
@@ -33,18 +29,7 @@ func TestLongHistoryRunHelper(t *testing.T) {
 	if repo == "" {
 		t.Skip("run by BenchmarkLongHistoryPeakRSS only")
 	}
-	set := compile(t)
-	runs := t.TempDir()
-	exe, _ := os.Executable()
-	keys := testKeys(t)
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
-		t.Fatalf("stage 2: %v", res.Errors)
-	}
-	spec := task.Spec{Task: "add a note", AllowedPaths: []string{"CASE_NOTES.md"},
-		Verification: task.Verification{Command: "true", TimeoutSeconds: 120}, CaseTimeoutSeconds: 120}
-	o := harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Config: config.Config{OwnedSources: []string{repo}},
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+	o := stage3Options(t, repo, "true", 120*time.Second)
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil || rep.Status != ctoharness.StatusPass {
 		t.Fatalf("run: %v %v", err, rep.Blockers)

@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
 
@@ -50,6 +51,30 @@ func run(b *testing.B, dir, name string, args ...string) {
 	}
 }
 
+// stage3Options is a stage 3 run of the fake lane on repo, an owned source,
+// with a task that adds CASE_NOTES.md and checks it with verification: the
+// benchmarks measure the pass route, so the stage 2 record that opens the
+// gate is signed here, in a runs directory of the benchmark's own.
+func stage3Options(tb testing.TB, repo, verification string, timeout time.Duration) harness.Options {
+	tb.Helper()
+	set, err := schemas.Compile()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	runs := tb.TempDir()
+	exe, _ := os.Executable()
+	keys := testKeys(tb)
+	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
+		tb.Fatalf("stage 2: %v", res.Errors)
+	}
+	secs := int(timeout / time.Second)
+	spec := task.Spec{Task: "add a note", AllowedPaths: []string{"CASE_NOTES.md"},
+		Verification: task.Verification{Command: verification, TimeoutSeconds: secs}, CaseTimeoutSeconds: secs}
+	return harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
+		Config: config.Config{OwnedSources: []string{repo}},
+		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+}
+
 func timed(f func()) time.Duration {
 	start := time.Now()
 	f()
@@ -62,18 +87,7 @@ func timed(f func()) time.Duration {
 // targets are missed: run ≤ 0.5× git pipeline and ≤ 3× cp -a, peak RSS ≤ 256 MiB.
 func BenchmarkPassRouteGoTree(b *testing.B) {
 	repo := goTreeRepo(b)
-	set := compileB(b)
-	runs := b.TempDir()
-	exe, _ := os.Executable()
-	keys := testKeys(b)
-	if res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys}); !res.OK {
-		b.Fatalf("stage 2: %v", res.Errors)
-	}
-	spec := task.Spec{Task: "add a note", AllowedPaths: []string{"CASE_NOTES.md"},
-		Verification: task.Verification{Command: "test -f CASE_NOTES.md", TimeoutSeconds: 60}, CaseTimeoutSeconds: 60}
-	o := harness.Options{Stage: 3, Source: repo, Spec: &spec, RunsDir: runs, Schemas: set, SelfExe: exe,
-		Config: config.Config{OwnedSources: []string{repo}},
-		Getenv: env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"}.get, VerifyRun: validators.StageRunVerifier(set), Signing: keys}
+	o := stage3Options(b, repo, "test -f CASE_NOTES.md", 60*time.Second)
 	var harnessT, gitT, cpT time.Duration
 	// Deleting many files makes file creation slow for a while on some
 	// filesystems; settle after set-up, and rotate the order of the three
