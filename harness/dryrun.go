@@ -400,7 +400,7 @@ func unresolved(o Options, command string, tc toolenv.Set, path string, found []
 	}
 	visible := func(p string) bool {
 		for _, q := range []string{p, launch.RealPath(p)} {
-			if insideAnyPath(q, shown) || insideAnyPath(q, system) && !insideAnyPath(q, hide) {
+			if sandbox.WithinAny(q, shown) || sandbox.WithinAny(q, system) && !sandbox.WithinAny(q, hide) {
 				return true
 			}
 		}

@@ -84,8 +84,6 @@ func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharn
 	return r.launcher.PlanView(verification, argv)
 }
 
-func insideAnyPath(p string, roots []string) bool { return launch.InsideAny(p, roots) }
-
 func exitCode(p *int) int {
 	if p == nil {
 		return -1

@@ -30,6 +30,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/overlay"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
@@ -220,7 +221,7 @@ func (r *run) hiddenTests(ctx context.Context, dir, sourceRoot string) (*ctoharn
 	if err != nil {
 		return nil, fmt.Errorf("hidden tests %s: %v", set.Dir, err)
 	}
-	if insideAnyPath(real, []string{sourceRoot}) {
+	if sandbox.Within(real, sourceRoot) {
 		return nil, fmt.Errorf("the hidden tests %s lie inside the source %s, whose copy Case works in: keep them outside the repository", set.Dir, sourceRoot)
 	}
 	if r.o.Unsandboxed {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -289,7 +288,7 @@ func privateShm(writable []string) (bool, error) {
 		return false, nil
 	}
 	for _, w := range writable {
-		if within(w, "/dev/shm") {
+		if Within(w, "/dev/shm") {
 			return false, nil // a writable dir lives there: keep it visible
 		}
 	}
@@ -297,11 +296,6 @@ func privateShm(writable []string) (bool, error) {
 		return false, failf("cannot mount a private /dev/shm: %v", err)
 	}
 	return true, nil
-}
-
-func within(p, root string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // hostRoot reports whether uid 0 inside the namespace is root on the host

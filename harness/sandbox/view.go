@@ -174,14 +174,14 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 	// Read-only binds: system paths (optional), then required read paths.
 	var binds []Mount
 	for _, p := range v.System {
-		if insideAny(p, hidden) {
+		if WithinAny(p, hidden) {
 			continue
 		}
 		m, ok, err := hostBind(p, false)
 		if err != nil {
 			return nil, err
 		}
-		if ok && !insideAny(m.Source, hidden) {
+		if ok && !WithinAny(m.Source, hidden) {
 			binds = append(binds, m)
 		}
 	}
@@ -214,7 +214,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 				continue
 			}
 			real, err := filepath.EvalSymlinks(m.Path)
-			if err != nil || insideAny(real, hidden) {
+			if err != nil || WithinAny(real, hidden) {
 				continue
 			}
 			st, err := os.Stat(real)
@@ -267,7 +267,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		if under := firstContaining(o.Lower, v.Protected); under != "" {
 			return nil, viewErr("overlay %s shows %s, inside %s, which the command must never see", o.Path, o.Lower, under)
 		}
-		if under := firstContaining(o.Path, v.Protected); under != "" && !insideAny(o.Path, writable) {
+		if under := firstContaining(o.Path, v.Protected); under != "" && !WithinAny(o.Path, writable) {
 			return nil, viewErr("overlay %s lies inside %s, which the command must never see", o.Path, under)
 		}
 		for _, d := range append([]string{o.Lower, o.Upper, o.Work}, o.Layers...) {
@@ -279,7 +279,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 			}
 		}
 		for _, l := range append([]string{o.Lower}, o.Layers...) {
-			if within(o.Upper, l) || within(l, o.Upper) || within(o.Work, l) {
+			if Within(o.Upper, l) || Within(l, o.Upper) || Within(o.Work, l) {
 				return nil, viewErr("overlay %s: the writable layer and %s overlap", o.Path, l)
 			}
 		}
@@ -307,7 +307,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 		}
 		var best *Mount
 		for i, m := range all {
-			if m.Kind == MountBind && !m.File && within(h, m.Source) && (best == nil || len(m.Source) > len(best.Source)) {
+			if m.Kind == MountBind && !m.File && Within(h, m.Source) && (best == nil || len(m.Source) > len(best.Source)) {
 				best = &all[i]
 			}
 		}
@@ -329,7 +329,7 @@ func (v View) Plan(writable []string) ([]Mount, error) {
 	// of their own instead, one directory below.
 	for _, w := range []string{"/tmp", "/dev/shm"} {
 		for p := range byPath {
-			if p == w || !within(p, w) {
+			if p == w || !Within(p, w) {
 				continue
 			}
 			top := filepath.Join(w, strings.SplitN(relTo(w, p), "/", 2)[0])
@@ -421,7 +421,7 @@ func hostBind(p string, required bool) (Mount, bool, error) {
 // boundBy reports whether p is shown by a same-path directory bind.
 func boundBy(p string, binds []Mount) bool {
 	for _, b := range binds {
-		if b.Kind == MountBind && !b.File && b.Source == b.Path && within(p, b.Path) {
+		if b.Kind == MountBind && !b.File && b.Source == b.Path && Within(p, b.Path) {
 			return true
 		}
 	}
@@ -435,12 +435,12 @@ func coveredBy(m Mount, binds []Mount, hidden []string) bool {
 		return false // the path (a symlink included) is shown as the host has it
 	}
 	for _, b := range binds {
-		if b.Kind != MountBind || b.File || b.Source != b.Path || b.Path == m.Path || !within(m.Path, b.Path) {
+		if b.Kind != MountBind || b.File || b.Source != b.Path || b.Path == m.Path || !Within(m.Path, b.Path) {
 			continue
 		}
 		masked := false // a mask between b and m hides m there
 		for _, h := range hidden {
-			if within(m.Path, h) && within(h, b.Path) && h != b.Path {
+			if Within(m.Path, h) && Within(h, b.Path) && h != b.Path {
 				masked = true
 			}
 		}
@@ -456,7 +456,7 @@ func coveredBy(m Mount, binds []Mount, hidden []string) bool {
 // from mount points).
 func visible(p string, mounts []Mount) bool {
 	for _, m := range mounts {
-		if m.Kind == MountBind && !m.File && within(p, m.Path) || within(m.Path, p) {
+		if m.Kind == MountBind && !m.File && Within(p, m.Path) || Within(m.Path, p) {
 			return true
 		}
 	}
@@ -465,11 +465,9 @@ func visible(p string, mounts []Mount) bool {
 
 func clean(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
 
-func insideAny(p string, roots []string) bool { return firstContaining(p, roots) != "" }
-
 func firstContaining(p string, roots []string) string {
 	for _, r := range roots {
-		if within(p, r) {
+		if Within(p, r) {
 			return r
 		}
 	}

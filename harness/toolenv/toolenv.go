@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/cto-harness/cto-harness/harness/config"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 )
 
 // Commands a variable or a toolchain can be for.
@@ -94,7 +95,7 @@ func For(c config.Config, cmd string, getenv func(string) string) (Set, error) {
 			}
 		}
 		for _, p := range tc.Path {
-			if !filepath.IsAbs(p) || !inside(p, tc.Paths) {
+			if !filepath.IsAbs(p) || !sandbox.WithinAny(p, tc.Paths) {
 				return Set{}, fmt.Errorf("%w: %s: PATH entry %q must be absolute and inside one of its paths", ErrInvalid, where, p)
 			}
 			s.Path = appendNew(s.Path, filepath.Clean(p))
@@ -263,16 +264,6 @@ func versionLess(a, b string) bool {
 		}
 	}
 	return len(pa) < len(pb)
-}
-
-func inside(p string, roots []string) bool {
-	p = filepath.Clean(p)
-	for _, r := range roots {
-		if rel, err := filepath.Rel(r, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return true
-		}
-	}
-	return false
 }
 
 func appendNew(list []string, p string) []string {

@@ -117,7 +117,7 @@ func holdsPrivateKey(p string) bool {
 func exposedSecret(mounts []sandbox.Mount, secrets []string) string {
 	for _, sec := range secrets {
 		for _, m := range mounts {
-			if m.Kind != sandbox.MountBind || !InsideAny(sec, []string{m.Source}) {
+			if m.Kind != sandbox.MountBind || !sandbox.Within(sec, m.Source) {
 				continue
 			}
 			if m.File && m.Source != sec {
@@ -131,7 +131,7 @@ func exposedSecret(mounts []sandbox.Mount, secrets []string) string {
 			// The deepest mount at or above at decides what is there.
 			top := -1
 			for i, o := range mounts {
-				if InsideAny(at, []string{o.Path}) && (top < 0 || len(o.Path) > len(mounts[top].Path)) {
+				if sandbox.Within(at, o.Path) && (top < 0 || len(o.Path) > len(mounts[top].Path)) {
 					top = i
 				}
 			}

@@ -199,10 +199,3 @@ func TestCommandReads(t *testing.T) {
 		t.Errorf("a program not on the PATH is added: %v", got)
 	}
 }
-
-// InsideAny is lexical: a sibling with the same prefix is not inside.
-func TestInsideAny(t *testing.T) {
-	if !InsideAny("/a/b/c", []string{"/x", "/a/b"}) || !InsideAny("/a/b", []string{"/a/b"}) || InsideAny("/a/bc", []string{"/a/b"}) {
-		t.Error("InsideAny")
-	}
-}

@@ -104,7 +104,7 @@ func (l *Launcher) PlanView(verification bool, argv []string) (*sandbox.View, ct
 	if tsk.ReadPaths != nil {
 		allowed := append(append([]string{}, system...), cfg.ReadPaths...)
 		for _, p := range tsk.ReadPaths {
-			if !InsideAny(p, allowed) {
+			if !sandbox.WithinAny(p, allowed) {
 				return nil, ctoharness.ViewRecord{}, fmt.Errorf("the task's sandbox read path %s is not inside a default or configured read path; a task can narrow the view, never widen it", p)
 			}
 		}
@@ -181,11 +181,11 @@ func commandReads(read, argv, system []string, hostPath string) []string {
 	if !filepath.IsAbs(exe) {
 		exe = LookIn(exe, hostPath)
 	}
-	if exe != "" && !InsideAny(exe, system) {
+	if exe != "" && !sandbox.WithinAny(exe, system) {
 		read = append(read, filepath.Clean(exe))
 	}
 	for _, a := range argv[1:] {
-		if filepath.IsAbs(a) && !InsideAny(a, system) && !slices.Contains(read, filepath.Clean(a)) {
+		if filepath.IsAbs(a) && !sandbox.WithinAny(a, system) && !slices.Contains(read, filepath.Clean(a)) {
 			if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
 				read = append(read, filepath.Clean(a))
 			}
@@ -193,7 +193,7 @@ func commandReads(read, argv, system []string, hostPath string) []string {
 	}
 	for _, p := range append([]string{}, read...) {
 		for _, q := range []string{p, RealPath(p)} {
-			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !InsideAny(q[:i], system) {
+			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !sandbox.WithinAny(q[:i], system) {
 				read = append(read, q[:i])
 			}
 		}
@@ -279,17 +279,6 @@ func PathOf(env []string) string {
 		}
 	}
 	return ""
-}
-
-// InsideAny says whether p is at or below one of roots (lexically).
-func InsideAny(p string, roots []string) bool {
-	for _, root := range roots {
-		rel, err := filepath.Rel(root, p)
-		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return true
-		}
-	}
-	return false
 }
 
 // RealPath is p with every symlink resolved, or p itself when it cannot be.

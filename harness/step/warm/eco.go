@@ -11,6 +11,7 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/warmcache"
 )
@@ -81,7 +82,7 @@ func (e Eco) outsideRoots(in Input) error {
 	for _, d := range e.Dirs("/") {
 		for _, group := range [][]string{{in.Source, in.RunsDir}, cfg.OwnedSources, cfg.TargetRoots, cfg.ExternalRoots} {
 			for _, root := range group {
-				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && inside(d.Host, filepath.Clean(root)) {
+				if root != "" && filepath.IsAbs(root) && filepath.Clean(root) != "/" && sandbox.Within(d.Host, root) {
 					key, _, _ := strings.Cut(strings.Replace(d.Name, "pip-wheelhouse", "pip_wheelhouse", 1), "-")
 					return ctoharness.Block(ctoharness.BlockConfigInvalid, ctoharness.StepGate,
 						fmt.Errorf("%w: %s lies inside %s", warmcache.ErrUnavailable, d.Host, root),
@@ -109,12 +110,6 @@ func (e Eco) notSetByTools(in Input) error {
 		}
 	}
 	return nil
-}
-
-// inside says whether p is root or below it.
-func inside(p, root string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // Keys are the variables the offered caches may set, whether or not the
