@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -243,6 +244,12 @@ func (o *Options) defaults() error {
 	}
 	o.RunsDir = abs
 	return nil
+}
+
+// sourcePolicy is how the source is classified: against the config's
+// owned, Target and external roots, at the run's clock.
+func (o Options) sourcePolicy() source.Policy {
+	return source.Policy{Owned: o.Config.OwnedSources, TargetRoots: o.Config.TargetRoots, ExternalRoots: o.Config.ExternalRoots, Now: o.Clock, ConfigFile: o.Config.Path}
 }
 
 // DefaultSpec is the built-in task for a user's own repository: add a note

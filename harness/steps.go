@@ -115,7 +115,7 @@ func (r *run) caseCommand() []string {
 // materialized in the workspace.
 func (r *run) classify(ctx context.Context) bool {
 	r.SetStep(ctoharness.StepClassify)
-	pol := source.Policy{Owned: r.o.Config.OwnedSources, TargetRoots: r.o.Config.TargetRoots, ExternalRoots: r.o.Config.ExternalRoots, Now: r.o.Clock, ConfigFile: r.o.Config.Path}
+	pol := r.o.sourcePolicy()
 	path := r.o.Source
 	builtin := ""
 	if path == "" {
@@ -344,21 +344,9 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	}
 	if !p.StatusClean {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
-			Message: fmt.Sprintf("source %s is not clean (%s); commit or stash the changes, then run again", r.repo.Root, describeStatus(p.Status))})
+			Message: fmt.Sprintf("source %s is not clean (%s); commit or stash the changes, then run again", r.repo.Root, source.DescribeStatus(p.Status))})
 	}
 	return r.OK()
-}
-
-func describeStatus(st []ctoharness.StatusEntry) string {
-	var parts []string
-	for i, e := range st {
-		if i == 5 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(st)-5))
-			break
-		}
-		parts = append(parts, strings.TrimSpace(e.Staging+e.Worktree)+" "+e.Path)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // record is the harness's own account of the fixture, made before Case

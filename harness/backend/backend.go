@@ -311,6 +311,37 @@ func EnvKeys(env []string) []string {
 	return keys
 }
 
+// ReplaceEnv is env with each of set's variables in place of the one env
+// already has. Appending would leave two GOCACHE entries, and exec keeps
+// whichever sorts last: the scratch's, when the host's cache path sorts
+// first, so every command compiled from a cold cache.
+func ReplaceEnv(env, set []string) []string {
+	drop := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		drop[k] = true
+	}
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, set...)
+	sort.Strings(out)
+	return out
+}
+
+// EnvValue is key's value in env (KEY=VALUE pairs).
+func EnvValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
 // ScratchDirs are created before Case starts so HOME and TMPDIR exist.
 func ScratchDirs(scratch string) []string {
 	return []string{filepath.Join(scratch, "home"), filepath.Join(scratch, "tmp"), filepath.Join(scratch, "cache"), filepath.Join(scratch, "go")}

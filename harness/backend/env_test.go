@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,5 +22,20 @@ func TestEnvPathDropsSources(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(env, "\n"), "/store/repo.git") || strings.Contains(strings.Join(env, "\n"), "/src") {
 		t.Fatalf("the environment names a source path: %q", env)
+	}
+}
+
+// ReplaceEnv leaves one entry per variable, the set's.
+func TestReplaceEnv(t *testing.T) {
+	got := ReplaceEnv([]string{"HOME=/h", "GOCACHE=/scratch/go", "A=1"}, []string{"GOCACHE=/host/go", "B=2"})
+	want := []string{"A=1", "B=2", "GOCACHE=/host/go", "HOME=/h"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if v := EnvValue(got, "GOCACHE"); v != "/host/go" {
+		t.Errorf("EnvValue = %q", v)
+	}
+	if v := EnvValue(got, "NONE"); v != "" {
+		t.Errorf("EnvValue of an unset variable = %q", v)
 	}
 }

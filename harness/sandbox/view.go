@@ -363,7 +363,7 @@ func addLinks(links []Bind, cwd string, byPath map[string]Mount, add func(Mount)
 			return viewErr("link %q to %q: both must be absolute and clean, and the link not /", l.Path, l.Source)
 		}
 		for p := range byPath {
-			if p != "/" && (within(l.Path, p) || within(p, l.Path)) {
+			if p != "/" && (Within(l.Path, p) || Within(p, l.Path)) {
 				return viewErr("link %s to %s collides with the view's mount at %s", l.Path, l.Source, p)
 			}
 		}

@@ -347,3 +347,17 @@ func refsDigest(r *git.Repository) (string, int, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), len(lines), nil
 }
+
+// DescribeStatus is a dirty source's status for a blocker's message: the
+// first five entries with their codes, and how many more there are.
+func DescribeStatus(st []ctoharness.StatusEntry) string {
+	var parts []string
+	for i, e := range st {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(st)-5))
+			break
+		}
+		parts = append(parts, strings.TrimSpace(e.Staging+e.Worktree)+" "+e.Path)
+	}
+	return strings.Join(parts, ", ")
+}

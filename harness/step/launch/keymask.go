@@ -55,20 +55,20 @@ func secretPaths(c config.Config, envKey, signer string) []string {
 			continue
 		}
 		add(abs)
-		real := RealPath(abs)
+		real := realPath(abs)
 		add(real)
 	}
 	// Rotated keys: the signing key's directories, as named and as real.
 	var keyDirs []string
 	for _, p := range []string{c.Signing.KeyFile, envKey, signer} {
 		if filepath.IsAbs(p) {
-			keyDirs = append(keyDirs, filepath.Dir(p), filepath.Dir(RealPath(p)))
+			keyDirs = append(keyDirs, filepath.Dir(p), filepath.Dir(realPath(p)))
 		}
 	}
 	for _, d := range keyDirs {
 		for _, k := range privateKeysIn(d) {
 			add(k)
-			add(RealPath(k))
+			add(realPath(k))
 		}
 	}
 	return out

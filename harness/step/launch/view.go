@@ -127,8 +127,8 @@ func (l *Launcher) PlanView(verification bool, argv []string) (*sandbox.View, ct
 		tc = l.in.Tools(cmd) // checked at the gate
 	}
 	hide = append(hide, tc.Hide...)
-	hostPath := PathOf(tc.Apply(backend.Env(l.in.Scratch, "", l.in.Getenv("PATH"), l.src.Root, l.src.GitDir)))
-	system = append(system, ToolchainRoots(hostPath)...)
+	hostPath := pathOf(tc.Apply(backend.Env(l.in.Scratch, "", l.in.Getenv("PATH"), l.src.Root, l.src.GitDir)))
+	system = append(system, toolchainRoots(hostPath)...)
 	work, _ := l.Roots(verification)
 	v := &sandbox.View{System: system, Hide: hide, Protected: l.protectedPaths(), Cwd: work}
 	v.Read = append(v.Read, read...)
@@ -179,7 +179,7 @@ func LayoutLinks(lay task.Layout, verification bool) []sandbox.Bind {
 func commandReads(read, argv, system []string, hostPath string) []string {
 	exe := argv[0]
 	if !filepath.IsAbs(exe) {
-		exe = LookIn(exe, hostPath)
+		exe = lookIn(exe, hostPath)
 	}
 	if exe != "" && !sandbox.WithinAny(exe, system) {
 		read = append(read, filepath.Clean(exe))
@@ -192,7 +192,7 @@ func commandReads(read, argv, system []string, hostPath string) []string {
 		}
 	}
 	for _, p := range append([]string{}, read...) {
-		for _, q := range []string{p, RealPath(p)} {
+		for _, q := range []string{p, realPath(p)} {
 			if i := strings.Index(q, "/node_modules/"); i > 0 && !slices.Contains(read, q[:i]) && !sandbox.WithinAny(q[:i], system) {
 				read = append(read, q[:i])
 			}
@@ -237,11 +237,11 @@ func viewMounts(ms []sandbox.Mount) []ctoharness.ViewMount {
 	return out
 }
 
-// ToolchainRoots finds the install roots of the toolchain commands on path.
-func ToolchainRoots(path string) []string {
+// toolchainRoots finds the install roots of the toolchain commands on path.
+func toolchainRoots(path string) []string {
 	var out []string
 	for _, c := range toolchainCommands {
-		exe := LookIn(c, path)
+		exe := lookIn(c, path)
 		if exe == "" {
 			continue
 		}
@@ -260,8 +260,8 @@ func ToolchainRoots(path string) []string {
 	return out
 }
 
-// LookIn finds name on the PATH list path ("" when absent).
-func LookIn(name, path string) string {
+// lookIn finds name on the PATH list path ("" when absent).
+func lookIn(name, path string) string {
 	for _, d := range filepath.SplitList(path) {
 		p := filepath.Join(d, name)
 		if _, err := exec.LookPath(p); err == nil {
@@ -271,8 +271,8 @@ func LookIn(name, path string) string {
 	return ""
 }
 
-// PathOf is the PATH an environment list sets ("" when it sets none).
-func PathOf(env []string) string {
+// pathOf is the PATH an environment list sets ("" when it sets none).
+func pathOf(env []string) string {
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			return v
@@ -281,8 +281,8 @@ func PathOf(env []string) string {
 	return ""
 }
 
-// RealPath is p with every symlink resolved, or p itself when it cannot be.
-func RealPath(p string) string {
+// realPath is p with every symlink resolved, or p itself when it cannot be.
+func realPath(p string) string {
 	if r, err := filepath.EvalSymlinks(p); err == nil {
 		return r
 	}

@@ -193,7 +193,7 @@ func (c *Caches) warmUp(ctx context.Context, s *runsink.Sink, in Keep, rec *ctoh
 		return "", fmt.Errorf("%s could not be opened: %w", evidence.WarmUpLog, err)
 	}
 	rec.WarmedUp, rec.WarmUpLog = true, evidence.WarmUpLog
-	env := ReplaceEnv(c.Env(egress.CommandVerify, backend.Env(scratch, "", c.getenv("PATH"), in.RepoRoot), in.Allowed), []string{warmUpGoFlags})
+	env := backend.ReplaceEnv(c.Env(egress.CommandVerify, backend.Env(scratch, "", c.getenv("PATH"), in.RepoRoot), in.Allowed), []string{warmUpGoFlags})
 	vin := verify.Input{Command: in.Command, Fixture: work, Env: env, Timeout: in.Timeout, Log: f, LogPath: evidence.WarmUpLog, Tracer: s.Trace,
 		Wrap: func(argv []string) ([]string, *syscall.SysProcAttr, []*os.File, error) { return in.Launch(pol, argv) }}
 	vpol := verify.Policy{Profile: in.Profile, AllowDangerous: in.AllowDangerous, Roots: dirs}

@@ -42,7 +42,7 @@ func (c *Caches) ShowEco(v *sandbox.View, scratch string) error {
 	if c.unsandboxed {
 		return nil
 	}
-	home := EnvValue(backend.Env(scratch, "", "", ""), "HOME")
+	home := backend.EnvValue(backend.Env(scratch, "", "", ""), "HOME")
 	ovs, _, err := warmcache.ShowDirs(c.eco.Dirs(home), filepath.Join(scratch, "warm"))
 	if err != nil {
 		return err

@@ -10,10 +10,9 @@ package warm
 
 import (
 	"context"
-	"sort"
-	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
@@ -111,10 +110,10 @@ func (c *Caches) Env(cmd egress.Command, env []string, allowed func(host string)
 		return env
 	}
 	if c.goc != nil {
-		env = ReplaceEnv(env, c.goc.Env())
+		env = backend.ReplaceEnv(env, c.goc.Env())
 	}
-	if add := c.eco.Env(EnvValue(env, "HOME"), allowed); len(add) > 0 {
-		env = ReplaceEnv(env, add)
+	if add := c.eco.Env(backend.EnvValue(env, "HOME"), allowed); len(add) > 0 {
+		env = backend.ReplaceEnv(env, add)
 	}
 	return env
 }
@@ -122,34 +121,3 @@ func (c *Caches) Env(cmd egress.Command, env []string, allowed func(host string)
 // Record is the npm, pip and cargo caches' record for the gate's event:
 // which are shown and which the host does not have.
 func (c *Caches) Record() map[string]any { return c.eco.Record() }
-
-// ReplaceEnv is env with each of set's variables in place of the one env
-// already has. Appending would leave two GOCACHE entries, and exec keeps
-// whichever sorts last: the scratch's, when the host's cache path sorts
-// first, so every command compiled from a cold cache.
-func ReplaceEnv(env, set []string) []string {
-	drop := map[string]bool{}
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		drop[k] = true
-	}
-	out := make([]string, 0, len(env)+len(set))
-	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
-			out = append(out, kv)
-		}
-	}
-	out = append(out, set...)
-	sort.Strings(out)
-	return out
-}
-
-// EnvValue is key's value in env (KEY=VALUE pairs).
-func EnvValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}

@@ -222,21 +222,6 @@ func TestEnvUnsandboxed(t *testing.T) {
 	}
 }
 
-// ReplaceEnv leaves one entry per variable, the set's.
-func TestReplaceEnv(t *testing.T) {
-	got := ReplaceEnv([]string{"HOME=/h", "GOCACHE=/scratch/go", "A=1"}, []string{"GOCACHE=/host/go", "B=2"})
-	want := []string{"A=1", "B=2", "GOCACHE=/host/go", "HOME=/h"}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
-	if v := EnvValue(got, "GOCACHE"); v != "/host/go" {
-		t.Errorf("EnvValue = %q", v)
-	}
-	if v := EnvValue(got, "NONE"); v != "" {
-		t.Errorf("EnvValue of an unset variable = %q", v)
-	}
-}
-
 // Warnings name an install with nothing to install from.
 func TestWarnings(t *testing.T) {
 	allowNpm, err := egress.ParseList([]string{warmcache.NpmRegistry + ":443"}, "test", nil)
