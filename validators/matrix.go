@@ -611,6 +611,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		spec.TestResults = &task.TestResults{Format: testresults.Format(r.Format), Path: r.Path}
 	}
 	spec.FailToPass, spec.PassToPass = st.FailToPass, st.PassToPass
+	if l := st.Layout; l != nil {
+		spec.Layout = &task.Layout{Workdir: l.Workdir, Links: l.Links}
+	}
 	if st.AllowedPaths != nil {
 		spec.AllowedPaths = st.AllowedPaths
 	}
