@@ -276,18 +276,7 @@ func importOne(in instance, o Options) (Imported, error) {
 	if o.Setup != "" {
 		spec.Setup = &task.Verification{Command: o.Setup, TimeoutSeconds: 1800}
 	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return imp, err
-	}
-	data = append(data, '\n')
-	if o.Validate != nil {
-		if err := o.Validate(data); err != nil {
-			return imp, fmt.Errorf("the task spec would not match its schema: %v", err)
-		}
-	}
-	imp.Task = filepath.Join(dir, TaskFile)
-	return imp, os.WriteFile(imp.Task, data, 0o644)
+	return imp, writeSpec(&imp, spec, dir, o)
 }
 
 // testList reads FAIL_TO_PASS / PASS_TO_PASS: a JSON list, or a string
@@ -362,37 +351,43 @@ func writeBatches(imps []Imported, o Options) ([]string, error) {
 	var out []string
 	for _, repo := range repos {
 		name := strings.ReplaceAll(repo, "/", "__")
-		type taskRef struct {
-			Name string `json:"name"`
-			Spec string `json:"spec"`
-		}
-		spec := struct {
-			Name    string              `json:"name"`
-			Sources []string            `json:"sources"`
-			Tasks   []taskRef           `json:"tasks"`
-			Agents  []map[string]string `json:"agents"`
-			Repeats int                 `json:"repeats"`
-		}{Name: "swe-bench-" + name, Sources: []string{by[repo][0].Source}, Agents: []map[string]string{{"name": "fake"}}, Repeats: 1}
-		for _, imp := range by[repo] {
-			spec.Tasks = append(spec.Tasks, taskRef{Name: imp.ID, Spec: filepath.Join(imp.ID, TaskFile)})
-		}
-		data, err := json.MarshalIndent(spec, "", "  ")
-		if err != nil {
-			return out, err
-		}
-		data = append(data, '\n')
-		if o.Batch != nil {
-			if err := o.Batch(data); err != nil {
-				return out, fmt.Errorf("the batch spec for %s would not match its schema: %v", repo, err)
-			}
-		}
 		p := filepath.Join(o.OutDir, "batch-"+name+".json")
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return out, err
+		if err := writeBatch(p, "swe-bench-"+name, by[repo][0].Source, by[repo], o); err != nil {
+			return out, fmt.Errorf("the batch spec for %s: %w", repo, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// writeBatch writes the batch spec p: source and the imported tasks, run
+// by the fake Case (name your agents in it), schema-checked.
+func writeBatch(p, name, source string, imps []Imported, o Options) error {
+	type taskRef struct {
+		Name string `json:"name"`
+		Spec string `json:"spec"`
+	}
+	spec := struct {
+		Name    string              `json:"name"`
+		Sources []string            `json:"sources"`
+		Tasks   []taskRef           `json:"tasks"`
+		Agents  []map[string]string `json:"agents"`
+		Repeats int                 `json:"repeats"`
+	}{Name: name, Sources: []string{source}, Agents: []map[string]string{{"name": "fake"}}, Repeats: 1}
+	for _, imp := range imps {
+		spec.Tasks = append(spec.Tasks, taskRef{Name: imp.ID, Spec: path.Join(imp.ID, TaskFile)})
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if o.Batch != nil {
+		if err := o.Batch(data); err != nil {
+			return fmt.Errorf("it would not match its schema: %v", err)
+		}
+	}
+	return os.WriteFile(p, data, 0o644)
 }
 
 // safeRel says whether p is a plain relative path inside a checkout: no

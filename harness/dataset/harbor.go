@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -330,32 +329,11 @@ func copySolver(dir, taskDir string) (string, string, error) {
 }
 
 // writeHarborBatch writes one batch spec: the starting states' repository
-// as its one source and every imported task, run by the fake Case.
+// as its one source and every imported task.
 func writeHarborBatch(imps []Imported, out string, o Options) (string, error) {
-	type taskRef struct {
-		Name string `json:"name"`
-		Spec string `json:"spec"`
-	}
-	spec := struct {
-		Name    string              `json:"name"`
-		Sources []string            `json:"sources"`
-		Tasks   []taskRef           `json:"tasks"`
-		Agents  []map[string]string `json:"agents"`
-		Repeats int                 `json:"repeats"`
-	}{Name: "harbor", Sources: []string{HarborSourceDir}, Agents: []map[string]string{{"name": "fake"}}, Repeats: 1}
-	for _, imp := range imps {
-		spec.Tasks = append(spec.Tasks, taskRef{Name: imp.ID, Spec: path.Join(imp.ID, TaskFile)})
-	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	data = append(data, '\n')
-	if o.Batch != nil {
-		if err := o.Batch(data); err != nil {
-			return "", fmt.Errorf("the batch spec would not match its schema: %v", err)
-		}
-	}
 	p := filepath.Join(out, "batch-harbor.json")
-	return p, os.WriteFile(p, data, 0o644)
+	if err := writeBatch(p, "harbor", HarborSourceDir, imps, o); err != nil {
+		return "", fmt.Errorf("the batch spec: %w", err)
+	}
+	return p, nil
 }
