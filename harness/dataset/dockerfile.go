@@ -77,6 +77,9 @@ func readEnvironment(dir string) (environment, error) {
 	case env.workdir == "" || env.workdir == "/":
 		return env, errors.New("the Dockerfile sets no WORKDIR: nothing says where the task's files are")
 	}
+	if _, err := os.Stat(filepath.Join(dir, ".dockerignore")); err == nil {
+		env.notes = append(env.notes, "environment/.dockerignore is not read: every file COPY names is in the starting state")
+	}
 	if len(runs) > 0 {
 		env.notes = append(env.notes, fmt.Sprintf("%d RUN line(s) not run (the first: %q): install what they install on this machine, or give --setup", len(runs), clip(runs[0], 120)))
 	}

@@ -42,7 +42,7 @@ func TestHarborImport(t *testing.T) {
 	harborTask(t, ds, "copies", map[string]string{
 		"environment/Dockerfile": "FROM python:3.13\nWORKDIR /app\nCOPY src/ ./src/\nCOPY [\"cfg.ini\", \"/etc/cfg.ini\"]\nCOPY run.sh .\nENV X=1\n",
 		"environment/src/a.py":   "print('a')\n", "environment/src/pkg/b.py": "print('b')\n",
-		"environment/cfg.ini": "k=v\n", "environment/run.sh": "#!/bin/sh\n",
+		"environment/cfg.ini": "k=v\n", "environment/run.sh": "#!/bin/sh\n", "environment/.dockerignore": "*.md\n",
 		"solution/solve.sh": "sed -i s/a/A/ /app/src/a.py\n",
 	})
 	harborTask(t, ds, "empty", map[string]string{"environment/Dockerfile": "FROM ubuntu\nWORKDIR /work/space\n",
@@ -105,7 +105,7 @@ func TestHarborImport(t *testing.T) {
 		}
 	}
 	notes := strings.Join(copies.Notes, "\n")
-	for _, w := range []string{"FROM python:3.13", "outside the workdir /app", "ENV X=1", "fetches or installs tools", "allows the internet"} {
+	for _, w := range []string{"FROM python:3.13", "outside the workdir /app", "ENV X=1", "fetches or installs tools", "allows the internet", ".dockerignore is not read"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("the notes do not say %q:\n%s", w, notes)
 		}
