@@ -104,6 +104,9 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 	if err := checkSource(env.Ctx, c.Stage, c.Source, cfg); err != nil {
 		return err
 	}
+	if err := c.checkFlags(spec); err != nil {
+		return err // before the signing key loads, which makes the machine key on first use
+	}
 	keys, err := g.keys(env, cfg, true)
 	if err != nil {
 		return err
@@ -125,22 +128,11 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		opts.Confirm = terminalConfirm(env)
 	}
 	if c.RequireCheck != "" {
-		if spec == nil {
-			return usagef("--require-task-check needs --task: a task check is of one task")
-		}
 		rec, err := taskcheck.Load(env.Ctx, c.RequireCheck, set.Validator(schemas.TaskCheck), keys.Trusted)
 		if err != nil {
 			return usageError{err}
 		}
 		opts.TaskCheck = rec
-	}
-	if c.SampleTask && spec != nil {
-		return usagef("--sample-task and --task exclude each other: --task runs your task, --sample-task the built-in one")
-	}
-	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {
-		if _, err := egress.ParseEndpoint(e); err != nil {
-			return usageError{err}
-		}
 	}
 	if c.DryRun {
 		return c.dryRun(env, opts)
@@ -168,6 +160,29 @@ func (c *RunCmd) Run(g *Globals, env *Env) error {
 		fmt.Fprintf(env.Stderr, "cto-harness: run %s %s (%s): %s (evidence: %s)\n", term(rep.RunID), term(rep.Status),
 			term(strings.Join(codes, ", ")), term(rep.Blockers[0].Message), term(rep.RunArtifactDir))
 		return exitError{ExitFailed}
+	}
+	return nil
+}
+
+// checkFlags refuses flags that cannot make a run, before anything is
+// loaded or written: --sample-task with --task, --require-task-check
+// without --task or naming no file, an endpoint that does not parse.
+func (c *RunCmd) checkFlags(spec *task.Spec) error {
+	if c.SampleTask && spec != nil {
+		return usagef("--sample-task and --task exclude each other: --task runs your task, --sample-task the built-in one")
+	}
+	if c.RequireCheck != "" {
+		if spec == nil {
+			return usagef("--require-task-check needs --task: a task check is of one task")
+		}
+		if err := checkInputFile("--require-task-check", c.RequireCheck, "a task check record (cto-harness task check --out FILE)", "docs/tasks.md"); err != nil {
+			return err
+		}
+	}
+	for _, e := range append(append(append([]string(nil), c.AllowNet...), c.VerifyAllowNet...), c.SetupAllowNet...) {
+		if _, err := egress.ParseEndpoint(e); err != nil {
+			return usageError{err}
+		}
 	}
 	return nil
 }
