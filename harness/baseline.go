@@ -163,9 +163,14 @@ func (r *run) setupIn(ctx context.Context, t testsRun, work, scratch string, pol
 	return nil
 }
 
-// layOver lays the task's hidden tests and t.lay over an extra test run's
-// checkout, and makes its layout's directories there.
+// layOver empties the task's layout directories in an extra test run's
+// checkout, then lays the task's hidden tests and t.lay over it.
 func (r *run) layOver(ctx context.Context, t testsRun, work string) error {
+	if lay := r.spec.Layout; lay != nil {
+		if _, err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(lay.Links)), reportPath(&t.results)); err != nil {
+			return fmt.Errorf("the layout's directories could not be made in the checkout of %s: %w", t.what, err)
+		}
+	}
 	lays := t.lay
 	if h := r.Report.HiddenTests; h != nil {
 		set, err := hidden.Again(ctx, h)
@@ -177,11 +182,6 @@ func (r *run) layOver(ctx context.Context, t testsRun, work string) error {
 	for _, set := range lays {
 		if _, err := hidden.Lay(ctx, set, work); err != nil {
 			return fmt.Errorf("tests could not be laid over the checkout of %s: %w", t.what, err)
-		}
-	}
-	if lay := r.spec.Layout; lay != nil {
-		if err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(lay.Links))); err != nil {
-			return fmt.Errorf("the layout's directories could not be made in the checkout of %s: %w", t.what, err)
 		}
 	}
 	return nil

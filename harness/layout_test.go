@@ -37,7 +37,11 @@ if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/ve
 	const planted = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hullo\n" +
 		"diff --git a/.cto-harness/logs/reward.txt b/.cto-harness/logs/reward.txt\nnew file mode 100644\n--- /dev/null\n+++ b/.cto-harness/logs/reward.txt\n@@ -0,0 +1 @@\n+1\n" +
 		"diff --git a/.cto-harness/tests b/.cto-harness/tests\nnew file mode 120000\n--- /dev/null\n+++ b/.cto-harness/tests\n@@ -0,0 +1 @@\n+/\n\\ No newline at end of file\n"
-	const onlyOnSuccess = "#!/bin/sh\ncd /app && [ \"$(sh greet.sh)\" = hello ] && echo 1 > /logs/verifier/reward.txt\nexit 0\n"
+	const onlyOnSuccess = "#!/bin/sh\nfor f in /tests/*.sh; do [ \"$f\" = /tests/test.sh ] || . \"$f\"; done\ncd /app && [ \"$(sh greet.sh)\" = hello ] && echo 1 > /logs/verifier/reward.txt\nexit 0\n"
+	// A result that plants a helper beside the tests, which a verifier that
+	// sources every script there would run: the directory is emptied first.
+	const besideTests = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hullo\n" +
+		"diff --git a/.cto-harness/tests/zz.sh b/.cto-harness/tests/zz.sh\nnew file mode 100644\n--- /dev/null\n+++ b/.cto-harness/tests/zz.sh\n@@ -0,0 +1,2 @@\n+echo 1 > /logs/verifier/reward.txt\n+exit 0\n"
 	const wrong = "diff --git a/greet.sh b/greet.sh\n--- a/greet.sh\n+++ b/greet.sh\n@@ -1 +1 @@\n-echo helo\n+echo hullo\n"
 	for _, c := range []struct {
 		name, test, patch string
@@ -48,6 +52,7 @@ if [ "$(sh greet.sh)" = hello ] && [ -x /tests/test.sh ]; then echo 1 > /logs/ve
 		{"wrong", judge, wrong, ctoharness.StatusFailed, ctoharness.BlockTestsFailed},
 		{"rewards-anything", "#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n", fix, ctoharness.StatusBlocked, ctoharness.BlockTaskInvalid},
 		{"planted", onlyOnSuccess, planted, ctoharness.StatusBlocked, ctoharness.BlockTestNotRun},
+		{"beside-tests", onlyOnSuccess, besideTests, ctoharness.StatusBlocked, ctoharness.BlockTestNotRun},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := recipeRepo(t, map[string]string{"greet.sh": "echo helo\n", "README": "greets\n"})

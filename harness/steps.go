@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -263,18 +264,32 @@ func (r *run) layHidden(ctx context.Context, work string) bool {
 }
 
 // layLayout makes the directories the task's layout links point to in the
-// verification checkout (a verifier's log directory, say), so that the
-// links resolve before anything runs there.
+// verification checkout (its tests', its verifier's logs) empty, before
+// the hidden tests are laid there: nothing of Case's result in them runs
+// or is read.
 func (r *run) layLayout(ctx context.Context, work string) bool {
 	if r.spec.Layout == nil {
 		return true
 	}
-	if err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(r.spec.Layout.Links))); err != nil {
+	removed, err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(r.spec.Layout.Links)), reportPath(r.spec.TestResults))
+	for _, p := range removed {
+		r.Trace.Trace(ctoharness.TraceRemove, filepath.Join(work, p))
+	}
+	if err != nil {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
 		r.skipVerify("the layout's directories could not be made in the checkout")
 		return false
 	}
 	return true
+}
+
+// reportPath is the test report's path in the checkout, as a list (none
+// without test results).
+func reportPath(tr *task.TestResults) []string {
+	if tr == nil {
+		return nil
+	}
+	return []string{path.Clean(filepath.ToSlash(tr.Path))}
 }
 
 func (r *run) materialize(ctx context.Context, name, dst string) error {
@@ -913,7 +928,7 @@ func (r *run) prepareVerify(ctx context.Context, own record, col *collected, kep
 			return work, scratch, co, false
 		}
 	}
-	if !r.layHidden(ctx, work) || !r.layLayout(ctx, work) || !r.setup(ctx, work, scratch) {
+	if !r.layLayout(ctx, work) || !r.layHidden(ctx, work) || !r.setup(ctx, work, scratch) {
 		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
 		return work, scratch, co, false
 	}

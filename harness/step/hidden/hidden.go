@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -232,20 +233,58 @@ func makeDirs(checkout string, parts []string) (string, error) {
 }
 
 // MakeDirs makes each directory of rels (relative, clean, no .. and no
-// .git) in the checkout, as Lay makes a hidden file's: a task's layout
-// links point there, and a link Case committed on the way is replaced,
-// never followed. Nothing runs in the checkout while they are made.
-func MakeDirs(ctx context.Context, checkout string, rels []string) error {
+// .git) in the checkout, empty: a task's layout links point there (its
+// tests at /tests, its verifier's logs), and what Case's result holds
+// there is removed unread, so no file of Case's (a conftest.py beside the
+// tests) runs as the harness's own. keep are regular files left where
+// they are (the test report's path, which the results step clears itself
+// and records as planted). Each directory on the way is made as Lay makes
+// a hidden file's: a link Case committed is replaced, never followed.
+// Call it before Lay, which may lay files inside them; nothing runs in the
+// checkout meanwhile. It returns the paths removed.
+func MakeDirs(ctx context.Context, checkout string, rels, keep []string) ([]string, error) {
+	var removed []string
 	for _, rel := range rels {
 		if err := ctx.Err(); err != nil {
-			return err
+			return removed, err
 		}
 		c := filepath.ToSlash(filepath.Clean(rel))
 		if c == "." || filepath.IsAbs(rel) || hasDotDot(c) || hasGitComponent(c) {
-			return fmt.Errorf("%w: the directory %q is not a plain path inside the checkout", ErrHidden, rel)
+			return removed, fmt.Errorf("%w: the directory %q is not a plain path inside the checkout", ErrHidden, rel)
 		}
-		if _, err := makeDirs(checkout, strings.Split(c, "/")); err != nil {
-			return fmt.Errorf("%w: make %s in the checkout: %v", ErrHidden, c, err)
+		dir, err := makeDirs(checkout, strings.Split(c, "/"))
+		if err == nil {
+			err = emptyDir(dir, c, keep, &removed)
+		}
+		if err != nil {
+			return removed, fmt.Errorf("%w: make %s empty in the checkout: %v", ErrHidden, c, err)
+		}
+	}
+	return removed, nil
+}
+
+// emptyDir removes every entry of dir (rel in the checkout) but the
+// regular files keep names and the directories on their way. An entry is
+// judged by its own type, never followed.
+func emptyDir(dir, rel string, keep []string, removed *[]string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := rel + "/" + e.Name()
+		switch {
+		case e.Type().IsRegular() && slices.Contains(keep, p):
+			continue
+		case e.IsDir() && slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(k, p+"/") }):
+			if err := emptyDir(filepath.Join(dir, e.Name()), p, keep, removed); err != nil {
+				return err
+			}
+			continue
+		}
+		*removed = append(*removed, p)
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
 		}
 	}
 	return nil

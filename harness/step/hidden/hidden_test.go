@@ -124,3 +124,49 @@ func TestLayReplacesWithoutFollowing(t *testing.T) {
 		t.Errorf("a hidden file was written through Case's link: %v", ents)
 	}
 }
+
+// A layout's directories are made empty in the checkout: Case's files
+// there are removed unread, a link on the way is replaced (what it pointed
+// to is untouched), and a kept report stays for the results step.
+func TestMakeDirs(t *testing.T) {
+	checkout, outside := t.TempDir(), t.TempDir()
+	for p, data := range map[string]string{"outside/keep": "x", "c/.cto-harness/tests/conftest.py": "planted", "c/.cto-harness/logs/reward.txt": "1", "c/.cto-harness/logs/extra": "e"} {
+		root := checkout
+		if strings.HasPrefix(p, "outside/") {
+			root, p = outside, strings.TrimPrefix(p, "outside/")
+		} else {
+			p = strings.TrimPrefix(p, "c/")
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(checkout, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := hidden.MakeDirs(context.Background(), checkout, []string{".cto-harness/tests", ".cto-harness/logs", "linked/sub"}, []string{".cto-harness/logs/reward.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(removed, " "); got != ".cto-harness/tests/conftest.py .cto-harness/logs/extra" {
+		t.Errorf("removed %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(checkout, ".cto-harness/logs/reward.txt")); err != nil {
+		t.Errorf("the kept report was removed: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(checkout, "linked")); err != nil || !fi.IsDir() {
+		t.Errorf("the link on the way was not replaced by a directory: %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "keep")); err != nil {
+		t.Errorf("what the link pointed to was touched: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(outside, "sub")); err == nil {
+		t.Error("a directory was made through the link")
+	}
+	if _, err := hidden.MakeDirs(context.Background(), checkout, []string{"../x"}, nil); err == nil {
+		t.Error("a directory outside the checkout was accepted")
+	}
+}
