@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -491,7 +493,11 @@ func (s *stageRun) writeRecord(ctx context.Context, n int, rep *ctoharness.Repor
 }
 
 // failureMatrix replays every row of the failure matrix; each must fail
-// closed exactly as the matrix says.
+// closed exactly as the matrix says. Rows run side by side, as many as
+// the machine has cores (matrixJobs), each in a folder and runs directory
+// of its own; a row that needs process-wide state (a secret only the
+// harness's environment holds) runs alone. Results are reported in the
+// matrix's order.
 func (s *stageRun) failureMatrix(ctx context.Context) {
 	rows, err := fixtures.Matrix()
 	if err != nil {
@@ -500,13 +506,12 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 		return
 	}
 	started := s.o.Clock()
+	results := s.replayRows(ctx, rows)
 	var folders []string
 	for i, row := range rows {
 		name := "fixture:" + row.Name
 		s.check(name)
-		s.o.Progress.Item("stage 3: failure matrix", i+1, len(rows), row.Name)
-		r := Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
-			HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing})
+		r := results[i]
 		if r.RunDir != "" {
 			s.res.FailureArtifactPaths[row.Name] = r.RunDir
 		}
@@ -525,6 +530,50 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 		return
 	}
 	s.res.MatrixReplayed = true
+}
+
+// matrixJobs is how many rows replay at once: the cores, at most four
+// (each row is a whole run, sandbox and verification included).
+func matrixJobs() int { return max(1, min(runtime.NumCPU(), 4)) }
+
+// replayRows replays rows, matrixJobs at a time; a row that sets
+// process-wide state holds the others off while it runs.
+func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowResult {
+	results := make([]RowResult, len(rows))
+	var (
+		wg    sync.WaitGroup
+		alone sync.RWMutex
+		mu    sync.Mutex
+		done  int
+	)
+	next := make(chan int)
+	for range matrixJobs() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				row := rows[i]
+				lock, unlock := alone.RLock, alone.RUnlock
+				if row.ProcessWide() {
+					lock, unlock = alone.Lock, alone.Unlock
+				}
+				lock()
+				results[i] = Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
+					HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing})
+				unlock()
+				mu.Lock()
+				done++
+				s.o.Progress.Item("stage 3: failure matrix", done, len(rows), row.Name)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range rows {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
 }
 
 // routeArtifacts are the artifacts of a run that its route makes: every
