@@ -24,7 +24,9 @@ func replayOpts(t *testing.T) validators.ReplayOptions {
 	return validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: so.Signing}
 }
 
-// Every row replays alone and fails closed exactly as the matrix says.
+// Every row replays and fails closed exactly as the matrix says. Rows run
+// side by side (go test's -parallel), but a row that sets process-wide
+// state runs first, alone.
 func TestMatrixRowsFailClosed(t *testing.T) {
 	o := replayOpts(t)
 	rows, err := fixtures.Matrix()
@@ -36,6 +38,9 @@ func TestMatrixRowsFailClosed(t *testing.T) {
 	}
 	for _, row := range rows {
 		t.Run(row.Name, func(t *testing.T) {
+			if !row.ProcessWide() {
+				t.Parallel()
+			}
 			res := validators.Replay(context.Background(), row, o)
 			if !res.OK {
 				t.Fatalf("row %s: %v (evidence %s)", row.Name, res.Errors, res.RunDir)
