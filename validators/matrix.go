@@ -66,6 +66,8 @@ type RowResult struct {
 	SourceUnchanged    bool     `json:"source_unchanged"`
 	EvidenceValid      bool     `json:"evidence_valid"`
 	Errors             []string `json:"errors"`
+	// Took is how long the replay took, set-up and checks included.
+	Took time.Duration `json:"-"`
 }
 
 func (r *RowResult) fail(format string, args ...any) {
@@ -89,9 +91,11 @@ func EnsureStage2(ctx context.Context, o StageOptions) error {
 // others, the expected last step, no Case process where none may start, the
 // source unchanged (unless the row changes it on purpose), and evidence that
 // validates as a well-formed blocked run.
-func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) RowResult {
-	res := RowResult{Name: row.Name, ExpectedBlockers: sortedStrings(row.ExpectedBlockers), ExpectedLastEvent: row.ExpectedLastEvent,
+func Replay(ctx context.Context, row fixtures.Row, o ReplayOptions) (res RowResult) {
+	res = RowResult{Name: row.Name, ExpectedBlockers: sortedStrings(row.ExpectedBlockers), ExpectedLastEvent: row.ExpectedLastEvent,
 		ActualBlockers: []string{}, Errors: []string{}}
+	start := time.Now()
+	defer func() { res.Took = time.Since(start) }()
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}

@@ -536,9 +536,19 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 // (each row is a whole run, sandbox and verification included).
 func matrixJobs() int { return max(1, min(runtime.NumCPU(), 4)) }
 
-// replayRows replays rows, matrixJobs at a time; a row that sets
-// process-wide state holds the others off while it runs.
+// replayRows replays the matrix for the stage, showing each row as it ends.
 func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowResult {
+	return ReplayAll(ctx, rows, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
+		HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing}, func(done int, row fixtures.Row) {
+		s.o.Progress.Item("stage 3: failure matrix", done, len(rows), row.Name)
+	})
+}
+
+// ReplayAll replays rows, matrixJobs at a time, and returns their results
+// in rows' order; a row that sets process-wide state holds the others off
+// while it runs. ended, when set, is called (one call at a time) as each
+// row ends, with how many have.
+func ReplayAll(ctx context.Context, rows []fixtures.Row, o ReplayOptions, ended func(done int, row fixtures.Row)) []RowResult {
 	results := make([]RowResult, len(rows))
 	var (
 		wg    sync.WaitGroup
@@ -552,18 +562,18 @@ func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowRes
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				row := rows[i]
 				lock, unlock := alone.RLock, alone.RUnlock
-				if row.ProcessWide() {
+				if rows[i].ProcessWide() {
 					lock, unlock = alone.Lock, alone.Unlock
 				}
 				lock()
-				results[i] = Replay(ctx, row, ReplayOptions{RunsDir: s.o.RunsDir, Schemas: s.o.Schemas, SelfExe: s.o.SelfExe,
-					HostEnv: s.o.HostEnv, Clock: s.o.Clock, Signing: s.o.Signing})
+				results[i] = Replay(ctx, rows[i], o)
 				unlock()
 				mu.Lock()
 				done++
-				s.o.Progress.Item("stage 3: failure matrix", done, len(rows), row.Name)
+				if ended != nil {
+					ended(done, rows[i])
+				}
 				mu.Unlock()
 			}
 		}()

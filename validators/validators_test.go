@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func stageOpts(t *testing.T, runs string) (validators.StageOptions, *schemas.Set) {
+func stageOpts(t testing.TB, runs string) (validators.StageOptions, *schemas.Set) {
 	t.Helper()
 	set, err := schemas.Compile()
 	if err != nil {
