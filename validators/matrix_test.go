@@ -24,40 +24,6 @@ func replayOpts(t *testing.T) validators.ReplayOptions {
 	return validators.ReplayOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: so.Signing}
 }
 
-// Every row replays and fails closed exactly as the matrix says. Rows run
-// side by side (go test's -parallel), but a row that sets process-wide
-// state runs first, alone.
-func TestMatrixRowsFailClosed(t *testing.T) {
-	o := replayOpts(t)
-	rows, err := fixtures.Matrix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rows) < 20 {
-		t.Fatalf("only %d rows", len(rows))
-	}
-	for _, row := range rows {
-		t.Run(row.Name, func(t *testing.T) {
-			if !row.ProcessWide() {
-				t.Parallel()
-			}
-			res := validators.Replay(context.Background(), row, o)
-			if !res.OK {
-				t.Fatalf("row %s: %v (evidence %s)", row.Name, res.Errors, res.RunDir)
-			}
-			if row.ExpectedStatus != "pass" && (res.Status == "pass" || len(res.ActualBlockers) == 0) {
-				t.Fatalf("row %s did not fail: %+v", row.Name, res)
-			}
-			if !res.SourceUnchanged && !row.SourceChanges && row.Setup.Source != "target" {
-				t.Fatalf("row %s changed the source", row.Name)
-			}
-			if _, err := os.Stat(filepath.Join(res.RunDir, evidence.ReportJSON)); err != nil {
-				t.Fatalf("row %s: the evidence the replay names is gone: %v", row.Name, err)
-			}
-		})
-	}
-}
-
 // Breaking the allowed-path check on purpose turns the disallowed-file row red.
 func TestBrokenAllowedCheckTurnsRowRed(t *testing.T) {
 	o := replayOpts(t)

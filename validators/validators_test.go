@@ -14,6 +14,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
+	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/backend"
@@ -472,6 +473,21 @@ func TestStage3(t *testing.T) {
 	}
 	if res.SourceNonMutationProofPath == "" || res.PassArtifactPath == "" || len(res.FailureArtifactPaths) < 2 {
 		t.Fatalf("paths missing: %+v", res)
+	}
+	// The one full replay of the failure matrix in this package: every row
+	// was replayed (and failed closed as the matrix says, or res.OK would
+	// be false), and each row's evidence is still there.
+	rows, err := fixtures.Matrix()
+	if err != nil || len(rows) < 20 {
+		t.Fatalf("the matrix: %d rows, %v", len(rows), err)
+	}
+	for _, row := range rows {
+		if !contains(res.Checked, "fixture:"+row.Name) {
+			t.Errorf("row %s was not replayed", row.Name)
+		}
+		if _, err := os.Stat(filepath.Join(res.FailureArtifactPaths[row.Name], evidence.ReportJSON)); err != nil {
+			t.Errorf("row %s: the evidence the replay names is gone: %v", row.Name, err)
+		}
 	}
 	// Its record now opens stage 4? No: stage 4 is never approved, but the record itself verifies.
 	rc := gates.RecordCheck{Dir: harness.RecordsDir(runs), RunsDir: runs, MaxAge: time.Hour, Now: time.Now(),
