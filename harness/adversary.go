@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/step/verification"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/harness/verify"
@@ -145,14 +146,14 @@ func (r *run) adversarial(ctx context.Context, own record) {
 				keep[p] = true
 			}
 			lay := set.Keep(func(f hidden.File) bool { return keep[f.Path] })
-			t := testsRun{dir: "adversary-baseline", commit: r.Report.Commits.BaselineCommit, lay: []hidden.Set{lay}, command: a.TestCommand,
-				results: a.TestResults, log: evidence.AdversaryBaselineLog, what: "the adversary's tests on the baseline"}
+			t := verification.TestsRun{Dir: "adversary-baseline", Commit: r.Report.Commits.BaselineCommit, Lay: []verification.Tests{hiddenSet{lay}},
+				Command: a.TestCommand, Results: a.TestResults, Log: evidence.AdversaryBaselineLog, What: "the adversary's tests on the baseline"}
 			if onResult {
-				t.dir, t.commit, t.log, t.what = "adversary-result", r.Report.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
+				t.Dir, t.Commit, t.Log, t.What = "adversary-result", r.Report.Commits.ResultCommit, evidence.AdversaryResultLog, "the adversary's tests on the result"
 			}
-			done, err := r.testsOn(ctx, own, t)
-			testsMs += done.commandMs
-			return done.tests, done.log, err
+			done, err := r.verifier().TestsOn(ctx, r.own(own), t)
+			testsMs += done.CommandMs
+			return done.Tests, done.Log, err
 		}})
 	rec.StepMs, rec.TestsMs = r.o.Clock().Sub(start).Milliseconds(), testsMs
 	rec.ClaimsArtifact, rec.Claims, rec.ClaimsProblem = claims, n, problem
@@ -195,7 +196,7 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 	timeout := time.Duration(secs) * time.Second
 	// A command adversary has no network; an agent reaches its meter alone.
 	vin := verify.Input{Command: shellJoin(argv), Fixture: tests, Env: env, Timeout: timeout, Log: f, LogPath: evidence.AdversaryLog, Tracer: r.Trace,
-		Wrap: r.wrapExtra(egress.CommandAdversary, pol, r.adv != nil)}
+		Wrap: r.verifier().WrapExtra(egress.CommandAdversary, pol, r.adv != nil)}
 	out, err := verify.RunWithPolicy(ctx, vin, vpol, verify.NewBudget(timeout, 1))
 	gen.ExitCode, gen.DurationMs, gen.TimedOut = out.ExitCode, out.DurationMs, out.Classification == ctoharness.TestTimeout
 	switch {

@@ -83,10 +83,3 @@ func (r *run) policy(verification bool) sandbox.Policy { return r.launcher.Polic
 func (r *run) planView(verification bool, argv []string) (*sandbox.View, ctoharness.ViewRecord, error) {
 	return r.launcher.PlanView(verification, argv)
 }
-
-func exitCode(p *int) int {
-	if p == nil {
-		return -1
-	}
-	return *p
-}

@@ -8,11 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,13 +35,9 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
-	"github.com/cto-harness/cto-harness/harness/step/results"
-	"github.com/cto-harness/cto-harness/harness/step/testverdict"
-	"github.com/cto-harness/cto-harness/harness/step/warm"
+	"github.com/cto-harness/cto-harness/harness/step/verification"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/harness/testresults"
-	"github.com/cto-harness/cto-harness/harness/verify"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
@@ -229,67 +222,6 @@ func (r *run) hiddenTests(ctx context.Context, dir, sourceRoot string) (*ctoharn
 		return nil, fmt.Errorf("the task has hidden tests (%s), and --unsandboxed lets Case read any file: run it sandboxed", set.Dir)
 	}
 	return set.Record(), nil
-}
-
-// layHidden lays the hidden tests over the verification checkout, after
-// checking they are still what was digested before Case started, and
-// archives them in the run directory.
-func (r *run) layHidden(ctx context.Context, work string) bool {
-	h := r.Report.HiddenTests
-	if h == nil {
-		return true
-	}
-	fail := func(err error) bool {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
-		r.skipVerify("the hidden tests could not be laid over the checkout")
-		return false
-	}
-	set, err := hidden.Again(ctx, h)
-	if err != nil {
-		return fail(err)
-	}
-	r.Trace.Trace(ctoharness.TraceWrite, work)
-	over, err := hidden.Lay(ctx, set, work)
-	h.Overridden = over
-	if err != nil {
-		return fail(err)
-	}
-	if err := r.Dir.WriteStream(ctx, evidence.HiddenTar, func(w io.Writer) error { return hidden.WriteArchive(w, set) }); err != nil {
-		r.BlockWrite(err, ctoharness.StepVerify)
-		r.skipVerify(evidence.HiddenTar + " could not be written")
-		return false
-	}
-	h.Archive = evidence.HiddenTar
-	return true
-}
-
-// layLayout makes the directories the task's layout links point to in the
-// verification checkout (its tests', its verifier's logs) empty, before
-// the hidden tests are laid there: nothing of Case's result in them runs
-// or is read.
-func (r *run) layLayout(ctx context.Context, work string) bool {
-	if r.spec.Layout == nil {
-		return true
-	}
-	removed, err := hidden.MakeDirs(ctx, work, slices.Collect(maps.Values(r.spec.Layout.Links)), reportPath(r.spec.TestResults))
-	for _, p := range removed {
-		r.Trace.Trace(ctoharness.TraceRemove, filepath.Join(work, p))
-	}
-	if err != nil {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepVerify, Message: err.Error()})
-		r.skipVerify("the layout's directories could not be made in the checkout")
-		return false
-	}
-	return true
-}
-
-// reportPath is the test report's path in the checkout, as a list (none
-// without test results).
-func reportPath(tr *task.TestResults) []string {
-	if tr == nil {
-		return nil
-	}
-	return []string{path.Clean(filepath.ToSlash(tr.Path))}
 }
 
 func (r *run) materialize(ctx context.Context, name, dst string) error {
@@ -862,231 +794,7 @@ func UnsafeNames(changed []ctoharness.ChangedFile) []string {
 }
 
 func (r *run) skipVerify(reason string) {
-	r.Report.Tests = verify.NotRun(r.spec.Verification.Command, reason, evidence.TestLog, string(r.profile.Name))
-}
-
-// verify runs the verification command under the profile's policy: the
-// script-safety scan, the test scope, the test budget and flake reruns, in
-// the sandbox, on a fresh checkout of the result commit made from the
-// harness's store, with a HOME, TMPDIR and caches of its own. Nothing of
-// Case's fixture or scratch is visible to it.
-func (r *run) verify(ctx context.Context, own record, col *collected, kept *warm.Warming) {
-	r.SetStep(ctoharness.StepVerify)
-	r.Interrupted() // an interrupt during collection still stops the run here
-	if !r.OK() {
-		r.skipVerify("not run: the run was already blocked (" + string(r.Report.Blockers[0].Code) + ")")
-		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
-		return
-	}
-	work, scratch, co, ok := r.prepareVerify(ctx, own, col, kept)
-	if !ok {
-		return
-	}
-	rec, err, judged, ok := r.runVerification(ctx, own, work, scratch, co)
-	if !ok || judged {
-		return
-	}
-	if b := testverdict.Judge(testverdict.Input{Rec: rec, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
-		Unreached: r.unreachableSuffix(egress.CommandVerify), Log: r.Dir.Path(evidence.TestLog)}); b != nil {
-		r.Block(*b)
-	}
-}
-
-// prepareVerify makes the verification's checkout of the result, its
-// scratch directories, its view, the hidden tests and the task's setup.
-// The kept build cache must exist before the view, which shows it, is built.
-func (r *run) prepareVerify(ctx context.Context, own record, col *collected, kept *warm.Warming) (work, scratch string, co checkout.Result, ok bool) {
-	work, scratch = r.roots(true)
-	r.o.Progress.Step("checkout")
-	co, err := own.checkout.Finish(ctx, checkout.Input{Dest: work, Store: own.store,
-		Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.ResultCommit, ResultTime: col.at, Tracer: r.Trace})
-	r.Emit(ctx, ctoharness.EvCheckoutMade, map[string]any{"dir": work, "commit": co.Commit, "tree": co.Tree,
-		"result_tree": r.Report.Commits.ResultTree, "ok": err == nil, "overlay": own.checkout.Overlaid()})
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepVerify)
-		r.skipVerify("the verification checkout of the result could not be made")
-		return work, scratch, co, false
-	}
-	for _, d := range backend.ScratchDirs(scratch) {
-		r.Trace.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "cannot create the verification's scratch directory %s", d), ctoharness.StepVerify)
-			r.skipVerify("the scratch directories could not be created")
-			return work, scratch, co, false
-		}
-	}
-	r.Report.Sandbox.KeptBuildCache = kept.Wait()
-	if r.Interrupted() {
-		r.skipVerify("the run was interrupted during the build cache warm-up")
-		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun), "interrupted": true})
-		return work, scratch, co, false
-	}
-	if !r.o.Unsandboxed {
-		if _, err := r.launcher.View(ctx, true, []string{"/bin/sh"}); err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: err.Error()})
-			r.skipVerify("the verification command's sandbox could not be built")
-			return work, scratch, co, false
-		}
-	}
-	if !r.layLayout(ctx, work) || !r.layHidden(ctx, work) || !r.setup(ctx, work, scratch) {
-		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(ctoharness.TestNotRun)})
-		return work, scratch, co, false
-	}
-	return work, scratch, co, true
-}
-
-// runVerification runs the verification command on the checkout, reads
-// its test report and grades it (with fail-to-pass tests, against the
-// baseline too), and records verification_done. judged says the test
-// report already blocked a command that exited 0; ok false that the step
-// ended early (an unwritable log, an interrupt).
-func (r *run) runVerification(ctx context.Context, own record, work, scratch string, co checkout.Result) (rec ctoharness.TestsRecord, err error, judged, ok bool) {
-	f, err := r.Dir.OpenAppend(evidence.TestLog)
-	if err != nil {
-		r.BlockWrite(err, ctoharness.StepVerify)
-		r.skipVerify("test.log could not be opened")
-		return rec, nil, false, false
-	}
-	env, pol := r.verifyEnv(egress.CommandVerify, work, scratch)
-	in := verify.Input{Command: r.spec.Verification.Command, Fixture: work, Env: env,
-		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Log: f, LogPath: evidence.TestLog, Tracer: r.Trace}
-	in.Wrap = r.launcher.WrapFor(egress.CommandVerify) // the sandbox launcher, or the supervisor when unsandboxed
-	r.o.Progress.Step("verification")
-	gitBefore := r.checkoutGit(ctx, work)
-	reports, ok := r.collectReports(work, &in)
-	if !ok {
-		return rec, nil, false, false
-	}
-	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(r.profile.TestBudget, r.profile.MaxTestRuns))
-	rec = out.TestsRecord()
-	rec.VerifiedCommit, rec.VerifiedTree = co.Commit, co.Tree
-	r.Report.Tests = rec
-	if r.Interrupted() {
-		r.Report.Tests.Reason = "the verification was stopped by an interrupt: " + rec.Reason
-		r.Emit(ctx, ctoharness.EvVerificationDone, map[string]any{"classification": string(rec.Classification), "interrupted": true})
-		return rec, err, false, false
-	}
-	if err != nil {
-		r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification command could not run"), ctoharness.StepVerify)
-	}
-	if tr := r.spec.TestResults; tr != nil && rec.ExitCode != nil && err == nil {
-		if ok, judged = r.readResults(ctx, *tr, *reports); !ok {
-			return rec, err, judged, false
-		}
-		if res := r.Report.Tests.Results; res != nil && res.Grading != nil && res.Grading.Passed && len(r.spec.FailToPass) > 0 {
-			r.o.Progress.Step("baseline")
-			r.checkBaseline(ctx, own, *tr)
-		}
-		rec = r.Report.Tests
-	}
-	r.verificationDone(ctx, rec, r.checkoutGitChanges(ctx, work, gitBefore))
-	return rec, err, judged, true
-}
-
-// collectReports clears the task's test report path before the command
-// runs, and reads each run's report as soon as it ends (and removes it, so
-// that a rerun writes its own): a test that fails and then passes on a
-// rerun is told apart from the others.
-func (r *run) collectReports(work string, in *verify.Input) (*[]report, bool) {
-	reports := &[]report{}
-	tr := r.spec.TestResults
-	if tr == nil {
-		return reports, true
-	}
-	planted, err := results.Clear(work, *tr)
-	if err != nil {
-		r.BlockErr(ctoharness.Block(ctoharness.BlockTestNotRun, ctoharness.StepVerify, err, "the verification's test report path"), ctoharness.StepVerify)
-		r.skipVerify("a file at the test report's path could not be removed")
-		return nil, false
-	}
-	in.AfterRun = func(int) {
-		file, sum := results.Read(work, *tr, r.RunID, planted)
-		r.Trace.Trace(ctoharness.TraceRead, filepath.Join(work, filepath.FromSlash(tr.Path)))
-		*reports = append(*reports, report{file, sum})
-		_, _ = results.Clear(work, *tr)
-	}
-	return reports, true
-}
-
-// verificationDone records the verification_done event.
-func (r *run) verificationDone(ctx context.Context, rec ctoharness.TestsRecord, gitChanges []string) {
-	done := map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
-		"duration_ms": rec.DurationMs, "log": evidence.TestLog, "profile": rec.Profile, "refusal": rec.Refusal,
-		"reruns": rec.Reruns, "findings": len(rec.Findings), "checkout_git_changes": gitChanges}
-	if k := r.Report.Sandbox.KeptBuildCache; k != nil {
-		// The kept build cache layer read (its manifest's digest) and
-		// whether this run warmed it up.
-		done["kept_build_cache"] = map[string]any{"id": k.ID, "warmed_up": k.WarmedUp, "note": k.Note}
-	}
-	r.Emit(ctx, ctoharness.EvVerificationDone, done)
-}
-
-// readResults reads the verification's test report into tests.json and
-// the report, and blocks a command that exited 0 on results that show no
-// test passing, or a test failing. It returns ok false when the evidence
-// could not be written, and blocked when the results blocked the run.
-func (r *run) readResults(ctx context.Context, tr task.TestResults, reports []report) (ok, blocked bool) {
-	if len(reports) == 0 {
-		return true, false
-	}
-	file, sum := reports[len(reports)-1].file, reports[len(reports)-1].sum
-	var runs [][]testresults.Result
-	for _, rp := range reports {
-		runs = append(runs, rp.file.Tests)
-	}
-	sum.Flaky = results.Flaky(runs)
-	if sum.Artifact != "" {
-		if err := r.Dir.WriteJSON(ctx, evidence.TestsJSON, schemas.Tests, file); err != nil {
-			r.BlockWrite(err, ctoharness.StepVerify)
-			return false, false
-		}
-	}
-	if sum.Problem == "" {
-		sum.Grading = results.Grade(r.spec.FailToPass, r.spec.PassToPass, file.Tests)
-	}
-	r.Report.Tests.Results = &sum
-	cls := r.Report.Tests.Classification
-	if g := sum.Grading; g != nil && (cls == ctoharness.TestPass || cls == ctoharness.TestFailure || cls == ctoharness.TestFlake) {
-		if fl := results.FlakyListed(sum.Flaky, g); len(fl) > 0 {
-			msg := fmt.Sprintf("listed tests failed, then passed on a rerun: %s (flaky: the task, or the change, does not decide them)", strings.Join(fl, ", "))
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTestFlake, Step: ctoharness.StepVerify, Message: msg})
-			r.Report.Tests.Classification, r.Report.Tests.Reason = ctoharness.TestFlake, msg
-			return true, true
-		}
-		// With lists, the listed tests decide, not the exit code: a test
-		// that fails on the baseline and the result alike does not fail
-		// the change.
-		if msg := results.GradingVerdict(g); msg != "" {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTestsFailed, Step: ctoharness.StepVerify, Message: msg})
-			r.Report.Tests.Classification, r.Report.Tests.Reason = ctoharness.TestFailure, msg
-			return true, true
-		}
-		if cls != ctoharness.TestPass {
-			r.Report.Tests.Classification = ctoharness.TestPass
-			r.Report.Tests.Reason = "the command failed, and every listed test holds on the result: the lists decide (" + r.Report.Tests.Reason + ")"
-		}
-		return true, true
-	}
-	if cls != ctoharness.TestPass {
-		return true, false // the exit code already failed it; the results say which tests
-	}
-	if code, msg := results.Verdict(sum); code != "" {
-		r.Block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: msg})
-		if code == ctoharness.BlockTestNotRun {
-			r.Report.Tests.Classification = ctoharness.TestNotRun
-		} else {
-			r.Report.Tests.Classification = ctoharness.TestFailure
-		}
-		r.Report.Tests.Reason = msg
-		return true, true
-	}
-	return true, false
-}
-
-// report is one run's test report as read.
-type report struct {
-	file testresults.File
-	sum  ctoharness.TestResultsSummary
+	verification.Skip(r.Report, r.spec, r.profile, reason)
 }
 
 // cleanEnd proves the fixture's end state. Once Case has worked in it (the

@@ -1,4 +1,4 @@
-package harness
+package verification
 
 import (
 	"context"
@@ -16,16 +16,16 @@ import (
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
-// verifyEnv is the environment and policy of a command run in the
-// verification checkout (the setup or the verification): the checkout's
-// scratch, and cmd's own network allowlist.
-func (r *run) verifyEnv(cmd egress.Command, work, scratch string) ([]string, verify.Policy) {
-	env := append(r.toolEnv(cmd, backend.Env(scratch, "", r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(cmd)...)
-	pol := verify.Policy{Profile: r.profile, AllowDangerous: r.o.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
-	if lay := r.spec.Layout; lay != nil && work != "" {
+// Env is the environment and policy of a command run in the verification
+// checkout (the setup or the verification, and the adversary's commands):
+// the checkout's scratch, and cmd's own network allowlist.
+func (v *Verifier) Env(cmd egress.Command, work, scratch string) ([]string, verify.Policy) {
+	env := append(v.in.Hooks.ToolEnv(cmd, backend.Env(scratch, "", v.in.Getenv("PATH"), v.in.Repo.Root, v.Report.SourceGitDir)), v.in.Hooks.NetEnv(cmd)...)
+	pol := verify.Policy{Profile: v.in.Profile, AllowDangerous: v.in.AllowDangerous, Roots: backend.ScratchDirs(scratch)}
+	if lay := v.in.Spec.Layout; lay != nil && work != "" {
 		pol.Aliases = lay.Aliases(work)
 	}
-	pol.NetAllowed = r.launcher.NetAllowed(cmd)
+	pol.NetAllowed = v.in.Hooks.NetAllowed(cmd)
 	return env, pol
 }
 
@@ -37,42 +37,42 @@ func (r *run) verifyEnv(cmd egress.Command, work, scratch string) ([]string, ver
 // this is where they come from. It reports whether the verification may
 // run; a setup that fails, times out or is refused blocks the run with
 // SETUP_FAILED.
-func (r *run) setup(ctx context.Context, work, scratch string) bool {
-	s := r.spec.Setup
-	if s == nil || !r.profile.RunTests {
+func (v *Verifier) setup(ctx context.Context, work, scratch string) bool {
+	s := v.in.Spec.Setup
+	if s == nil || !v.in.Profile.RunTests {
 		return true // no setup, or a profile that runs no verification either
 	}
-	f, err := r.Dir.OpenAppend(evidence.SetupLog)
+	f, err := v.Dir.OpenAppend(evidence.SetupLog)
 	if err != nil {
-		r.BlockWrite(err, ctoharness.StepVerify)
-		r.skipVerify("setup.log could not be opened")
+		v.BlockWrite(err, ctoharness.StepVerify)
+		v.skip("setup.log could not be opened")
 		return false
 	}
-	env, pol := r.verifyEnv(egress.CommandSetup, work, scratch)
+	env, pol := v.Env(egress.CommandSetup, work, scratch)
 	timeout := time.Duration(s.TimeoutSeconds) * time.Second
 	in := verify.Input{Command: s.Command, Fixture: work, Env: env, Timeout: timeout, Log: f, LogPath: evidence.SetupLog,
-		Tracer: r.Trace, Wrap: r.launcher.WrapFor(egress.CommandSetup)}
+		Tracer: v.Trace, Wrap: v.in.Hooks.WrapFor(egress.CommandSetup)}
 	pol.Profile.FlakeReruns = 0 // a setup that fails once has failed
-	r.o.Progress.Step("setup")
-	before := r.checkoutGit(ctx, work)
+	v.step("setup")
+	before := v.checkoutGit(ctx, work)
 	out, err := verify.RunWithPolicy(ctx, in, pol, verify.NewBudget(timeout, 1))
 	rec := &ctoharness.SetupRecord{Command: s.Command, ExitCode: out.ExitCode, Classification: out.Classification, Reason: out.Reason,
 		DurationMs: out.DurationMs, TimeoutSeconds: s.TimeoutSeconds, TimedOut: out.TimedOut, LogPath: evidence.SetupLog}
-	r.Report.Setup = rec
-	r.Emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
-		"duration_ms": rec.DurationMs, "log": evidence.SetupLog, "checkout_git_changes": r.checkoutGitChanges(ctx, work, before)})
-	if r.Interrupted() {
-		r.skipVerify("the setup was stopped by an interrupt")
+	v.Report.Setup = rec
+	v.Emit(ctx, ctoharness.EvSetupDone, map[string]any{"classification": string(rec.Classification), "exit_code": rec.ExitCode,
+		"duration_ms": rec.DurationMs, "log": evidence.SetupLog, "checkout_git_changes": v.checkoutGitChanges(ctx, work, before)})
+	if v.Interrupted() {
+		v.skip("the setup was stopped by an interrupt")
 		return false
 	}
 	fail := func(format string, args ...any) bool {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSetupFailed, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
-		r.skipVerify("the setup command did not succeed, so the verification did not run")
+		v.Block(ctoharness.Blocker{Code: ctoharness.BlockSetupFailed, Step: ctoharness.StepVerify, Message: fmt.Sprintf(format, args...)})
+		v.skip("the setup command did not succeed, so the verification did not run")
 		return false
 	}
-	if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), out.StderrInline); ok && !r.o.Unsandboxed {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
-		r.skipVerify("the setup command's sandbox could not be set up")
+	if msg, ok := sandbox.IsSetupFailure(exitCode(rec.ExitCode), out.StderrInline); ok && !v.in.Unsandboxed {
+		v.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepVerify, Message: msg})
+		v.skip("the setup command's sandbox could not be set up")
 		return false
 	}
 	switch {
@@ -80,7 +80,7 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 		return fail("the setup command %q could not run: %v", s.Command, err)
 	case rec.Classification != ctoharness.TestPass:
 		return fail("the setup command %q did not succeed (%s%s)%s%s; see %s", s.Command, rec.Classification, reasonSuffix(rec.Reason),
-			errorLines(out.StderrInline, out.StdoutInline), r.unreachableSuffix(egress.CommandSetup), evidence.SetupLog)
+			errorLines(out.StderrInline, out.StdoutInline), v.unreachableSuffix(egress.CommandSetup), evidence.SetupLog)
 	}
 	return true
 }
@@ -88,8 +88,8 @@ func (r *run) setup(ctx context.Context, work, scratch string) bool {
 // unreachableSuffix says which allowed endpoints cmd could not reach: the
 // policy let the connection through and this machine's network failed it
 // (no route, a name that does not resolve), which no config change fixes.
-func (r *run) unreachableSuffix(cmd egress.Command) string {
-	eps := r.launcher.Unreachable(cmd)
+func (v *Verifier) unreachableSuffix(cmd egress.Command) string {
+	eps := v.in.Hooks.Unreachable(cmd)
 	if len(eps) == 0 {
 		return ""
 	}
@@ -133,8 +133,8 @@ func reasonSuffix(reason string) string {
 
 // checkoutGit lists the verification checkout's .git before a step runs
 // in it (nil if it cannot be listed).
-func (r *run) checkoutGit(ctx context.Context, work string) []ctoharness.ManifestEntry {
-	m, err := fixture.GitSnapshot(ctx, work, r.Trace)
+func (v *Verifier) checkoutGit(ctx context.Context, work string) []ctoharness.ManifestEntry {
+	m, err := fixture.GitSnapshot(ctx, work, v.Trace)
 	if err != nil {
 		return nil
 	}
@@ -146,12 +146,12 @@ func (r *run) checkoutGit(ctx context.Context, work string) []ctoharness.Manifes
 // step's own doing, recorded with it. The checkout is the verification's
 // alone and is never collected, so this blames nothing on Case and blocks
 // nothing; Case's fixture is proven separately.
-func (r *run) checkoutGitChanges(ctx context.Context, work string, before []ctoharness.ManifestEntry) []string {
+func (v *Verifier) checkoutGitChanges(ctx context.Context, work string, before []ctoharness.ManifestEntry) []string {
 	out := []string{}
 	if before == nil {
 		return out
 	}
-	after, err := fixture.GitSnapshot(ctx, work, r.Trace)
+	after, err := fixture.GitSnapshot(ctx, work, v.Trace)
 	if err != nil {
 		return append(out, "the checkout's .git could not be listed: "+err.Error())
 	}
@@ -163,4 +163,11 @@ func (r *run) checkoutGitChanges(ctx context.Context, work string, before []ctoh
 		out = append(out, ".git/"+ch.Path+" "+ch.Change)
 	}
 	return out
+}
+
+func exitCode(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
 }
