@@ -222,10 +222,10 @@ func (r *run) runAdversary(ctx context.Context, own record, claims string) (adve
 // its tests and scratch directories (the writable ones, returned). The
 // caller stops the checkout once nothing more runs in it.
 func (r *run) adversaryCheckout(ctx context.Context, own record, work, tests, scratch string) (*checkout.Baseline, []string, error) {
-	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv,
-		History: r.history(), Base: r.otherBase(), Overlay: true, SourceManifest: r.before.Manifest}
+	in := checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: own.BaselineAt, Tracer: r.Trace, Getenv: r.o.Getenv,
+		History: own.History, Base: own.Base, Overlay: true, SourceManifest: r.before.Manifest}
 	cb := checkout.Begin(ctx, in)
-	in.Store, in.Baseline, in.Result, in.ResultTime = own.store, r.Report.Commits.BaselineCommit, r.Report.Commits.ResultCommit, own.baselineAt
+	in.Store, in.Baseline, in.Result, in.ResultTime = own.Store, r.Report.Commits.BaselineCommit, r.Report.Commits.ResultCommit, own.BaselineAt
 	if _, err := cb.Finish(ctx, in); err != nil {
 		return cb, nil, fmt.Errorf("the result's checkout for the adversary could not be made: %w", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 )
 
 // A full disk (or quota) must not leave the disk full: once a write of the
@@ -25,8 +27,9 @@ func (r *run) freeSpace() {
 	var removed, failed []string
 	verifyDir, _ := r.roots(true)
 	// An overlay fixture is unmounted by now; its layer, which holds what
-	// Case wrote, is in the workspace.
-	for _, p := range []string{r.fixture, r.fixtureLayer(), r.scratch, filepath.Dir(verifyDir)} {
+	// Case wrote, is in the workspace (package workcopy).
+	fixture := r.Dir.Path(evidence.FixtureDir)
+	for _, p := range []string{fixture, workcopy.Layer(r.Report.RuntimeWorkspaceRoot), r.scratch, filepath.Dir(verifyDir)} {
 		if p == "" || !fileExists(p) {
 			continue
 		}

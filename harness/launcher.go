@@ -39,7 +39,7 @@ func (r *run) newLauncher() *launch.Launcher {
 			}
 			return r.caches.ShowEco(v, scratch)
 		},
-		MakeScratch: r.makeScratch}, r.Sink)
+		MakeScratch: r.scratchDirs.Make}, r.Sink)
 }
 
 // netGrants are the network endpoints o grants: the config's lists and the flags.

@@ -12,13 +12,13 @@ import (
 // after it whatever Case did (package prescan): with the verification's
 // own policy (its network allowlist included), on the baseline Case
 // starts from.
-func (r *run) prescan(ctx context.Context) bool {
+func (r *run) prescan(ctx context.Context, fixtureDir string) bool {
 	if r.Report.Backend != ctoharness.BackendCase {
 		return true
 	}
 	_, scratch := r.roots(true)
-	_, pol := r.verifyEnv(egress.CommandVerify, r.fixture, scratch)
-	b, _, err := prescan.Check(ctx, prescan.Input{Command: r.spec.Verification.Command, Dir: r.fixture, Policy: pol, Allowed: r.spec.AllowedPaths,
+	_, pol := r.verifyEnv(egress.CommandVerify, fixtureDir, scratch)
+	b, _, err := prescan.Check(ctx, prescan.Input{Command: r.spec.Verification.Command, Dir: fixtureDir, Policy: pol, Allowed: r.spec.AllowedPaths,
 		Setup: r.spec.Setup != nil, Hidden: r.spec.HiddenTests != ""})
 	if err != nil || b == nil {
 		return true // a cancelled scan: the run's own interrupt handling ends it

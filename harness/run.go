@@ -21,6 +21,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
+	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
 
@@ -33,11 +34,10 @@ type run struct {
 	o             Options
 	stage         gates.Stage
 	spec          task.Spec
-	scratch       string // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
-	scratchMade   bool
+	scratch       string            // Case's HOME/TMPDIR/caches, inside runtime_workspace_root
+	scratchDirs   *workcopy.Scratch // made on first need (package workcopy)
 	repo          source.Repo
 	before        *ctoharness.SourceProof
-	fixture       string // set once the fixture exists
 	contract      *task.Contract
 	profile       profile.Policy          // the execution profile's limits
 	agent         *agentcase.Agent        // set at the gate when a coding agent runs as Case
@@ -69,6 +69,7 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	runDir := filepath.Join(o.RunsDir, runID)
 	workspace := filepath.Join(o.RunsDir, runlist.WorkDir, runID)
 	r.scratch = filepath.Join(workspace, "scratch")
+	r.scratchDirs = workcopy.NewScratch(r.scratch, tr)
 	dir, err := evidence.Create(ctx, runDir, o.Schemas, tr)
 	if err != nil {
 		return nil, err
@@ -183,16 +184,16 @@ func (r *run) steps(ctx context.Context) {
 	if !clean {
 		return
 	}
-	rec, ok := r.copyFixture(ctx)
+	rec, ok := workcopy.Make(ctx, r.Sink, r.copyInput())
 	// Whatever happens, nothing may still write once the report is; a copy
 	// the verification has not used by now is not needed.
-	defer rec.release()
+	defer rec.Release()
 	if !ok {
 		return
 	}
 	var col *collected
-	defer func() { r.cleanEnd(proofCtx(ctx), rec, col) }()
-	if !r.cleanStart(ctx) || !r.writeContract(ctx) || !r.startEgress(ctx) || !r.prescan(ctx) {
+	defer func() { rec.CleanEnd(proofCtx(ctx), r.Sink, col) }()
+	if !rec.CleanStart(ctx, r.Sink) || !r.writeContract(ctx, rec.Path) || !r.startEgress(ctx) || !r.prescan(ctx, rec.Path) {
 		r.skipVerify("a blocker was raised before the change step")
 		return
 	}
@@ -200,12 +201,34 @@ func (r *run) steps(ctx context.Context) {
 	// beside Case, and the verification waits for it.
 	kept := r.startKeepGo(ctx, rec)
 	defer func() { r.Report.Sandbox.KeptBuildCache = kept.Stop() }()
-	r.change(ctx)
-	col = r.collect(proofCtx(ctx), rec)
-	r.agent.AfterCollect(r.fixture)
+	r.change(ctx, rec.Path)
+	col = rec.Collect(proofCtx(ctx), r.Sink)
+	r.agent.AfterCollect(rec.Path)
 	r.verify(ctx, rec, col, kept)
 	r.adversarial(ctx, rec)
 }
+
+// record is the run's work copy (package workcopy), as the verification,
+// baseline and adversary steps read it; collected is its collect's result.
+type (
+	record    = workcopy.Copy
+	collected = workcopy.Collected
+)
+
+// copyInput is what the work copy is made from: the proven source, the
+// task and the options that choose the copy, and the launcher told where
+// Case works once it exists.
+func (r *run) copyInput() workcopy.Input {
+	work, _ := r.roots(true)
+	return workcopy.Input{Repo: r.repo, Spec: r.spec, SourceManifest: r.before.Manifest, CheckoutDir: work,
+		Unsandboxed: r.o.Unsandboxed, KeepWork: r.o.KeepWork, DirtyStart: r.o.Fault == FaultFixtureDirtyStart,
+		Allowed: r.o.AllowedCheck, Getenv: r.o.Getenv, Progress: r.o.Progress,
+		Hooks: workcopy.Hooks{Made: r.launcher.SetFixture}}
+}
+
+// UnsafeNames lists the changed files whose names no honest change needs
+// (workcopy.UnsafeNames); the validator checks a run's report with it.
+func UnsafeNames(changed []ctoharness.ChangedFile) []string { return workcopy.UnsafeNames(changed) }
 
 func nonNil(s []string) []string {
 	if s == nil {

@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,15 +17,11 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
-	"github.com/cto-harness/cto-harness/harness/checkout"
-	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/fixture"
-	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/notify"
-	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
@@ -36,7 +30,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/verification"
-	"github.com/cto-harness/cto-harness/harness/store"
+	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -269,7 +263,7 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	}
 	// The task's base and the task check it requires are held once the
 	// source proof is written: a refusal still proves the source unchanged.
-	if rev := r.baseRev(); rev != "" {
+	if rev := workcopy.BaseRev(r.o.Rev, r.spec); rev != "" {
 		c, t, err := fixture.ResolveBase(r.repo.Root, r.repo.GitDir, rev)
 		if err != nil {
 			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
@@ -296,170 +290,10 @@ func (r *run) proveBefore(ctx context.Context) bool {
 	return r.OK()
 }
 
-// record is the harness's own account of the fixture, made before Case
-// runs and kept where Case cannot write: the store holding the baseline
-// (and later the result), when the baseline was made, and the fixture's
-// .git as the harness left it.
-type record struct {
-	store      string // "" when it could not be made
-	baselineAt time.Time
-	gitBefore  []ctoharness.ManifestEntry
-	// conversions are the source's checkout settings the copy used, for
-	// the collect to hash Case's changes as git add would.
-	conversions gitstatus.CheckoutSettings
-	// checkout is the verification checkout's baseline, copied from the
-	// source alongside the fixture (the source is out of Case's reach), so
-	// that the verification later only writes the change.
-	checkout *checkout.Baseline
-	// fixture is the overlay the fixture is, when it is one (nil: a copy).
-	fixture *overlay.Mount
-}
-
-// release detaches what the record holds mounted once no step needs it:
-// the verification checkout and an overlay fixture. The fixture's mount
-// point is left empty (and removed with the run's work); the overlay's layer,
-// which holds what Case wrote, stays in the workspace until then.
-func (rec record) release() {
-	rec.checkout.Stop()
-	_ = rec.fixture.Unmount()
-}
-
-// fixtureLayer is the directory of an overlay fixture's writable layer, in
-// the run's workspace (outside every view).
-func (r *run) fixtureLayer() string {
-	return filepath.Join(r.Report.RuntimeWorkspaceRoot, evidence.FixtureDir)
-}
-
-// makeFixture shows the source's HEAD tree at dst for Case to work in. Where
-// it can, that is an overlay of the source worktree (package overlay) whose
-// every file is hashed against the tree (fixture.AdoptHashed): nothing is
-// copied, and Case's writes land in a layer in the run's workspace. It is a
-// copy instead when the run is unsandboxed (Case could then write the
-// source, the overlay's lower layer), when the work is kept (a kept fixture
-// must outlive the run, a mount must not), for trees with submodules or
-// filtered paths, and where the machine cannot mount.
-func (r *run) makeFixture(ctx context.Context, dst string, when time.Time) (fixture.CopyResult, *overlay.Mount, error) {
-	in := fixture.CopyInput{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: dst, When: when, Tracer: r.Trace, Progress: r.o.Progress, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase()}
-	// Another base than HEAD is written from the object store: the
-	// worktree, the overlay's lower layer, shows HEAD.
-	if r.o.Unsandboxed || r.o.KeepWork || in.Base != "" {
-		res, err := fixture.Copy(ctx, in)
-		return res, nil, err
-	}
-	layer := r.fixtureLayer()
-	r.Trace.Trace(ctoharness.TraceMkdir, layer)
-	if err := os.MkdirAll(layer, 0o755); err != nil {
-		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
-	}
-	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
-	m, err := overlay.Tree(ctx, overlay.Input{Source: r.repo.Root, GitDir: r.repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: r.Trace})
-	if err == nil {
-		var res fixture.CopyResult
-		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
-			return res, m, err
-		}
-		for _, p := range []string{dst, upper, work} {
-			r.Trace.Trace(ctoharness.TraceRemove, p)
-		}
-		if derr := m.Discard(); derr != nil {
-			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, derr, "give up the overlay fixture %s before copying it instead", dst)
-		}
-	} else if !errors.Is(err, overlay.ErrUnavailable) {
-		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s", dst)
-	}
-	res, err := fixture.Copy(ctx, in)
-	return res, nil, err
-}
-
-// collected is what the collect step made: the result's time (its tree and
-// commit are in the report).
-type collected struct {
-	at time.Time
-}
-
-// copyFixture copies the source into the fixture, commits the baseline and
-// makes the harness's store from it. It reports false only when there is
-// no fixture at all.
-func (r *run) copyFixture(ctx context.Context) (record, bool) {
-	r.SetStep(ctoharness.StepCopy)
-	dst := r.Dir.Path(evidence.FixtureDir)
-	r.o.Progress.Step("copy")
-	rec := record{baselineAt: r.o.Clock()}
-	work, _ := r.roots(true)
-	rec.checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, Dest: work, BaselineTime: rec.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
-		// Unsandboxed, Case can write the source, the overlay's lower layer:
-		// the copy is at least a snapshot.
-		Overlay: !r.o.Unsandboxed, SourceManifest: r.before.Manifest})
-	res, mnt, err := r.makeFixture(ctx, dst, rec.baselineAt)
-	rec.fixture = mnt
-	if _, statErr := os.Lstat(dst); statErr == nil {
-		r.fixture = dst
-		r.launcher.SetFixture(dst)
-		r.Report.FixturePath = dst
-	}
-	if err != nil {
-		rec.release() // no verification will need the checkout; no step will read the fixture
-		r.BlockErr(err, ctoharness.StepCopy)
-		return rec, r.fixture != ""
-	}
-	storeDir := r.Dir.Path(evidence.StoreDir)
-	if err := store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, r.Trace); err != nil {
-		r.BlockErr(err, ctoharness.StepBaseline)
-	} else if rec.gitBefore, err = fixture.GitSnapshot(ctx, dst, r.Trace); err != nil {
-		r.BlockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)
-	} else {
-		rec.store = storeDir
-	}
-	r.Report.Commits.BaselineCommit = res.BaselineCommit
-	r.Report.Commits.BaselineTree = res.BaselineTree
-	objects := res.Closure
-	r.Report.FixtureObjects = &objects
-	rec.conversions = res.Checkout
-	if r.o.Fault == FaultFixtureDirtyStart {
-		p := filepath.Join(dst, "injected-untracked.txt")
-		r.Trace.Trace(ctoharness.TraceWrite, p)
-		if err := os.WriteFile(p, []byte("left by the fixture_dirty_start fault\n"), 0o644); err != nil {
-			r.BlockErr(err, ctoharness.StepBaseline)
-		}
-	}
-	r.Emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
-		"overlay": mnt != nil})
-	r.SetStep(ctoharness.StepBaseline)
-	r.Emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
-		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
-		"base_commit": res.BaseCommit, "base_tree": res.BaseTree,
-		"history": objects.History, "objects": objects.Objects, "objects_digest": objects.Digest, "objects_left_out": objects.LeftOut})
-	if res.BaselineTree != r.Report.Commits.BaseTree {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
-			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, r.Report.Commits.BaseTree, r.Report.Commits.BaseCommit)})
-	}
-	return rec, true
-}
-
-func (r *run) cleanStart(ctx context.Context) bool {
-	if !r.OK() {
-		return false
-	}
-	r.SetStep(ctoharness.StepCleanStart)
-	p, err := fixture.CleanProof(ctx, r.RunID, "clean_start", r.fixture, r.Report.Commits.BaseTree, r.o.Clock(), r.Trace)
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepCleanStart)
-		return false
-	}
-	if r.WriteJSON(ctx, evidence.CleanStart, schemas.FixtureProof, p, ctoharness.StepCleanStart) {
-		r.Emit(ctx, ctoharness.EvFixtureCleanStart, map[string]any{"proof": evidence.CleanStart, "clean": p.Clean, "tree": p.Tree})
-	}
-	if !p.Clean {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyStart, Step: ctoharness.StepCleanStart,
-			Message: "the copied fixture is not clean after the baseline commit: " + strings.Join(p.Problems, "; ")})
-	}
-	return r.OK()
-}
-
-func (r *run) writeContract(ctx context.Context) bool {
+func (r *run) writeContract(ctx context.Context, fixtureDir string) bool {
 	r.SetStep(ctoharness.StepContract)
 	r.agentLimits()
-	c := task.NewContract(r.spec, r.RunID, r.fixture)
+	c := task.NewContract(r.spec, r.RunID, fixtureDir)
 	if r.spec.Adversary != nil {
 		if r.o.Unsandboxed {
 			// Refused before Case, not after: the step could never finish.
@@ -504,30 +338,30 @@ func (r *run) leaksSource(s string) string {
 	return ""
 }
 
-// change makes the task's change: in-process for the fake backend (stage 1),
-// by a Case process otherwise.
-func (r *run) change(ctx context.Context) {
+// change makes the task's change in the fixture at dir: in-process for the
+// fake backend (stage 1), by a Case process otherwise.
+func (r *run) change(ctx context.Context, dir string) {
 	r.SetStep(ctoharness.StepCase)
 	if r.Interrupted() {
 		return // stopped before Case could start
 	}
 	if r.Report.Backend == ctoharness.BackendFake {
-		path, err := fakecase.Apply(*r.contract, r.fixture)
-		r.Trace.Trace(ctoharness.TraceWrite, filepath.Join(r.fixture, filepath.FromSlash(path)))
+		path, err := fakecase.Apply(*r.contract, dir)
+		r.Trace.Trace(ctoharness.TraceWrite, filepath.Join(dir, filepath.FromSlash(path)))
 		if err != nil {
 			r.BlockErr(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepCase, err, "the built-in change failed"), ctoharness.StepCase)
 		}
 		r.Emit(ctx, ctoharness.EvFakeChangeApplied, map[string]any{"path": path})
 		return
 	}
-	r.runCase(ctx)
+	r.runCase(ctx, dir)
 }
 
 // runCase runs one Case process: started (command, environment, logs,
 // watches, launch), watched while it runs, and judged once it ended.
-func (r *run) runCase(ctx context.Context) {
+func (r *run) runCase(ctx context.Context, dir string) {
 	r.o.Progress.Step("Case")
-	l, ok := r.startCase(ctx)
+	l, ok := r.startCase(ctx, dir)
 	if !ok {
 		return
 	}
@@ -541,6 +375,7 @@ func (r *run) runCase(ctx context.Context) {
 
 // caseLaunch is what startCase prepared for one Case process.
 type caseLaunch struct {
+	fixture   string // where Case works
 	argv, env []string
 	launch    []string // argv under the launcher
 	attr      *syscall.SysProcAttr
@@ -560,8 +395,8 @@ func (l *caseLaunch) closeLogs() {
 // launcher with its exec watch. Every exec of Case's processes is seen by
 // the exec watch, which counts and refuses commands; Case's own
 // case.command events are claims.
-func (r *run) startCase(ctx context.Context) (*caseLaunch, bool) {
-	l := &caseLaunch{logs: map[string]*os.File{}}
+func (r *run) startCase(ctx context.Context, dir string) (*caseLaunch, bool) {
+	l := &caseLaunch{fixture: dir, logs: map[string]*os.File{}}
 	if !r.caseArgv(l) {
 		return nil, false
 	}
@@ -616,7 +451,7 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
 		return false
 	}
-	if err := r.makeScratch(); err != nil {
+	if err := r.scratchDirs.Make(); err != nil {
 		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
 		return false
 	}
@@ -625,7 +460,7 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 		return true
 	}
 	var err error
-	if l.argv, l.env, err = r.agent.Command(r.contract, r.fixture, l.env, r.Report.Agent); err != nil {
+	if l.argv, l.env, err = r.agent.Command(r.contract, l.fixture, l.env, r.Report.Agent); err != nil {
 		r.BlockErr(err, ctoharness.StepCase)
 		return false
 	}
@@ -638,7 +473,7 @@ func (r *run) caseArgv(l *caseLaunch) bool {
 // counted from Case's case.command events; when it is spent, Case is
 // stopped. A failing model provider stops Case now, not at its timeout.
 func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, error, bool) {
-	r.Trace.TraceExec(l.argv, r.fixture)
+	r.Trace.TraceExec(l.argv, l.fixture)
 	r.Report.CaseProcessStarted = true
 	r.Emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": l.argv, "lane": string(r.o.Lane), "env_keys": r.Report.Case.EnvKeys})
 	caseCtx, stopCase := context.WithCancel(ctx)
@@ -648,14 +483,14 @@ func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, er
 	}
 	l.watch = &caserun.Watch{Lock: l.cmds.Locker(), Started: r.caseStarted, Claim: l.cmds.Claim, Stop: stopCase, Profile: string(r.profile.Name),
 		Emit: func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) }}
-	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: r.fixture, Env: l.env,
+	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: l.fixture, Env: l.env,
 		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
 		Stdout:  l.logs[evidence.CaseStdout], Stderr: l.logs[evidence.CaseStderr], Events: l.logs[evidence.CaseEvents],
 		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
 		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
 		OnEvent:       l.watch.OnEvent}
 	if r.agent != nil {
-		if err := r.agent.Wire(&in, r.fixture); err != nil {
+		if err := r.agent.Wire(&in, l.fixture); err != nil {
 			l.closeLogs()
 			r.BlockErr(err, ctoharness.StepCase)
 			return backend.Outcome{}, nil, false
@@ -709,145 +544,8 @@ func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) 
 	return stdout, stderr, truncated
 }
 
-// collect turns what Case left in the fixture worktree into the result
-// commit in the harness's store, and the patch.
-func (r *run) collect(ctx context.Context, rec record) *collected {
-	r.SetStep(ctoharness.StepCollect)
-	allowed := task.NewPathPolicy(r.spec.AllowedPaths).Check
-	if r.o.AllowedCheck != nil {
-		allowed = r.o.AllowedCheck
-	}
-	col := &collected{at: r.o.Clock()}
-	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: r.fixture, Store: rec.store, Baseline: r.Report.Commits.BaselineCommit,
-		When: col.at, Tracer: r.Trace, Allowed: allowed, Checkout: rec.conversions})
-	r.Report.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
-	// The patch is streamed from the store (capped, never whole in
-	// memory); a failed collect has none, as it has no result commit.
-	werr := r.Dir.WriteStream(ctx, evidence.PatchFile, func(w io.Writer) error {
-		if err != nil {
-			return nil
-		}
-		return fixture.WritePatch(ctx, w, rec.store, r.Report.Commits.BaselineCommit, res.ResultCommit)
-	})
-	switch {
-	case errors.Is(werr, evidence.ErrWrite):
-		r.BlockWrite(werr, ctoharness.StepCollect)
-	case werr != nil && err == nil:
-		err = werr
-	}
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepCollect)
-	}
-	r.Report.Commits.ResultCommit = res.ResultCommit
-	r.Report.Commits.ResultTree = res.ResultTree
-	var bad []string
-	for _, c := range res.Changed {
-		if !c.Allowed {
-			bad = append(bad, c.Path+" ("+c.Reason+")")
-		}
-	}
-	r.Emit(ctx, ctoharness.EvChangesCollected, map[string]any{"changed": len(res.Changed), "disallowed": len(bad),
-		"result_commit": res.ResultCommit, "patch": evidence.PatchFile})
-	if len(bad) > 0 {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockDisallowedChange, Step: ctoharness.StepCollect,
-			Message: "Case changed paths outside the allowed paths: " + listSome(bad) + "; see changed_files"})
-	}
-	if unsafe := UnsafeNames(res.Changed); len(unsafe) > 0 {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockUnsafeFileName, Step: ctoharness.StepCollect,
-			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + listSome(unsafe)})
-	}
-	return col
-}
-
-// listSome joins the first items of a list Case decides the length of, and
-// says how many more there are: a blocker message stays short whatever
-// Case did (the full list is in changed_files).
-func listSome(items []string) string {
-	const most = 20
-	if len(items) <= most {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
-}
-
-// UnsafeNames lists, escaped for display, the changed files whose names hold
-// a character display.Hidden reports: no honest change needs one, so each
-// blocks the run (UNSAFE_FILE_NAME) whatever the allowed paths say. Bytes
-// that are not UTF-8 are not in this list: such names are stored exactly
-// (path_b64) and shown escaped.
-func UnsafeNames(changed []ctoharness.ChangedFile) []string {
-	var out []string
-	for _, c := range changed {
-		name, ok := c.Name()
-		if !ok {
-			out = append(out, display.Terminal(c.Path))
-			continue
-		}
-		for _, r := range name {
-			if display.Hidden(r) {
-				out = append(out, display.Terminal(name))
-				break
-			}
-		}
-	}
-	return out
-}
-
 func (r *run) skipVerify(reason string) {
 	verification.Skip(r.Report, r.spec, r.profile, reason)
-}
-
-// cleanEnd proves the fixture's end state. Once Case has worked in it (the
-// collect ran), its .git is never read: the proof compares the worktree
-// with the result in the store and the .git's lstat data with the
-// snapshot taken before Case. Before that, the fixture is still the
-// harness's own and the start proof's reading applies.
-func (r *run) cleanEnd(ctx context.Context, rec record, col *collected) {
-	r.SetStep(ctoharness.StepCleanEnd)
-	expected := r.Report.Commits.ResultTree
-	if expected == "" {
-		expected = r.Report.Commits.BaselineTree
-	}
-	var p ctoharness.FixtureProof
-	var err error
-	if r.Report.Commits.BaselineCommit == "" {
-		// Without a baseline every copied file would read as untracked,
-		// blaming on Case what the copy's own blocker already explains.
-		why := "the fixture has no baseline commit (the copy failed), so there is nothing to compare it with"
-		if len(r.Report.Blockers) > 0 {
-			why = "the fixture has no baseline commit (the copy failed: " + string(r.Report.Blockers[0].Code) + "), so there is nothing to compare it with"
-		}
-		r.writeCleanEndNotTaken(ctx, why)
-		return
-	}
-	if col != nil && rec.store != "" {
-		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: r.RunID, Root: r.fixture, Store: rec.store, ExpectedTree: expected,
-			GitBefore: rec.gitBefore, AllowGitChanges: r.spec.AllowsGitChanges(), Now: r.o.Clock(), Tracer: r.Trace})
-	} else {
-		p, err = fixture.CleanProof(ctx, r.RunID, "clean_end", r.fixture, expected, r.o.Clock(), r.Trace)
-	}
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepCleanEnd)
-		return
-	}
-	if r.WriteJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
-		r.Emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": p.Clean, "tree": p.Tree,
-			"git_changes": p.GitChangesTotal, "ignored": p.IgnoredTotal})
-	}
-	if !p.Clean {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockFixtureDirtyEnd, Step: ctoharness.StepCleanEnd,
-			Message: "the fixture is not clean after the result commit: " + strings.Join(p.Problems, "; ")})
-	}
-}
-
-// writeCleanEndNotTaken records a clean-end proof that was not taken, and why.
-func (r *run) writeCleanEndNotTaken(ctx context.Context, why string) {
-	p := ctoharness.FixtureProof{SchemaVersion: ctoharness.SchemaVersion, RunID: r.RunID, Kind: fixture.KindCleanEnd, FixturePath: r.fixture,
-		Status: []ctoharness.StatusEntry{}, Problems: []string{}, SymlinksOutside: []string{}, GitChanges: []ctoharness.GitChange{},
-		Ignored: []ctoharness.Leftover{}, NotTaken: why, TakenAt: r.o.Clock()}
-	if r.WriteJSON(ctx, evidence.CleanEnd, schemas.FixtureProof, p, ctoharness.StepCleanEnd) {
-		r.Emit(ctx, ctoharness.EvFixtureCleanEnd, map[string]any{"proof": evidence.CleanEnd, "clean": false, "not_taken": why})
-	}
 }
 
 func (r *run) proveAfter(ctx context.Context) {
@@ -892,49 +590,4 @@ func (r *run) proveAfter(ctx context.Context) {
 		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
 			Message: fmt.Sprintf("the source %s changed during the run: %s; see %s", r.repo.Root, strings.Join(paths, ", "), evidence.NonMutation)})
 	}
-}
-
-// makeScratch creates the scratch directories (HOME, TMPDIR, caches) that Case
-// and the verification command share; the first call traces them.
-func (r *run) makeScratch() error {
-	if r.scratchMade {
-		return nil
-	}
-	for _, d := range backend.ScratchDirs(r.scratch) {
-		r.Trace.Trace(ctoharness.TraceMkdir, d)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	r.scratchMade = true
-	return nil
-}
-
-// history is how much of the base's history the task lets reach Case (the
-// spec's form was checked by its schema; a form the copy cannot take
-// blocks it).
-func (r *run) history() fixture.History {
-	h, err := fixture.ParseHistory(r.spec.HistoryText())
-	if err != nil {
-		return fixture.History{Mode: r.spec.HistoryText()}
-	}
-	return h
-}
-
-// baseRev is the revision the task starts from: --rev, else the spec's
-// base, else "" (HEAD).
-func (r *run) baseRev() string {
-	if r.o.Rev != "" {
-		return r.o.Rev
-	}
-	return r.spec.Base
-}
-
-// otherBase is the base commit when it is not the source's HEAD, "" when
-// it is.
-func (r *run) otherBase() string {
-	if c := r.Report.Commits; c.BaseCommit != c.SourceHead {
-		return c.BaseCommit
-	}
-	return ""
 }

@@ -63,9 +63,9 @@ func (r *run) ecoRecord() map[string]any {
 // (package harness/step/warm) beside Case, with the verification's
 // sandbox as this run builds it.
 func (r *run) startKeepGo(ctx context.Context, own record) *warm.Warming {
-	co := checkout.Input{SourceRoot: r.repo.Root, BaselineTime: own.baselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: r.history(), Base: r.otherBase(),
+	co := checkout.Input{SourceRoot: r.repo.Root, BaselineTime: own.BaselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: own.History, Base: own.Base,
 		Overlay: true, SourceManifest: r.before.Manifest,
-		Store: own.store, Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.BaselineCommit, ResultTime: own.baselineAt}
+		Store: own.Store, Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.BaselineCommit, ResultTime: own.BaselineAt}
 	return r.caches.StartKeep(ctx, r.Sink, warm.Keep{RunsDir: r.o.RunsDir, Workspace: r.Report.RuntimeWorkspaceRoot,
 		BaselineTree: r.Report.Commits.BaselineTree, Command: r.spec.Verification.Command,
 		Timeout: time.Duration(r.spec.Verification.TimeoutSeconds) * time.Second, Profile: r.profile, AllowDangerous: r.o.AllowDangerous,

@@ -22,7 +22,7 @@ const baselineInView = verification.BaselineInView
 
 // verify grades Case's result (package harness/step/verification).
 func (r *run) verify(ctx context.Context, own record, col *collected, kept *warm.Warming) {
-	r.verifier().Verify(ctx, r.own(own), col.at, kept.Wait)
+	r.verifier().Verify(ctx, r.own(own), col.At, kept.Wait)
 }
 
 // verifyEnv is the environment and policy of a command run in a
@@ -33,7 +33,7 @@ func (r *run) verifyEnv(cmd egress.Command, work, scratch string) ([]string, ver
 
 // own is the verification's view of the harness's record of the fixture.
 func (r *run) own(rec record) verification.Own {
-	return verification.Own{Checkout: rec.checkout, Store: rec.store, BaselineAt: rec.baselineAt}
+	return verification.Own{Checkout: rec.Checkout, Store: rec.Store, BaselineAt: rec.BaselineAt, History: rec.History, Base: rec.Base}
 }
 
 // verifier is the verification of this run as it stands: the task, the
@@ -47,7 +47,7 @@ func (r *run) verifier() *verification.Verifier {
 	l := r.launcher
 	return verification.New(r.Sink, verification.Input{Spec: r.spec, Profile: r.profile, Unsandboxed: r.o.Unsandboxed,
 		AllowDangerous: r.o.AllowDangerous, SelfExe: r.o.SelfExe, Getenv: r.o.Getenv, Clock: r.o.Clock, Progress: r.o.Progress,
-		Repo: r.repo, History: r.history(), Base: r.otherBase(), SourceManifest: manifest,
+		Repo: r.repo, SourceManifest: manifest,
 		Hooks: verification.Hooks{
 			Roots:  func() (string, string) { return r.roots(true) },
 			Policy: func() sandbox.Policy { return r.policy(true) },

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cto-harness/cto-harness/harness/evidence"
 )
 
 // leaveWork deals with the run's workspace (RUNS_DIR/work/<id>: Case's
@@ -15,8 +17,9 @@ import (
 // workspace: the store in the run directory holds the result.
 func (r *run) leaveWork() {
 	// The fixture copy lives in the run directory (fixture/), outside the
-	// artifacts; it goes with the workspace.
-	for _, root := range []string{r.Report.RuntimeWorkspaceRoot, r.fixture} {
+	// artifacts; it goes with the workspace (when the copy never made it,
+	// there is nothing there).
+	for _, root := range []string{r.Report.RuntimeWorkspaceRoot, r.Dir.Path(evidence.FixtureDir)} {
 		if root == "" {
 			continue
 		}

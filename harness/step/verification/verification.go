@@ -51,10 +51,8 @@ type Input struct {
 	Progress       *progress.Line
 	// Repo is the source; a fresh checkout of a store's commit starts
 	// from its worktree (an overlay held to SourceManifest), with the
-	// task's History and the Base commit when it is not HEAD ("").
+	// copy's history and base (Own).
 	Repo           source.Repo
-	History        fixture.History
-	Base           string
 	SourceManifest []ctoharness.ManifestEntry
 	Hooks          Hooks
 }
@@ -116,6 +114,10 @@ type Own struct {
 	Checkout   *checkout.Baseline
 	Store      string
 	BaselineAt time.Time
+	// History and Base are the copy's: the task's history, and the base
+	// commit when it is not the source's HEAD ("").
+	History fixture.History
+	Base    string
 }
 
 // Verifier runs the verification of one run.

@@ -1,0 +1,250 @@
+// Package workcopy is the fixture step: the copy of the source Case works
+// in, made before Case runs, and the proofs of its start and end. Making it
+// commits the baseline, creates the harness's store beside the evidence,
+// snapshots the copy's .git and begins the verification checkout, all out
+// of Case's reach; what the later steps need of it (the fixture's path,
+// the store, the checkout begun, the baseline time) is the Copy Make
+// returns. The copying itself is package fixture's; this package decides
+// which copy a run gets and records it through the run's sink.
+package workcopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/checkout"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/fixture"
+	"github.com/cto-harness/cto-harness/harness/gitstatus"
+	"github.com/cto-harness/cto-harness/harness/overlay"
+	"github.com/cto-harness/cto-harness/harness/progress"
+	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/source"
+	"github.com/cto-harness/cto-harness/harness/store"
+	"github.com/cto-harness/cto-harness/harness/task"
+)
+
+// Input is what the copy is made from: the proven source and the task, and
+// the options that decide which copy it is.
+type Input struct {
+	Repo source.Repo
+	Spec task.Spec
+	// SourceManifest is the source's lstat manifest from its before-proof:
+	// the verification checkout begun from the source is checked against it.
+	SourceManifest []ctoharness.ManifestEntry
+	// CheckoutDir is where the verification checkout is begun.
+	CheckoutDir string
+	// Unsandboxed (Case could write the overlay's lower layer, the source)
+	// and KeepWork (a kept fixture must outlive the run, a mount must not)
+	// make the fixture a copy rather than an overlay.
+	Unsandboxed, KeepWork bool
+	// DirtyStart is the fixture_dirty_start fault: a file left untracked in
+	// the fixture after the baseline, which the clean-start proof must catch.
+	DirtyStart bool
+	// Allowed replaces the task's allowed-path policy at the collect when
+	// set (the failure matrix's planted policies).
+	Allowed  func(path string) (bool, string)
+	Getenv   func(string) string
+	Progress *progress.Line // the terminal status line (nil: none)
+	Hooks    Hooks
+}
+
+// Hooks are what other steps are told of the copy as it is made.
+type Hooks struct {
+	// Made is told the fixture's directory once it exists: the launcher
+	// shows it to Case.
+	Made func(dir string)
+}
+
+// Copy is the harness's own account of the fixture, made before Case runs
+// and kept where Case cannot write: the store holding the baseline (and
+// later the result), when the baseline was made, and the fixture's .git as
+// the harness left it.
+type Copy struct {
+	Path       string // the fixture; "" when none was made
+	Store      string // "" when it could not be made
+	BaselineAt time.Time
+	GitBefore  []ctoharness.ManifestEntry
+	// Conversions are the source's checkout settings the copy used, for
+	// the collect to hash Case's changes as git add would.
+	Conversions gitstatus.CheckoutSettings
+	// Checkout is the verification checkout's baseline, copied from the
+	// source alongside the fixture (the source is out of Case's reach), so
+	// that the verification later only writes the change.
+	Checkout *checkout.Baseline
+	// History and Base are what every checkout of the source takes: how
+	// much of the base's history reaches it, and the base when it is not
+	// the source's HEAD ("").
+	History fixture.History
+	Base    string
+
+	mount *overlay.Mount // the overlay the fixture is, when it is one (nil: a copy)
+	in    Input
+}
+
+// Release detaches what the copy holds mounted once no step needs it: the
+// verification checkout and an overlay fixture. The fixture's mount point
+// is left empty (and removed with the run's work); the overlay's layer,
+// which holds what Case wrote, stays in the workspace until then.
+func (c Copy) Release() {
+	c.Checkout.Stop()
+	_ = c.mount.Unmount()
+}
+
+// Layer is the directory of an overlay fixture's writable layer, in the
+// run's workspace (outside every view).
+func Layer(workspace string) string {
+	return filepath.Join(workspace, evidence.FixtureDir)
+}
+
+// Make copies the source into the fixture, commits the baseline and makes
+// the harness's store from it. It reports false only when there is no
+// fixture at all; a copy that failed otherwise blocked the run.
+func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
+	s.SetStep(ctoharness.StepCopy)
+	dst := s.Dir.Path(evidence.FixtureDir)
+	in.Progress.Step("copy")
+	c := Copy{BaselineAt: s.Clock(), History: history(in.Spec), Base: otherBase(s.Report.Commits), in: in}
+	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
+		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
+		// Unsandboxed, Case can write the source, the overlay's lower layer:
+		// the copy is at least a snapshot.
+		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest})
+	res, mnt, err := c.makeFixture(ctx, s, dst)
+	c.mount = mnt
+	if _, statErr := os.Lstat(dst); statErr == nil {
+		c.Path = dst
+		if in.Hooks.Made != nil {
+			in.Hooks.Made(dst)
+		}
+		s.Report.FixturePath = dst
+	}
+	if err != nil {
+		c.Release() // no verification will need the checkout; no step will read the fixture
+		s.BlockErr(err, ctoharness.StepCopy)
+		return c, c.Path != ""
+	}
+	c.baseline(ctx, s, dst, res)
+	return c, true
+}
+
+// baseline makes the store from the fixture's baseline commit, snapshots
+// the fixture's .git, and records the copy and the baseline.
+func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fixture.CopyResult) {
+	storeDir := s.Dir.Path(evidence.StoreDir)
+	var err error
+	if err = store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, s.Trace); err != nil {
+		s.BlockErr(err, ctoharness.StepBaseline)
+	} else if c.GitBefore, err = fixture.GitSnapshot(ctx, dst, s.Trace); err != nil {
+		s.BlockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)
+	} else {
+		c.Store = storeDir
+	}
+	s.Report.Commits.BaselineCommit = res.BaselineCommit
+	s.Report.Commits.BaselineTree = res.BaselineTree
+	objects := res.Closure
+	s.Report.FixtureObjects = &objects
+	c.Conversions = res.Checkout
+	if c.in.DirtyStart {
+		p := filepath.Join(dst, "injected-untracked.txt")
+		s.Trace.Trace(ctoharness.TraceWrite, p)
+		if err := os.WriteFile(p, []byte("left by the fixture_dirty_start fault\n"), 0o644); err != nil {
+			s.BlockErr(err, ctoharness.StepBaseline)
+		}
+	}
+	s.Emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
+		"overlay": c.mount != nil})
+	s.SetStep(ctoharness.StepBaseline)
+	s.Emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
+		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
+		"base_commit": res.BaseCommit, "base_tree": res.BaseTree,
+		"history": objects.History, "objects": objects.Objects, "objects_digest": objects.Digest, "objects_left_out": objects.LeftOut})
+	if res.BaselineTree != s.Report.Commits.BaseTree {
+		s.Block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
+			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, s.Report.Commits.BaseTree, s.Report.Commits.BaseCommit)})
+	}
+}
+
+// makeFixture shows the source's HEAD tree at dst for Case to work in. Where
+// it can, that is an overlay of the source worktree (package overlay) whose
+// every file is hashed against the tree (fixture.AdoptHashed): nothing is
+// copied, and Case's writes land in a layer in the run's workspace. It is a
+// copy instead when the run is unsandboxed (Case could then write the
+// source, the overlay's lower layer), when the work is kept (a kept fixture
+// must outlive the run, a mount must not), for trees with submodules or
+// filtered paths, and where the machine cannot mount.
+func (c *Copy) makeFixture(ctx context.Context, s *runsink.Sink, dst string) (fixture.CopyResult, *overlay.Mount, error) {
+	repo := c.in.Repo
+	in := fixture.CopyInput{SourceRoot: repo.Root, SourceGitDir: repo.GitDir, Dest: dst, When: c.BaselineAt, Tracer: s.Trace, Progress: c.in.Progress,
+		Getenv: c.in.Getenv, History: c.History, Base: c.Base}
+	// Another base than HEAD is written from the object store: the
+	// worktree, the overlay's lower layer, shows HEAD.
+	if c.in.Unsandboxed || c.in.KeepWork || in.Base != "" {
+		res, err := fixture.Copy(ctx, in)
+		return res, nil, err
+	}
+	layer := Layer(s.Report.RuntimeWorkspaceRoot)
+	s.Trace.Trace(ctoharness.TraceMkdir, layer)
+	if err := os.MkdirAll(layer, 0o755); err != nil {
+		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
+	}
+	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
+	m, err := overlay.Tree(ctx, overlay.Input{Source: repo.Root, GitDir: repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: s.Trace})
+	if err == nil {
+		var res fixture.CopyResult
+		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
+			return res, m, err
+		}
+		for _, p := range []string{dst, upper, work} {
+			s.Trace.Trace(ctoharness.TraceRemove, p)
+		}
+		if derr := m.Discard(); derr != nil {
+			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, derr, "give up the overlay fixture %s before copying it instead", dst)
+		}
+	} else if !errors.Is(err, overlay.ErrUnavailable) {
+		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s", dst)
+	}
+	res, err := fixture.Copy(ctx, in)
+	return res, nil, err
+}
+
+// history is how much of the base's history the task lets reach Case (the
+// spec's form was checked by its schema; a form the copy cannot take
+// blocks it).
+func history(spec task.Spec) fixture.History {
+	h, err := fixture.ParseHistory(spec.HistoryText())
+	if err != nil {
+		return fixture.History{Mode: spec.HistoryText()}
+	}
+	return h
+}
+
+// BaseRev is the revision the task starts from: --rev, else the spec's
+// base, else "" (HEAD).
+func BaseRev(rev string, spec task.Spec) string {
+	if rev != "" {
+		return rev
+	}
+	return spec.Base
+}
+
+// otherBase is the base commit when it is not the source's HEAD, "" when
+// it is.
+func otherBase(c ctoharness.Commits) string {
+	if c.BaseCommit != c.SourceHead {
+		return c.BaseCommit
+	}
+	return ""
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
