@@ -24,7 +24,7 @@ type TaskCmd struct {
 type TaskCheckCmd struct {
 	Task      string `arg:"" name:"task" help:"The task spec file (schemas/task-spec.schema.json)."`
 	Source    string `name:"source" required:"" placeholder:"PATH" help:"The owned source repository the task is for."`
-	Reference string `name:"reference" required:"" placeholder:"PATCH|SCRIPT|COMMIT" help:"The task's reference solution: a patch file (git diff format), a solver script (a file starting with #!, run with /bin/sh in the fixture), or a commit of the source whose diff from the task's base is the patch."`
+	Reference string `name:"reference" required:"" placeholder:"PATCH|SCRIPT|COMMIT" help:"The task's reference solution: a patch file (git diff format), a solver script (a file starting with #!, run in the fixture by the interpreter it names), or a commit of the source whose diff from the task's base is the patch."`
 	Repeats   int    `name:"repeats" default:"2" help:"How many times to run it: every repeat must give the same outcomes."`
 	Rev       string `name:"rev" placeholder:"COMMIT" help:"The task's base, overriding its spec's base (as run --rev)."`
 	Out       string `name:"out" placeholder:"FILE" help:"Where to write the record (default RUNS_DIR/task-checks/<task>-<base>.json); a signed statement goes beside it as FILE.dsse.json when a signing key is configured."`

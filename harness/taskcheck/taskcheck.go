@@ -50,8 +50,8 @@ type Input struct {
 	// Case, in the sandbox, like any Case.
 	Run harness.Options
 	// Reference is the reference solution: a patch file (git diff format),
-	// a solver script (a file starting "#!", run with /bin/sh in the
-	// fixture), or a revision of the source whose diff from the base is
+	// a solver script (a file starting "#!", run in the fixture by the
+	// interpreter it names), or a revision of the source whose diff from the base is
 	// the patch.
 	Reference string
 	Repeats   int

@@ -72,7 +72,7 @@ var adversarialParam = map[string]struct {
 	"write-file":       {"REL", "write REL (a path in the fixture) with \"exit 0\" and make no other change", writeFile},
 	"plant-tap":        {"REL", "make the canned change and write REL, a TAP report of one passing test, into the fixture", plantTAP},
 	"apply-patch":      {"PATH", "apply the patch at PATH (a task's reference, shown in the view) with git apply, as the Case of a task check", applyPatch},
-	"run-script":       {"PATH", "run the script at PATH (a task's reference solver, shown in the view) with /bin/sh in the fixture, as the Case of a task check", runScript},
+	"run-script":       {"PATH", "run the script at PATH (a task's reference solver, shown in the view) in the fixture with its #! interpreter, as the Case of a task check", runScript},
 	"search-git":       {"NEEDLE", "make the canned change and look for NEEDLE in every object, ref, log and file of the fixture's .git (git log --all, cat-file --batch-all-objects, the packs inflated) and copy where it was found into the fixture", searchGit},
 	"list-dir":         {"DIR", "list DIR and copy the names into the fixture", listDir},
 	"keyring":          {"DESC", "read every key of the user keyring into the fixture (DESC names the host's) and plant a key there", keyringReach},

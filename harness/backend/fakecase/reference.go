@@ -3,6 +3,7 @@ package fakecase
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -44,16 +45,21 @@ func applyPatch(path string) func(*caseRun) error {
 }
 
 // runScript is the Case of a task check whose reference is a script (a
-// container task's solution/solve.sh): it runs PATH with /bin/sh in the
-// fixture, as the task's own solver would, and reports every path git
-// then sees changed or added. A script that fails fails the scenario.
+// container task's solution/solve.sh): it runs PATH in the fixture with
+// the interpreter its #! line names (a Harbor solver is a bash script),
+// as the task's own solver would, and reports every path git then sees
+// changed or added. A script that fails fails the scenario.
 func runScript(path string) func(*caseRun) error {
 	return func(c *caseRun) error {
 		bin, err := exec.LookPath("git")
 		if err != nil {
 			return fmt.Errorf("listing what the reference script changed needs git in the view: %w", err)
 		}
-		run := exec.Command("/bin/sh", path)
+		argv, err := interpreter(path)
+		if err != nil {
+			return err
+		}
+		run := exec.Command(argv[0], argv[1:]...)
 		run.Dir = c.root
 		if out, err := run.CombinedOutput(); err != nil {
 			return fmt.Errorf("the reference script %s failed in the task's base: %v: %s", path, err, strings.TrimSpace(lastLines(string(out), 20)))
@@ -71,6 +77,22 @@ func runScript(path string) func(*caseRun) error {
 		}
 		return nil
 	}
+}
+
+// interpreter is the command that runs the script at path: its #! line's
+// interpreter and argument (#!/usr/bin/env bash), else /bin/sh.
+func interpreter(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the reference script %s: %w", path, err)
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	if rest, ok := strings.CutPrefix(line, "#!"); ok {
+		if f := strings.Fields(rest); len(f) > 0 {
+			return append(f, path), nil
+		}
+	}
+	return []string{"/bin/sh", path}, nil
 }
 
 // lastLines is the end of out, n lines at most.
