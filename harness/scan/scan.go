@@ -148,11 +148,8 @@ func ScanAliased(ctx context.Context, command, fixtureRoot string, roots []strin
 		return Result{}, err
 	}
 	s.allowed = allowed
-	for _, from := range slices.Sorted(maps.Keys(aliases)) {
-		if !filepath.IsAbs(from) || !filepath.IsAbs(aliases[from]) {
-			return Result{}, fmt.Errorf("scan: alias %q -> %q is not absolute", from, aliases[from])
-		}
-		s.aliases = append(s.aliases, [2]string{filepath.Clean(from), filepath.Clean(aliases[from])})
+	if s.aliases, err = Aliases(aliases); err != nil {
+		return Result{}, err
 	}
 	s.shellSource(&unit{file: CommandFile, src: command, lineBase: 1}, newEnv(s.root))
 	return s.result()
@@ -191,13 +188,31 @@ type scanner struct {
 
 // unalias turns a path under one of the view's links into the host path
 // it reaches.
-func (s *scanner) unalias(abs string) string {
-	for _, a := range s.aliases {
+func (s *scanner) unalias(abs string) string { return Unalias(s.aliases, abs) }
+
+// Unalias turns abs, when it lies under the view path of one of aliases
+// (view path, host directory), into the host path it reaches; the
+// scanner and the test-scope check read a layout's links this way.
+func Unalias(aliases [][2]string, abs string) string {
+	for _, a := range aliases {
 		if within(abs, a[0]) {
 			return a[1] + abs[len(a[0]):]
 		}
 	}
 	return abs
+}
+
+// Aliases are a layout's links (view path to host directory) in the
+// order Unalias takes them, every path absolute and clean.
+func Aliases(m map[string]string) ([][2]string, error) {
+	var out [][2]string
+	for _, from := range slices.Sorted(maps.Keys(m)) {
+		if !filepath.IsAbs(from) || !filepath.IsAbs(m[from]) {
+			return nil, fmt.Errorf("scan: alias %q -> %q is not absolute", from, m[from])
+		}
+		out = append(out, [2]string{filepath.Clean(from), filepath.Clean(m[from])})
+	}
+	return out, nil
 }
 
 func newScanner(ctx context.Context, fixtureRoot string, roots []string) (*scanner, error) {

@@ -319,20 +319,18 @@ type Policy struct {
 }
 
 // unalias maps targets under a linked path (a layout's /tests) to the host
-// directory the link reaches, so they are held to the fixture's scope
-// like any other.
+// directory the link reaches, as the scanner reads them, so they are held
+// to the fixture's scope like any other.
 func unalias(targets []string, aliases map[string]string) []string {
-	if len(aliases) == 0 {
-		return targets
+	al, err := scan.Aliases(aliases)
+	if len(al) == 0 || err != nil {
+		return targets // an alias that is not absolute fails the scan first
 	}
 	out := make([]string, len(targets))
 	for i, t := range targets {
 		out[i] = t
-		c := filepath.Clean(t)
-		for from, to := range aliases {
-			if c == from || strings.HasPrefix(c, from+"/") {
-				out[i] = to + c[len(from):]
-			}
+		if c := filepath.Clean(t); strings.HasPrefix(t, "/") && scan.Unalias(al, c) != c {
+			out[i] = scan.Unalias(al, c)
 		}
 	}
 	return out
