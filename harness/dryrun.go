@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
+	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/dryrun"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
@@ -61,7 +62,7 @@ func planInput(o Options, prof profile.Policy) dryrun.Input {
 	return dryrun.Input{
 		Gate:  gates.Request{Stage: o.Stage, Getenv: o.Getenv, Records: o.recordCheck(), Signing: o.Signing},
 		RunID: o.NewRunID(o.Stage, o.Clock()), RunsDir: o.RunsDir, Source: o.Source, Policy: o.sourcePolicy(),
-		Spec: o.Spec, RequireTask: o.RequireTask, DefaultSpec: DefaultSpec(), Schemas: o.Schemas, ArtificialTime: artificialCommitTime,
+		Spec: o.Spec, RequireTask: o.RequireTask, DefaultSpec: DefaultSpec(), Schemas: o.Schemas, ArtificialTime: classify.ArtificialCommitTime,
 		Rev: o.Rev, Config: o.Config, Getenv: o.Getenv, Clock: o.Clock, Profile: prof,
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, CaseArgv: argv,
 		Confirmed: o.AutoConfirm || o.Config.AutoConfirm || o.Confirm != nil,

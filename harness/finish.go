@@ -23,7 +23,7 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	r.launcher.StopEgress()
 	r.agent.Close()
 	r.adv.Close()
-	r.freeSpace()
+	r.FreeSpace()
 	r.o.Progress.Close()
 	if r.Report.Tests.Classification == "" {
 		r.skipVerify("the run did not reach verification")
@@ -75,10 +75,10 @@ func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (
 	agentcase.RedactReport(r.Report, r.secrets())
 	page := r.page() // first: a page that cannot be rendered changes the status
 	err := r.Dir.WriteReport(ctx, r.Report, reportmd.Markdown(r.Report), page)
-	if runsink.NoSpace(err) && !r.freed {
+	if runsink.NoSpace(err) && !r.Freed() {
 		// Nothing failed for space until the report itself: free it and retry.
 		r.NoteNoSpace(err, ctoharness.StepReport)
-		r.freeSpace()
+		r.FreeSpace()
 		r.Report.Status = ctoharness.StatusFor(r.Report.Blockers)
 		r.Report.Outcome = ctoharness.OutcomeFor(r.Report.Blockers)
 		r.Report.Qualifies = false

@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/proof"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -44,7 +45,6 @@ type run struct {
 	adv           *adversary.Agent        // set at the contract when the task's adversary is a coding agent
 	caches        *warm.Caches            // the toolchains and warm caches the gate offers (tools.go)
 	prev          *gates.Record           // the previous stage's record the gate accepted
-	freed         bool                    // the disk filled up and the partial fixture and scratch were removed (diskfull.go)
 	interrupt     context.CancelCauseFunc // the interrupt_during_case fault (interrupt.go)
 	launcher      *launch.Launcher        // every command's sandbox, view and network (package launch)
 }
@@ -87,6 +87,12 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	rep := newReport(o, runID, nonce, prof, workspace, runDir, now)
 	r.Sink = runsink.New(runID, nonce, dir, tr, rep, func() time.Time { return r.o.Clock() }, runsink.StopCause(ctx))
 	r.launcher = r.newLauncher()
+	r.SetBulk(func() []string {
+		// An overlay fixture is unmounted by now; its layer, which holds
+		// what Case wrote, is in the workspace (package workcopy).
+		verifyDir, _ := r.roots(true)
+		return []string{dir.Path(evidence.FixtureDir), workcopy.Layer(workspace), r.scratch, filepath.Dir(verifyDir)}
+	})
 	if r.Events, err = dir.OpenEvents(runID, nonce, r.Clock); err != nil {
 		r.BlockWrite(err, ctoharness.StepGate)
 	}
@@ -176,11 +182,12 @@ func (r *run) steps(ctx context.Context) {
 	if !r.classify(ctx) {
 		return
 	}
-	clean := r.proveBefore(ctx)
-	if r.before == nil {
+	before, clean := proof.Before(ctx, r.Sink, proof.BeforeInput{Input: r.proofInput(), Rev: workcopy.BaseRev(r.o.Rev, r.spec), TaskCheck: r.o.TaskCheck})
+	if before == nil {
 		return
 	}
-	defer r.proveAfter(proofCtx(ctx))
+	r.before = before
+	defer proof.After(proofCtx(ctx), r.Sink, r.proofInput(), before)
 	if !clean {
 		return
 	}

@@ -2,10 +2,7 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,31 +10,22 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
-	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/notify"
-	"github.com/cto-harness/cto-harness/harness/sandbox"
-	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
-	"github.com/cto-harness/cto-harness/harness/step/checked"
-	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/proof"
 	"github.com/cto-harness/cto-harness/harness/step/verification"
-	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )
-
-// artificialCommitTime makes the materialized artificial fixture's commit
-// identical across runs.
-var artificialCommitTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (r *run) gate(ctx context.Context) bool {
 	r.SetStep(ctoharness.StepGate)
@@ -98,196 +86,26 @@ func (r *run) caseCommand() []string {
 	return r.o.Config.CaseCommand
 }
 
-// classify finds the source: the user's repository, classified against the
-// policy, or for stages 1–2 without --source the embedded artificial fixture
-// materialized in the workspace.
+// classify finds the source and fixes the task (package classify); the
+// launcher is told both.
 func (r *run) classify(ctx context.Context) bool {
-	r.SetStep(ctoharness.StepClassify)
-	pol := r.o.sourcePolicy()
-	path := r.o.Source
-	builtin := ""
-	if path == "" {
-		if r.stage.Fixture != gates.FixtureArtificial {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceNotFound, Step: ctoharness.StepClassify,
-				Message: fmt.Sprintf("%s copies an owned repository: pass --source PATH", r.stage)})
-			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
-			return false
-		}
-		builtin = fixtures.Artificial
-		path = filepath.Join(r.Report.RuntimeWorkspaceRoot, "artificial-source")
-		if err := r.materialize(ctx, builtin, path); err != nil {
-			r.BlockErr(err, ctoharness.StepClassify)
-			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false})
-			return false
-		}
-		// The harness made this repository itself, so it owns it.
-		pol.Owned = append(append([]string(nil), pol.Owned...), path)
+	c, ok := classify.Run(ctx, r.Sink, classify.Input{Stage: r.stage, Source: r.o.Source, Policy: r.o.sourcePolicy(), Spec: r.o.Spec,
+		DefaultSpec: DefaultSpec(), RequireTask: r.o.RequireTask, Unsandboxed: r.o.Unsandboxed, Schemas: r.o.Schemas})
+	if c.Repo.Root != "" {
+		r.repo = c.Repo
+		r.launcher.SetSource(launch.Source{Root: c.Repo.Root, Given: c.Repo.Given, GitDir: r.Report.SourceGitDir})
 	}
-	repo, err := source.Classify(ctx, path, pol, r.Trace)
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepClassify)
-		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "path": filepath.Clean(path)})
+	if !ok {
 		return false
 	}
-	r.repo = repo
-	r.Report.SourcePath = repo.Root
-	if repo.Separate() {
-		r.Report.SourceGitDir = repo.GitDir
-	}
-	r.launcher.SetSource(launch.Source{Root: repo.Root, Given: repo.Given, GitDir: r.Report.SourceGitDir})
-	if r.o.Spec == nil && builtin == "" && r.o.RequireTask {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskRequired, Step: ctoharness.StepClassify,
-			Message: fmt.Sprintf("no task was given for %s: the built-in sample task (a note in CASE_NOTES.md) would grade none of its tests; "+
-				"give --task FILE (see docs/tasks.md), or --sample-task to run the sample task on purpose", repo.Root)})
-		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
-		return false
-	}
-	spec, err := r.taskSpec(builtin)
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepClassify)
-		return false
-	}
-	r.Report.SampleTask = r.o.Spec == nil && builtin == ""
-	if spec.HiddenTests != "" {
-		rec, err := r.hiddenTests(ctx, spec.HiddenTests, repo.Root)
-		if err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify, Message: err.Error()})
-			r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
-			return false
-		}
-		r.Report.HiddenTests = rec
-	}
-	if spec.Layout != nil && r.o.Unsandboxed {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepClassify,
-			Message: fmt.Sprintf("the task's layout shows the repository at %s, which only the sandbox's view can do, and the run is --unsandboxed: run it sandboxed", spec.Layout.Workdir)})
-		r.Emit(ctx, ctoharness.EvSourceClassified, map[string]any{"ok": false, "root": repo.Root, "owned": true})
-		return false
-	}
-	r.spec = spec
-	r.launcher.SetTask(spec)
-	r.Report.AllowedPaths = append([]string{}, spec.AllowedPaths...)
-	data := map[string]any{"ok": true, "root": repo.Root, "builtin": builtin, "owned": true}
-	// Fixed in the event chain before Case starts: the criteria cannot
-	// change once the result is known.
-	crit := criteria(spec, r.Report)
-	r.Report.Criteria = crit
-	data["task_spec_digest"] = crit.SpecDigest
-	if h := r.Report.HiddenTests; h != nil {
-		data["hidden_tests_digest"] = h.Digest
-	}
-	if len(spec.FailToPass) > 0 || len(spec.PassToPass) > 0 {
-		data["fail_to_pass"], data["pass_to_pass"] = nonNil(spec.FailToPass), nonNil(spec.PassToPass)
-	}
-	r.Emit(ctx, ctoharness.EvSourceClassified, data)
+	r.spec = c.Spec
+	r.launcher.SetTask(c.Spec)
 	return true
 }
 
-// criteria are what the run's verdict will be judged by.
-func criteria(spec task.Spec, rep *ctoharness.Report) *ctoharness.TaskCriteria {
-	raw, _ := json.Marshal(spec) // the same digest a batch trial's task_digest is
-	sum := sha256.Sum256(raw)
-	c := &ctoharness.TaskCriteria{SpecDigest: hex.EncodeToString(sum[:]), FailToPass: nonNil(spec.FailToPass), PassToPass: nonNil(spec.PassToPass),
-		SampleTask: rep.SampleTask}
-	if h := rep.HiddenTests; h != nil {
-		c.HiddenTestsDigest = h.Digest
-	}
-	if tr := spec.TestResults; tr != nil {
-		c.TestResults = string(tr.Format) + ":" + tr.Path
-	}
-	return c
-}
-
-// hiddenTests reads the task's hidden test directory before Case starts
-// and says why it cannot be used: outside the source (whose copy Case
-// gets), and with the sandbox (which hides it from Case).
-func (r *run) hiddenTests(ctx context.Context, dir, sourceRoot string) (*ctoharness.HiddenTests, error) {
-	set, err := hidden.Read(ctx, dir)
-	if err != nil {
-		return nil, fmt.Errorf("%v; fix the task's hidden_tests", err)
-	}
-	real, err := filepath.EvalSymlinks(set.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("hidden tests %s: %v", set.Dir, err)
-	}
-	if sandbox.Within(real, sourceRoot) {
-		return nil, fmt.Errorf("the hidden tests %s lie inside the source %s, whose copy Case works in: keep them outside the repository", set.Dir, sourceRoot)
-	}
-	if r.o.Unsandboxed {
-		return nil, fmt.Errorf("the task has hidden tests (%s), and --unsandboxed lets Case read any file: run it sandboxed", set.Dir)
-	}
-	return set.Record(), nil
-}
-
-func (r *run) materialize(ctx context.Context, name, dst string) error {
-	archive, err := fixtures.Archive(name)
-	if err != nil {
-		return err
-	}
-	r.Trace.Trace(ctoharness.TraceMkdir, dst)
-	if _, err := fixtures.Materialize(ctx, archive, dst, artificialCommitTime); err != nil {
-		return ctoharness.Block(ctoharness.BlockSourceUnreadable, ctoharness.StepClassify, err,
-			"cannot materialize the embedded %s fixture at %s", name, dst)
-	}
-	return nil
-}
-
-func (r *run) taskSpec(builtin string) (task.Spec, error) {
-	if r.o.Spec != nil {
-		return *r.o.Spec, nil
-	}
-	if builtin == "" {
-		return DefaultSpec(), nil
-	}
-	data, err := fixtures.TaskSpec(builtin)
-	if err != nil {
-		return task.Spec{}, err
-	}
-	return task.Parse(data, "embedded "+builtin+" task", r.o.Schemas.Validator(schemas.TaskSpec))
-}
-
-func (r *run) proveBefore(ctx context.Context) bool {
-	r.SetStep(ctoharness.StepSourceProof)
-	p, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.RunID, Kind: "before", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv}, r.Trace)
-	if err != nil {
-		r.BlockErr(err, ctoharness.StepSourceProof)
-		return false
-	}
-	r.before = &p
-	r.SourceProven()
-	r.Report.Commits.SourceHead = p.Head.Commit
-	r.Report.Commits.SourceTree = p.Head.Tree
-	r.Report.Commits.BaseCommit, r.Report.Commits.BaseTree = p.Head.Commit, p.Head.Tree
-	if r.WriteJSON(ctx, evidence.SourceBefore, schemas.SourceProof, p, ctoharness.StepSourceProof) {
-		r.Emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": p.Head.Commit,
-			"status_clean": p.StatusClean, "manifest_digest": p.ManifestDigest, "entries": len(p.Manifest)})
-	}
-	// The task's base and the task check it requires are held once the
-	// source proof is written: a refusal still proves the source unchanged.
-	if rev := workcopy.BaseRev(r.o.Rev, r.spec); rev != "" {
-		c, t, err := fixture.ResolveBase(r.repo.Root, r.repo.GitDir, rev)
-		if err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof,
-				Message: fmt.Sprintf("the task's base %s; give a commit, branch or tag of %s", err, r.repo.Root)})
-			return false
-		}
-		r.Report.Commits.BaseCommit, r.Report.Commits.BaseTree = c, t
-	}
-	if tc := r.o.TaskCheck; tc != nil && r.Report.Criteria != nil {
-		r.Report.TaskCheck = tc.Ref()
-		if err := r.Dir.WriteFile(ctx, checked.Artifact, tc.Raw); err != nil {
-			r.BlockWrite(err, ctoharness.StepSourceProof)
-			return false
-		}
-		if err := checked.Hold(tc.Check, *r.Report.Criteria, r.Report.Commits.BaseCommit); err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepSourceProof, Message: "--require-task-check: " + err.Error()})
-			return false
-		}
-	}
-	if !p.StatusClean {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceDirty, Step: ctoharness.StepSourceProof,
-			Message: fmt.Sprintf("source %s is not clean (%s); commit or stash the changes, then run again", r.repo.Root, source.DescribeStatus(p.Status))})
-	}
-	return r.OK()
+// proofInput is what the source proofs read (package proof).
+func (r *run) proofInput() proof.Input {
+	return proof.Input{Repo: r.repo, Deep: r.o.Deep, Now: r.o.Clock, Getenv: r.o.Getenv}
 }
 
 func (r *run) writeContract(ctx context.Context, fixtureDir string) bool {
@@ -546,48 +364,4 @@ func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) 
 
 func (r *run) skipVerify(reason string) {
 	verification.Skip(r.Report, r.spec, r.profile, reason)
-}
-
-func (r *run) proveAfter(ctx context.Context) {
-	r.SetStep(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, r.repo, source.ProofOptions{RunID: r.RunID, Kind: "after", Deep: r.o.Deep, Now: r.o.Clock(), Getenv: r.o.Getenv, Before: r.before}, r.Trace)
-	if err != nil {
-		// Unknown state after the run is treated as mutation: fail closed.
-		r.Report.SourceRepositoryMutated = true
-		r.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
-			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
-		return
-	}
-	// On a full disk the partial fixture and scratch give their room back
-	// first: the after-proof is the evidence that must not be lost.
-	r.freeSpace()
-	wrote := r.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
-	if !wrote && r.DiskFull() && !r.freed {
-		r.freeSpace()
-		wrote = r.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
-	}
-	if wrote {
-		r.Emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
-			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
-	}
-	r.SetStep(ctoharness.StepNonMutation)
-	nm := source.Compare(r.RunID, *r.before, after)
-	r.Report.SourceRepositoryMutated = nm.Mutated
-	if r.WriteJSON(ctx, evidence.NonMutation, schemas.NonMutation, nm, ctoharness.StepNonMutation) {
-		r.Report.SourceNonMutation = ctoharness.NonMutationRef{Checked: true, ProofPath: evidence.NonMutation}
-		r.Emit(ctx, ctoharness.EvSourceNonMutation, map[string]any{"proof": evidence.NonMutation, "mutated": nm.Mutated,
-			"differences": nm.DifferenceCount})
-	}
-	if nm.Mutated {
-		var paths []string
-		for i, d := range nm.Differences {
-			if i == 5 {
-				paths = append(paths, fmt.Sprintf("and %d more", nm.DifferenceCount-5))
-				break
-			}
-			paths = append(paths, d.Path+" "+d.Field)
-		}
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSourceMutated, Step: ctoharness.StepNonMutation,
-			Message: fmt.Sprintf("the source %s changed during the run: %s; see %s", r.repo.Root, strings.Join(paths, ", "), evidence.NonMutation)})
-	}
 }

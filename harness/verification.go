@@ -7,8 +7,8 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/hidden"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
-	"github.com/cto-harness/cto-harness/harness/step/hidden"
 	"github.com/cto-harness/cto-harness/harness/step/results"
 	"github.com/cto-harness/cto-harness/harness/step/testverdict"
 	"github.com/cto-harness/cto-harness/harness/step/verification"
@@ -77,7 +77,7 @@ func (r *run) verifier() *verification.Verifier {
 		}})
 }
 
-// hiddenSet is a set of test files (package harness/step/hidden) as the
+// hiddenSet is a set of test files (package harness/hidden) as the
 // verification lays them.
 type hiddenSet struct{ hidden.Set }
 

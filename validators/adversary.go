@@ -7,7 +7,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
-	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/hidden"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 

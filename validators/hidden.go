@@ -8,9 +8,9 @@ import (
 	"slices"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/checked"
 	"github.com/cto-harness/cto-harness/harness/evidence"
-	"github.com/cto-harness/cto-harness/harness/step/checked"
-	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/hidden"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 

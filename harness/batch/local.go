@@ -19,9 +19,9 @@ import (
 	"github.com/cto-harness/cto-harness/harness/agent"
 	"github.com/cto-harness/cto-harness/harness/agent/modelserver"
 	"github.com/cto-harness/cto-harness/harness/caseworld"
+	"github.com/cto-harness/cto-harness/harness/checked"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/modelmeter"
-	"github.com/cto-harness/cto-harness/harness/step/checked"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )

@@ -34,7 +34,7 @@ const (
 	PatchFile   = "patch.diff"
 	TestLog     = "test.log"
 	SetupLog    = "setup.log"
-	HiddenTar   = "hidden-tests.tar" // the task's hidden tests as laid (harness/step/hidden)
+	HiddenTar   = "hidden-tests.tar" // the task's hidden tests as laid (harness/hidden)
 	TestsJSON   = "tests.json"       // per-test results of the task's test report (harness/step/results)
 	BaselineLog = "baseline.log"     // the verification run on the baseline, for the fail-to-pass tests (harness/baseline.go)
 	WarmUpLog   = "warmup.log"       // the kept build cache's warm-up (harness/keptcache.go)

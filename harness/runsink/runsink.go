@@ -35,6 +35,8 @@ type Sink struct {
 	proven   bool // the source was proven before the run changed anything
 	diskFull bool
 	red      Redactor
+	bulk     func() []string // what FreeSpace may remove (SetBulk)
+	freed    bool
 }
 
 // Redactor hides the run's secrets (agent keys) in what the sink writes.

@@ -28,11 +28,11 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/checked"
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/gitstatus"
 	"github.com/cto-harness/cto-harness/harness/source"
-	"github.com/cto-harness/cto-harness/harness/step/checked"
 )
 
 // PredicateType is the in-toto predicate type of a signed task check.

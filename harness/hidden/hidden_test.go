@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cto-harness/cto-harness/harness/step/hidden"
+	"github.com/cto-harness/cto-harness/harness/hidden"
 )
 
 func write(t *testing.T, root string, files map[string]string) {

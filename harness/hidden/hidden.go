@@ -1,5 +1,5 @@
-// Package hidden is the pipeline step that lays a task's hidden tests over
-// the verification checkout: files Case never saw, read from a directory
+// Package hidden is a task's set of hidden tests, which the verification
+// lays over its checkout: files Case never saw, read from a directory
 // of the task's own, checked against the digest recorded before Case
 // started, written over Case's result right before setup and
 // verification, and kept in the evidence as an archive.
