@@ -5,19 +5,15 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
-	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness/backend"
-	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/notify"
-	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
@@ -156,210 +152,27 @@ func (r *run) leaksSource(s string) string {
 	return ""
 }
 
-// change makes the task's change in the fixture at dir: in-process for the
-// fake backend (stage 1), by a Case process otherwise.
+// change makes the task's change in the fixture at dir (package caserun),
+// launched by the launcher, with the agent when one runs as Case.
 func (r *run) change(ctx context.Context, dir string) {
-	r.SetStep(ctoharness.StepCase)
-	if r.Interrupted() {
-		return // stopped before Case could start
+	in := caserun.Input{Fixture: dir, Contract: r.contract, FakeBackend: r.Report.Backend == ctoharness.BackendFake,
+		FakeLane: r.o.Lane == ctoharness.LaneFake, Lane: r.o.Lane, Argv: r.caseCommand(), Profile: r.profile, Sandboxed: !r.o.Unsandboxed,
+		Leaks: r.leaksSource, MakeScratch: r.scratchDirs.Make, Started: r.caseStarted,
+		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent), Progress: r.o.Progress,
+		Env: func() []string {
+			env := backend.Env(r.scratch, r.Dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)
+			return append(r.toolEnv(egress.CommandCase, env), r.launcher.NetEnv(egress.CommandCase)...)
+		},
+		Launch: func(argv []string, execs *execwatch.Watch) ([]string, *syscall.SysProcAttr, []*os.File, *notify.Watch, error) {
+			return r.launcher.LaunchFor(egress.CommandCase, argv, execs, nil)
+		}}
+	if in.FakeLane {
+		in.Argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
 	}
-	if r.Report.Backend == ctoharness.BackendFake {
-		path, err := fakecase.Apply(*r.contract, dir)
-		r.Trace.Trace(ctoharness.TraceWrite, filepath.Join(dir, filepath.FromSlash(path)))
-		if err != nil {
-			r.BlockErr(ctoharness.Block(ctoharness.BlockInternal, ctoharness.StepCase, err, "the built-in change failed"), ctoharness.StepCase)
-		}
-		r.Emit(ctx, ctoharness.EvFakeChangeApplied, map[string]any{"path": path})
-		return
-	}
-	r.runCase(ctx, dir)
-}
-
-// runCase runs one Case process: started (command, environment, logs,
-// watches, launch), watched while it runs, and judged once it ended.
-func (r *run) runCase(ctx context.Context, dir string) {
-	r.o.Progress.Step("Case")
-	l, ok := r.startCase(ctx, dir)
-	if !ok {
-		return
-	}
-	defer l.cmds.Close()
-	out, err, ok := r.watchCase(ctx, l)
-	if !ok {
-		return
-	}
-	r.endCase(ctx, l, out, err)
-}
-
-// caseLaunch is what startCase prepared for one Case process.
-type caseLaunch struct {
-	fixture   string // where Case works
-	argv, env []string
-	launch    []string // argv under the launcher
-	attr      *syscall.SysProcAttr
-	extra     []*os.File
-	logs      map[string]*os.File
-	cmds      *caserun.Commands
-	watch     *caserun.Watch
-}
-
-func (l *caseLaunch) closeLogs() {
-	for _, f := range l.logs {
-		f.Close()
-	}
-}
-
-// startCase prepares Case's command, environment and logs, and the
-// launcher with its exec watch. Every exec of Case's processes is seen by
-// the exec watch, which counts and refuses commands; Case's own
-// case.command events are claims.
-func (r *run) startCase(ctx context.Context, dir string) (*caseLaunch, bool) {
-	l := &caseLaunch{fixture: dir, logs: map[string]*os.File{}}
-	if !r.caseArgv(l) {
-		return nil, false
-	}
-	r.Report.Case.Argv = l.argv
-	r.Report.Case.EnvKeys = backend.EnvKeys(l.env)
-	r.Report.Case.TimeoutSeconds = r.contract.CaseTimeoutSeconds
-	for _, name := range []string{evidence.CaseStdout, evidence.CaseStderr, evidence.CaseEvents} {
-		f, err := r.Dir.OpenAppend(name)
-		if err != nil {
-			r.BlockWrite(err, ctoharness.StepCase)
-			l.closeLogs()
-			return nil, false
-		}
-		l.logs[name] = f
-	}
-	l.cmds = caserun.NewCommands(r.profile, r.contract.Verification.Command, !r.o.Unsandboxed,
-		func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) })
-	var execs *execwatch.Watch
-	if l.cmds.Observed {
-		var own []string
-		if r.agent != nil {
-			own = r.agent.OwnPaths()
-		}
-		var err error
-		if execs, err = execwatch.New(execwatch.Options{AgentPaths: own, Decide: l.cmds.Decide}); err != nil {
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
-			l.closeLogs()
-			l.cmds.Close()
-			return nil, false
-		}
-	}
-	var err error
-	var watch *notify.Watch
-	if l.launch, l.attr, l.extra, watch, err = r.launcher.LaunchFor(egress.CommandCase, l.argv, execs, nil); err != nil {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockSandboxUnavailable, Step: ctoharness.StepCase, Message: err.Error()})
-		l.closeLogs()
-		l.cmds.Close()
-		return nil, false
-	}
-	l.cmds.Attach(watch, execs)
-	return l, true
-}
-
-// caseArgv is Case's command and environment: the fake Case's, the task's
-// or a coding agent's, never naming the source.
-func (r *run) caseArgv(l *caseLaunch) bool {
-	l.argv = r.caseCommand()
-	if r.o.Lane == ctoharness.LaneFake {
-		l.argv = []string{r.o.SelfExe, backend.FakeSubcommand, r.o.Scenario}
-	} else if leak := r.leaksSource(strings.Join(l.argv, " ")); leak != "" {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCaseStartFailed, Step: ctoharness.StepCase,
-			Message: "the Case command names the source path " + leak + "; Case may only see the fixture"})
-		return false
-	}
-	if err := r.scratchDirs.Make(); err != nil {
-		r.BlockErr(ctoharness.Block(ctoharness.BlockCaseStartFailed, ctoharness.StepCase, err, "cannot create Case's scratch directories"), ctoharness.StepCase)
-		return false
-	}
-	l.env = append(r.toolEnv(egress.CommandCase, backend.Env(r.scratch, r.Dir.Path(evidence.TaskFile), r.o.Getenv("PATH"), r.repo.Root, r.Report.SourceGitDir)), r.launcher.NetEnv(egress.CommandCase)...)
-	if r.agent == nil {
-		return true
-	}
-	var err error
-	if l.argv, l.env, err = r.agent.Command(r.contract, l.fixture, l.env, r.Report.Agent); err != nil {
-		r.BlockErr(err, ctoharness.StepCase)
-		return false
-	}
-	r.Report.Sandbox.EnvAllowlist = agentcase.MergeKeys(r.Report.Sandbox.EnvAllowlist, backend.EnvKeys(l.env))
-	return true
-}
-
-// watchCase starts the launched Case and waits for it, turning its events
-// into run events. Unsandboxed, the profile's command budget can only be
-// counted from Case's case.command events; when it is spent, Case is
-// stopped. A failing model provider stops Case now, not at its timeout.
-func (r *run) watchCase(ctx context.Context, l *caseLaunch) (backend.Outcome, error, bool) {
-	r.Trace.TraceExec(l.argv, l.fixture)
-	r.Report.CaseProcessStarted = true
-	r.Emit(ctx, ctoharness.EvCaseProcessStarted, map[string]any{"argv": l.argv, "lane": string(r.o.Lane), "env_keys": r.Report.Case.EnvKeys})
-	caseCtx, stopCase := context.WithCancel(ctx)
-	defer stopCase()
 	if r.agent != nil {
-		r.agent.StopWith(stopCase)
+		in.Agent = r.agent
 	}
-	l.watch = &caserun.Watch{Lock: l.cmds.Locker(), Started: r.caseStarted, Claim: l.cmds.Claim, Stop: stopCase, Profile: string(r.profile.Name),
-		Emit: func(t ctoharness.EventType, data map[string]any) { r.Emit(ctx, t, data) }}
-	in := backend.Input{Argv: l.launch, SysProcAttr: l.attr, ExtraFiles: l.extra, Fixture: l.fixture, Env: l.env,
-		Timeout: time.Duration(r.contract.CaseTimeoutSeconds) * time.Second,
-		Stdout:  l.logs[evidence.CaseStdout], Stderr: l.logs[evidence.CaseStderr], Events: l.logs[evidence.CaseEvents],
-		Limits:        backend.Limits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes},
-		ValidateEvent: r.o.Schemas.Validator(schemas.CaseEvent),
-		OnEvent:       l.watch.OnEvent}
-	if r.agent != nil {
-		if err := r.agent.Wire(&in, l.fixture); err != nil {
-			l.closeLogs()
-			r.BlockErr(err, ctoharness.StepCase)
-			return backend.Outcome{}, nil, false
-		}
-	}
-	out, err := backend.Run(caseCtx, in)
-	return out, err, true
-}
-
-// endCase records how Case ended and judges it (see caserun.Judge).
-func (r *run) endCase(ctx context.Context, l *caseLaunch, out backend.Outcome, err error) {
-	e := caserun.Ended{Out: out, Err: err, Sandboxed: !r.o.Unsandboxed, Profile: string(r.profile.Name),
-		MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes, TimeoutSeconds: r.contract.CaseTimeoutSeconds}
-	if r.agent != nil {
-		e.ModelStopped, e.ModelError = r.agent.End(ctx, r.Report.Agent)
-	}
-	e.WatchErr = l.cmds.Close()
-	e.BudgetStop = l.watch.BudgetStop()
-	c := &r.Report.Case
-	c.Commands = l.cmds.Record()
-	c.ExitCode, c.DurationMs, c.TimedOut, c.Events = out.ExitCode, out.Duration.Milliseconds(), out.TimedOut, out.Events
-	c.EventLimits = ctoharness.EventLimits{MaxEvents: r.profile.MaxCaseEvents, MaxBytes: r.profile.MaxEventBytes,
-		Bytes: out.Usage.Bytes, Dropped: out.Usage.Dropped}
-	c.StdoutInline, c.StderrInline, c.OutputTrunc = inlineOutput(out.StdoutInline, out.StderrInline, out.Truncated)
-	r.Emit(ctx, ctoharness.EvCaseProcessExited, map[string]any{"exit_code": out.ExitCode, "signal": out.Signal,
-		"timed_out": out.TimedOut, "duration_ms": out.Duration.Milliseconds(), "events": out.Events})
-	e.Interrupted = r.Interrupted()
-	v := caserun.Judge(e)
-	if v.WriteErr != nil {
-		r.BlockWrite(v.WriteErr, ctoharness.StepCase)
-	}
-	if v.StartErr != nil {
-		r.BlockErr(v.StartErr, ctoharness.StepCase)
-	}
-	for _, b := range v.Blockers {
-		r.Block(b)
-	}
-}
-
-// inlineOutput keeps the first 50 KB of Case output for the report: stdout
-// first, then stderr, so truncation is deterministic.
-func inlineOutput(stdout, stderr string, truncated bool) (string, string, bool) {
-	const capBytes = 50 * 1024
-	if len(stdout) > capBytes {
-		return stdout[:capBytes], "", true
-	}
-	room := capBytes - len(stdout)
-	if len(stderr) > room {
-		return stdout, stderr[:room], true
-	}
-	return stdout, stderr, truncated
+	caserun.Change(ctx, r.Sink, in)
 }
 
 func (r *run) skipVerify(reason string) {

@@ -127,24 +127,6 @@ func TestPrice(t *testing.T) {
 	}
 }
 
-func TestMergeKeys(t *testing.T) {
-	for _, tc := range []struct {
-		have, add, want []string
-	}{
-		{nil, nil, nil},
-		{[]string{"PATH", "HOME"}, nil, []string{"HOME", "PATH"}},
-		{[]string{"HOME", "PATH"}, []string{"OPENAI_API_KEY", "PATH", "HOME"}, []string{"HOME", "OPENAI_API_KEY", "PATH"}},
-	} {
-		have := append([]string(nil), tc.have...)
-		if got := MergeKeys(tc.have, tc.add); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("MergeKeys(%v, %v) = %v, want %v", tc.have, tc.add, got, tc.want)
-		}
-		if !reflect.DeepEqual(have, tc.have) {
-			t.Errorf("MergeKeys changed its input: %v", tc.have)
-		}
-	}
-}
-
 func TestWorkFate(t *testing.T) {
 	if got := workFate(true, "/w/1"); got != "the kept workspace /w/1 is scrubbed of it" {
 		t.Errorf("kept: %q", got)

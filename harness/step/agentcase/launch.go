@@ -64,21 +64,6 @@ func Prepare(tr ctoharness.Tracer, state string, cmd agent.Command) error {
 	return nil
 }
 
-// MergeKeys adds keys to a sorted-unique list (the sandbox's environment
-// allowlist gains the agent's variables).
-func MergeKeys(have, add []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, k := range append(append([]string{}, have...), add...) {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // Wire makes the backend read the agent's native stream: every line goes
 // verbatim to the stream file and through the translator; case.finished is
 // held back until the files changed by shell commands have been found. The

@@ -3,6 +3,7 @@ package caserun
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -166,5 +167,23 @@ func TestJudge(t *testing.T) {
 				t.Errorf("no blocker message holds %q: %q", c.inMessage, all)
 			}
 		})
+	}
+}
+
+func TestMergeKeys(t *testing.T) {
+	for _, tc := range []struct {
+		have, add, want []string
+	}{
+		{nil, nil, nil},
+		{[]string{"PATH", "HOME"}, nil, []string{"HOME", "PATH"}},
+		{[]string{"HOME", "PATH"}, []string{"OPENAI_API_KEY", "PATH", "HOME"}, []string{"HOME", "OPENAI_API_KEY", "PATH"}},
+	} {
+		have := append([]string(nil), tc.have...)
+		if got := mergeKeys(tc.have, tc.add); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("mergeKeys(%v, %v) = %v, want %v", tc.have, tc.add, got, tc.want)
+		}
+		if !reflect.DeepEqual(have, tc.have) {
+			t.Errorf("mergeKeys changed its input: %v", tc.have)
+		}
 	}
 }
