@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -16,6 +15,8 @@ import (
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
+	"github.com/cto-harness/cto-harness/harness/step/contract"
+	"github.com/cto-harness/cto-harness/harness/step/gate"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/proof"
 	"github.com/cto-harness/cto-harness/harness/step/verification"
@@ -23,53 +24,14 @@ import (
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
+// gate checks the stage's gate (package gate), with the agent, the
+// toolchains and the sandbox probe as the checks other steps make there.
 func (r *run) gate(ctx context.Context) bool {
-	r.SetStep(ctoharness.StepGate)
-	d := gates.Check(ctx, gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck(), Signing: r.o.Signing})
-	r.stage, r.prev = d.Stage, d.Previous
-	r.Report.StageName = d.Stage.Name
-	if r.Report.StageName == "" {
-		r.Report.StageName = "unknown"
-	}
-	r.Report.Backend = d.Stage.Backend
-	if r.Report.Backend == "" {
-		r.Report.Backend = ctoharness.BackendCase
-	}
-	if r.Report.Backend == ctoharness.BackendCase {
-		r.Report.CaseLane = r.o.Lane
-	}
-	for _, b := range d.Blockers {
-		r.Block(b)
-	}
-	if r.OK() && r.o.Agent.Name != "" {
-		// Before the probe: the agent adds to what the sandbox must allow.
-		r.checkAgent(ctx)
-	}
-	if r.OK() {
-		r.checkTools(ctx)
-	}
-	if r.OK() {
-		r.launcher.Probe()
-	}
-	if r.OK() && r.Report.Backend == ctoharness.BackendCase && r.o.Lane == ctoharness.LaneReal && len(r.caseCommand()) == 0 {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockCaseCommandMissing, Step: ctoharness.StepGate,
-			Message: "the real lane needs a Case command: pass --case-cmd, set CTO_HARNESS_CASE_CMD, or set case_command in the config"})
-	}
-	prev := map[string]any{}
-	if d.Previous != nil {
-		// The record's digest names exactly the record the gate trusted:
-		// stage 3's validation orders this run after that record by it,
-		// not by two processes' wall clocks.
-		prev = map[string]any{"stage": d.Previous.Stage, "run_id": d.Previous.RunID, "validated_at": d.Previous.ValidatedAt,
-			"record_digest": d.Previous.RecordDigest}
-	}
-	codes := []string{}
-	for _, b := range r.Report.Blockers {
-		codes = append(codes, string(b.Code))
-	}
-	r.Emit(ctx, ctoharness.EvGateChecked, map[string]any{"stage": r.o.Stage, "allowed": r.OK(), "blockers": codes, "previous_stage_record": prev,
-		"warm_caches": r.ecoRecord()})
-	return r.OK()
+	p, ok := gate.Run(ctx, r.Sink, gate.Input{Request: gates.Request{Stage: r.o.Stage, Getenv: r.o.Getenv, Records: r.o.recordCheck(), Signing: r.o.Signing},
+		Lane: r.o.Lane, Agent: r.o.Agent.Name != "",
+		Hooks: gate.Hooks{Agent: r.checkAgent, Tools: r.checkTools, Probe: r.launcher.Probe, CaseCommand: r.caseCommand, WarmRecord: r.ecoRecord}})
+	r.stage, r.prev = p.Stage, p.Previous
+	return ok
 }
 
 func (r *run) caseCommand() []string {
@@ -104,41 +66,18 @@ func (r *run) proofInput() proof.Input {
 	return proof.Input{Repo: r.repo, Deep: r.o.Deep, Now: r.o.Clock, Getenv: r.o.Getenv}
 }
 
+// writeContract writes Case's contract (package contract), with an agent's
+// limits and the adversary's agent started, and gives the launcher its limits.
 func (r *run) writeContract(ctx context.Context, fixtureDir string) bool {
-	r.SetStep(ctoharness.StepContract)
 	r.agentLimits()
-	c := task.NewContract(r.spec, r.RunID, fixtureDir)
-	if r.spec.Adversary != nil {
-		if r.o.Unsandboxed {
-			// Refused before Case, not after: the step could never finish.
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryFailed, Step: ctoharness.StepContract,
-				Message: "the task's adversary runs only in a sandbox of its own; run without --unsandboxed"})
-			return false
-		}
-		if !r.autoConfirm() && r.o.Confirm == nil {
-			// Asked after Case, the question would find nobody: refused now.
-			r.Block(ctoharness.Blocker{Code: ctoharness.BlockAdversaryNotConfirmed, Step: ctoharness.StepContract,
-				Message: "the task's adversary writes tests that run only once a person confirms them, and there is no terminal to ask on; run with --auto-confirm (or \"auto_confirm\": true in the config) to let them run without asking"})
-			return false
-		}
-		c.ClaimsFile = filepath.Join(r.scratch, claimsFile) // Case's scratch, shown at its own path
-		if !r.startAdversaryAgent(ctx) {
-			return false
-		}
+	c, ok := contract.Write(ctx, r.Sink, contract.Input{Spec: r.spec, Fixture: fixtureDir, Unsandboxed: r.o.Unsandboxed,
+		Confirmable: r.autoConfirm() || r.o.Confirm != nil, ClaimsFile: filepath.Join(r.scratch, claimsFile),
+		StartAdversary: r.startAdversaryAgent, Leaks: r.leaksSource})
+	if c != nil {
+		r.contract = c
+		r.launcher.SetLimits(c.Limits)
 	}
-	data, _ := json.Marshal(c)
-	if leak := r.leaksSource(string(data)); leak != "" {
-		r.Block(ctoharness.Blocker{Code: ctoharness.BlockTaskInvalid, Step: ctoharness.StepContract,
-			Message: "the task contract would reveal the source path (" + leak + "); remove it from the task text"})
-		return false
-	}
-	if !r.WriteJSON(ctx, evidence.TaskFile, schemas.TaskContract, c, ctoharness.StepContract) {
-		return false
-	}
-	r.contract = &c
-	r.launcher.SetLimits(c.Limits)
-	r.Emit(ctx, ctoharness.EvTaskContractWritten, map[string]any{"contract": evidence.TaskFile, "allowed_paths": c.AllowedPaths})
-	return r.OK()
+	return ok
 }
 
 // leaksSource returns the source path if s names it, as itself or as JSON
