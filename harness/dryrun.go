@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/dryrun"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/verification"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
@@ -66,7 +67,7 @@ func planInput(o Options, prof profile.Policy) dryrun.Input {
 		Rev: o.Rev, Config: o.Config, Getenv: o.Getenv, Clock: o.Clock, Profile: prof,
 		Unsandboxed: o.Unsandboxed, AllowDangerous: o.AllowDangerous, CaseArgv: argv,
 		Confirmed: o.AutoConfirm || o.Config.AutoConfirm || o.Confirm != nil,
-		Adversary: dryrun.Adversary{TestsDir: adversaryTestsInView, BaselineDir: baselineInView, DefaultTimeout: defaultAdversaryTimeout,
+		Adversary: dryrun.Adversary{TestsDir: adversary.TestsInView, BaselineDir: verification.BaselineInView, DefaultTimeout: adversary.DefaultTimeout,
 			EnvKeys: []string{adversary.EnvTask, adversary.EnvCheckout, adversary.EnvTestsDir}},
 		Hooks: planHooks(o),
 	}

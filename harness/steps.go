@@ -13,6 +13,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/notify"
+	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/contract"
@@ -71,7 +72,7 @@ func (r *run) proofInput() proof.Input {
 func (r *run) writeContract(ctx context.Context, fixtureDir string) bool {
 	r.agentLimits()
 	c, ok := contract.Write(ctx, r.Sink, contract.Input{Spec: r.spec, Fixture: fixtureDir, Unsandboxed: r.o.Unsandboxed,
-		Confirmable: r.autoConfirm() || r.o.Confirm != nil, ClaimsFile: filepath.Join(r.scratch, claimsFile),
+		Confirmable: r.autoConfirm() || r.o.Confirm != nil, ClaimsFile: filepath.Join(r.scratch, adversary.ClaimsFile),
 		StartAdversary: r.startAdversaryAgent, Leaks: r.leaksSource})
 	if c != nil {
 		r.contract = c

@@ -16,10 +16,6 @@ import (
 	"github.com/cto-harness/cto-harness/harness/verify"
 )
 
-// baselineInView is where an extra test run's checkout appears in its
-// sandbox (the dry run names it).
-const baselineInView = verification.BaselineInView
-
 // verify grades Case's result (package harness/step/verification).
 func (r *run) verify(ctx context.Context, own record, col *collected, kept *warm.Warming) {
 	r.verifier().Verify(ctx, r.own(own), col.At, kept.Wait)
