@@ -10,6 +10,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
@@ -44,8 +45,8 @@ func Plan(ctx context.Context, o Options) (*DryRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if err := runsDirOutsideSource(o.RunsDir, o.Source); err != nil {
-		return nil, err
+	if err := runlist.OutsideSource(o.RunsDir, o.Source); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	return dryrun.Describe(ctx, planInput(o, prof))
 }

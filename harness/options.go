@@ -23,6 +23,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/progress"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
@@ -287,4 +288,35 @@ func (o Options) lookupProfile() (profile.Policy, error) {
 		eps = append(eps, o.Spec.Network.CaseAllow...)
 	}
 	return profile.ForEndpoints(p, eps), nil
+}
+
+// usable refuses a request nothing can be run for (ErrUsage: nothing is
+// written), and returns the execution profile it names.
+func (o *Options) usable() (profile.Policy, error) {
+	if err := o.defaults(); err != nil {
+		return profile.Policy{}, err
+	}
+	if _, err := gates.Lookup(o.Stage); err != nil {
+		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
+		return profile.Policy{}, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
+	}
+	if err := o.checkFault(); err != nil {
+		return profile.Policy{}, err
+	}
+	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
+		return profile.Policy{}, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
+	}
+	if err := o.checkNet(); err != nil {
+		return profile.Policy{}, err
+	}
+	prof, err := o.lookupProfile()
+	if err != nil {
+		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if err := runlist.OutsideSource(o.RunsDir, o.Source); err != nil {
+		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return prof, nil
 }

@@ -3,7 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
 	"github.com/cto-harness/cto-harness/harness/step/proof"
+	"github.com/cto-harness/cto-harness/harness/step/report"
 	"github.com/cto-harness/cto-harness/harness/step/warm"
 	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -84,7 +85,9 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 		dir.WithNoSpaceFault(a)
 	}
 	ctx = r.injectInterrupt(ctx)
-	rep := newReport(o, runID, nonce, prof, workspace, runDir, now)
+	rep := report.New(report.Start{RunID: runID, Nonce: nonce, Stage: o.Stage, Profile: string(prof.Name), Workspace: workspace, RunDir: runDir,
+		StartedAt: now, Fault: o.Fault, Trial: o.Trial, Policy: ctoharness.Policy{OwnedSources: nonNil(o.Config.OwnedSources),
+			TargetRoots: nonNil(o.Config.TargetRoots), ExternalRoots: nonNil(o.Config.ExternalRoots)}})
 	r.Sink = runsink.New(runID, nonce, dir, tr, rep, func() time.Time { return r.o.Clock() }, runsink.StopCause(ctx))
 	r.launcher = r.newLauncher()
 	r.SetBulk(func() []string {
@@ -115,60 +118,6 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	res, err := r.finish(proofCtx(ctx), clock.Jumps)
 	r.leaveWork()
 	return res, err
-}
-
-// usable refuses a request nothing can be run for (ErrUsage: nothing is
-// written), and returns the execution profile it names.
-func (o *Options) usable() (profile.Policy, error) {
-	if err := o.defaults(); err != nil {
-		return profile.Policy{}, err
-	}
-	if _, err := gates.Lookup(o.Stage); err != nil {
-		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if o.Lane != ctoharness.LaneFake && o.Lane != ctoharness.LaneReal {
-		return profile.Policy{}, fmt.Errorf("%w: unknown lane %q; use fake or real", ErrUsage, o.Lane)
-	}
-	if err := o.checkFault(); err != nil {
-		return profile.Policy{}, err
-	}
-	if o.Agent.Name != "" && o.Lane != ctoharness.LaneReal {
-		return profile.Policy{}, fmt.Errorf("%w: an agent (%s) runs on the real lane, not %q", ErrUsage, o.Agent.Name, o.Lane)
-	}
-	if err := o.checkNet(); err != nil {
-		return profile.Policy{}, err
-	}
-	prof, err := o.lookupProfile()
-	if err != nil {
-		return profile.Policy{}, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	return prof, runsDirOutsideSource(o.RunsDir, o.Source)
-}
-
-// newReport is the report a run starts from: every list empty rather than
-// null, and the verification not reached.
-func newReport(o Options, runID, nonce string, prof profile.Policy, workspace, runDir string, now time.Time) *ctoharness.Report {
-	return &ctoharness.Report{
-		SchemaVersion:        ctoharness.SchemaVersion,
-		RunID:                runID,
-		Stage:                o.Stage,
-		CaseLane:             ctoharness.LaneNone,
-		RuntimeWorkspaceRoot: workspace,
-		RunArtifactDir:       runDir,
-		Policy: ctoharness.Policy{OwnedSources: nonNil(o.Config.OwnedSources), TargetRoots: nonNil(o.Config.TargetRoots),
-			ExternalRoots: nonNil(o.Config.ExternalRoots)},
-		AllowedPaths: []string{},
-		ChangedFiles: []ctoharness.ChangedFile{},
-		Blockers:     []ctoharness.Blocker{},
-		Case:         ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
-		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
-			Profile: string(prof.Name), Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
-		Profile:        string(prof.Name),
-		Sandbox:        ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}},
-		Freshness:      ctoharness.Freshness{RunID: runID, Nonce: nonce, StartedAt: now, HarnessVersion: ctoharness.Version},
-		FaultInjection: o.Fault,
-		Trial:          o.Trial,
-	}
 }
 
 // steps runs the pipeline. Once the source has been proven, the after-proof
@@ -244,42 +193,88 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// runsDirOutsideSource refuses a runs directory inside the source: the run
-// would then write into the repository it must never change.
-func runsDirOutsideSource(runsDir, src string) error {
-	if src == "" {
-		return nil
+// finish stops what the steps still hold (the egress, the agents' meters,
+// the progress line) and closes the run (package report).
+func (r *run) finish(ctx context.Context, jumps func() []ctoharness.ClockJump) (*ctoharness.Report, error) {
+	r.SetStep(ctoharness.StepReport)
+	r.launcher.StopEgress()
+	r.agent.Close()
+	r.adv.Close()
+	r.FreeSpace()
+	r.o.Progress.Close()
+	if r.Report.Tests.Classification == "" {
+		r.skipVerify("the run did not reach verification")
 	}
-	absSrc, err := filepath.Abs(src)
-	if err != nil {
-		return fmt.Errorf("%w: source %q: %v", ErrUsage, src, err)
-	}
-	candidates := []string{runsDir}
-	if real, err := evalExisting(runsDir); err == nil {
-		candidates = append(candidates, real)
-	}
-	for _, c := range candidates {
-		if c == absSrc || strings.HasPrefix(c, absSrc+string(filepath.Separator)) {
-			return fmt.Errorf("%w: the runs directory %s is inside the source %s; the harness never writes to a source, so pass --runs-dir outside it", ErrUsage, runsDir, absSrc)
-		}
-	}
-	return nil
+	o := r.o
+	return report.Finish(ctx, r.Sink, report.Input{
+		Qualifiable: o.Scenario == "pass" && o.Fault == "" && o.AllowedCheck == nil && o.Sync == nil && !o.Unsandboxed && r.profile.Qualifies && !o.AllowDangerous,
+		Unsandboxed: o.Unsandboxed, RunsDir: o.RunsDir, Signing: o.Signing, Schemas: o.Schemas, Getenv: o.Getenv, Clock: o.Clock,
+		SelfExe: o.SelfExe, Previous: r.prev, Jumps: jumps,
+		Redact:       func(names ...string) { agentcase.Sweep(r.Sink, r.secrets(), names...) },
+		RedactReport: func(rep *ctoharness.Report) { agentcase.RedactReport(rep, r.secrets()) }})
 }
 
-// evalExisting resolves symlinks in the longest existing prefix of p.
-func evalExisting(p string) (string, error) {
-	rest := ""
-	for {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(real, rest), nil
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return "", err
+// leaveWork deals with the run's workspace (RUNS_DIR/work/<id>: Case's
+// scratch, an agent's caches and session files among them, and the
+// verification checkout) and the fixture copy (RUN_DIR/fixture)
+// once the evidence is written: removed, unless the operator asked to keep
+// it, and then scrubbed of the agent's key, which session files hold in
+// plain text whenever a tool printed it. The evidence never needs the
+// workspace: the store in the run directory holds the result.
+func (r *run) leaveWork() {
+	// The fixture copy lives in the run directory (fixture/), outside the
+	// artifacts; it goes with the workspace (when the copy never made it,
+	// there is nothing there).
+	for _, root := range []string{r.Report.RuntimeWorkspaceRoot, r.Dir.Path(evidence.FixtureDir)} {
+		if root == "" {
+			continue
 		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", os.ErrNotExist
+		if !r.o.KeepWork {
+			_ = RemoveTree(root)
+			continue
 		}
-		rest = filepath.Join(filepath.Base(p), rest)
-		p = parent
+		r.agent.Scrub(root) // Case's world: opened beneath root, never through a link
+	}
+}
+
+// RemoveTree removes p and everything under it, also trees with read-only
+// directories (a Go module cache is made read-only by go itself).
+func RemoveTree(p string) error {
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// A SIGTERM or SIGINT reaches a run as a cancelled context. It stops Case (or
+// the verification command) and every step still to come that is optional,
+// but never the proofs: collection, the clean-end proof, the source
+// after-proof, the non-mutation comparison and the report run on a context
+// that ignores the cancellation, so an interrupted run still says truthfully
+// whether the source changed, and is blocked with INTERRUPTED.
+
+// proofCtx is the context for the steps that must finish whatever happened.
+func proofCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// injectInterrupt arms the interrupt_during_case fault: the failure matrix
+// cancels the run the way a signal would, once Case has started.
+func (r *run) injectInterrupt(ctx context.Context) context.Context {
+	if r.o.Fault != FaultInterruptCase {
+		return ctx
+	}
+	ctx, r.interrupt = context.WithCancelCause(ctx)
+	return ctx
+}
+
+// caseStarted fires the injected interrupt, if armed.
+func (r *run) caseStarted() {
+	if r.interrupt != nil {
+		r.interrupt(errors.New("interrupt injected by the " + FaultInterruptCase + " fault"))
 	}
 }

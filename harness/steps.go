@@ -14,11 +14,13 @@ import (
 	"github.com/cto-harness/cto-harness/harness/execwatch"
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/caserun"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
 	"github.com/cto-harness/cto-harness/harness/step/contract"
 	"github.com/cto-harness/cto-harness/harness/step/gate"
 	"github.com/cto-harness/cto-harness/harness/step/launch"
+	"github.com/cto-harness/cto-harness/harness/step/prescan"
 	"github.com/cto-harness/cto-harness/harness/step/proof"
 	"github.com/cto-harness/cto-harness/harness/step/verification"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -117,4 +119,80 @@ func (r *run) change(ctx context.Context, dir string) {
 
 func (r *run) skipVerify(reason string) {
 	verification.Skip(r.Report, r.spec, r.profile, reason)
+}
+
+// AgentOptions select a supported coding agent as Case (on the real lane);
+// package agentcase runs it.
+type AgentOptions = agentcase.Options
+
+// AgentStream is the agent's native stream, kept verbatim (redacted, capped).
+const AgentStream = agentcase.Stream
+
+// ModelRequests lists every model request the meter relayed, one JSON line each.
+const ModelRequests = agentcase.ModelRequests
+
+// checkAgent runs at the gate (package agentcase checks the agent and
+// starts its meter); a sandboxed agent's one network endpoint is its meter,
+// and from now on the sink redacts the agent's key.
+func (r *run) checkAgent(ctx context.Context) {
+	a := agentcase.Check(ctx, r.Sink, agentcase.Input{Options: r.o.Agent, Stage: r.o.Stage, HasCase: r.Report.Backend == ctoharness.BackendCase,
+		Settings: r.o.Config.Agent, Getenv: r.o.Getenv, Clock: r.o.Clock, Scratch: r.scratch, KeepWork: r.o.KeepWork})
+	if a == nil {
+		return
+	}
+	if !r.o.Unsandboxed {
+		r.allowAgentNet(a.Endpoint())
+	}
+	r.agent = a
+	r.SetRedactor(a.Redactor())
+}
+
+// allowAgentNet adds the agent's meter to what Case may reach, named as the agent's.
+func (r *run) allowAgentNet(endpoint string) {
+	r.o.AllowNetCase = append(append([]string(nil), r.o.AllowNetCase...), endpoint)
+	origin := map[string]string{endpoint: "agent"}
+	for k, v := range r.o.AllowNetOrigin {
+		if k != endpoint {
+			origin[k] = v
+		}
+	}
+	r.o.AllowNetOrigin = origin
+}
+
+// secrets are the run's keys: Case's agent's and the adversary agent's.
+func (r *run) secrets() []agentcase.Secret {
+	var out []agentcase.Secret
+	if r.agent != nil {
+		out = append(out, r.agent.Secret())
+	}
+	if r.adv != nil {
+		out = append(out, agentcase.Secret{KeyVar: r.adv.KeyVar(), Red: r.adv.Redactor()})
+	}
+	return out
+}
+
+// agentLimits raises the default address-space limit for an agent run.
+func (r *run) agentLimits() {
+	if r.agent != nil {
+		r.spec.Limits = agentcase.Limits(r.spec.Limits)
+	}
+}
+
+// prescan refuses, before Case, a verification the scanner would refuse
+// after it whatever Case did (package prescan): with the verification's
+// own policy (its network allowlist included), on the baseline Case
+// starts from.
+func (r *run) prescan(ctx context.Context, fixtureDir string) bool {
+	if r.Report.Backend != ctoharness.BackendCase {
+		return true
+	}
+	_, scratch := r.roots(true)
+	_, pol := r.verifyEnv(egress.CommandVerify, fixtureDir, scratch)
+	b, _, err := prescan.Check(ctx, prescan.Input{Command: r.spec.Verification.Command, Dir: fixtureDir, Policy: pol, Allowed: r.spec.AllowedPaths,
+		Setup: r.spec.Setup != nil, Hidden: r.spec.HiddenTests != ""})
+	if err != nil || b == nil {
+		return true // a cancelled scan: the run's own interrupt handling ends it
+	}
+	r.Block(*b)
+	return false
 }

@@ -161,3 +161,40 @@ func appendCost(s *runsink.Sink, in Input) {
 		s.BlockWrite(fmt.Errorf("the run's line could not be appended to the cost ledger: %w; check that %s is writable", err, ledger.Path(in.RunsDir)), ctoharness.StepReport)
 	}
 }
+
+// Start is what a run's report starts from.
+type Start struct {
+	RunID, Nonce      string
+	Stage             int
+	Profile           string
+	Workspace, RunDir string
+	StartedAt         time.Time
+	Policy            ctoharness.Policy
+	Fault             string
+	Trial             *ctoharness.TrialBinding
+}
+
+// New is the report a run starts from: every list empty rather than
+// null, and the verification not reached.
+func New(st Start) *ctoharness.Report {
+	return &ctoharness.Report{
+		SchemaVersion:        ctoharness.SchemaVersion,
+		RunID:                st.RunID,
+		Stage:                st.Stage,
+		CaseLane:             ctoharness.LaneNone,
+		RuntimeWorkspaceRoot: st.Workspace,
+		RunArtifactDir:       st.RunDir,
+		Policy:               st.Policy,
+		AllowedPaths:         []string{},
+		ChangedFiles:         []ctoharness.ChangedFile{},
+		Blockers:             []ctoharness.Blocker{},
+		Case:                 ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}},
+		Tests: ctoharness.TestsRecord{Classification: ctoharness.TestNotRun, Reason: "the run did not reach verification", LogPath: evidence.TestLog,
+			Profile: st.Profile, Findings: []ctoharness.ScanFinding{}, Scripts: []string{}},
+		Profile:        st.Profile,
+		Sandbox:        ctoharness.SandboxRecord{Mechanisms: []string{}, WritableRoots: []string{}, ReadOnlyRoots: []string{}, EnvAllowlist: []string{}},
+		Freshness:      ctoharness.Freshness{RunID: st.RunID, Nonce: st.Nonce, StartedAt: st.StartedAt, HarnessVersion: ctoharness.Version},
+		FaultInjection: st.Fault,
+		Trial:          st.Trial,
+	}
+}
