@@ -17,10 +17,10 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/fixtures"
 	"github.com/cto-harness/cto-harness/gates"
+	"github.com/cto-harness/cto-harness/harness/hidden"
 	"github.com/cto-harness/cto-harness/harness/runsink"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/source"
-	"github.com/cto-harness/cto-harness/harness/hidden"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/schemas"
 )

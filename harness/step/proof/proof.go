@@ -12,11 +12,11 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/checked"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/runsink"
 	"github.com/cto-harness/cto-harness/harness/source"
-	"github.com/cto-harness/cto-harness/harness/checked"
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
