@@ -14,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/gates"
 	"github.com/cto-harness/cto-harness/harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/schemas"
 	"github.com/cto-harness/cto-harness/validators"
 )
@@ -233,8 +234,15 @@ func TestStage3RefusesResealedUnsignedRun(t *testing.T) {
 // A run directory copied elsewhere is not the run it claims to be.
 func TestRelocatedRunDirectoryIsRefused(t *testing.T) {
 	run, set, _ := passRun(t)
+	// A run's store shares the base's history from the closures beside
+	// it: they move with it.
+	withClosures := func(dir string) {
+		t.Helper()
+		copyTree(t, filepath.Join(filepath.Dir(run), store.ClosuresDir), filepath.Join(filepath.Dir(dir), store.ClosuresDir))
+	}
 	moved := filepath.Join(t.TempDir(), filepath.Base(run))
 	copyTree(t, run, moved)
+	withClosures(moved)
 	res := validators.Run(context.Background(), moved, set, validators.RunOptions{ExpectPass: true})
 	if res.OK {
 		t.Fatal("a relocated run directory validated")
@@ -251,8 +259,20 @@ func TestRelocatedRunDirectoryIsRefused(t *testing.T) {
 	if res := validators.Run(context.Background(), moved, set, validators.RunOptions{ExpectPass: true, Relocated: true}); !res.OK {
 		t.Fatalf("a relocated run declared as such did not validate: %v", res.Errors)
 	}
+	// Without its closure the store lacks the base's history: refused.
+	alone := filepath.Join(t.TempDir(), filepath.Base(run))
+	copyTree(t, run, alone)
+	res = validators.Run(context.Background(), alone, set, validators.RunOptions{ExpectPass: true, Relocated: true})
+	found = false
+	for _, f := range res.Errors {
+		found = found || f.Check == "fixture_objects"
+	}
+	if res.OK || !found {
+		t.Fatalf("a run moved without its closure validated, or not on its store: %v", res.Errors)
+	}
 	renamed := filepath.Join(t.TempDir(), "another-name")
 	copyTree(t, run, renamed)
+	withClosures(renamed)
 	if res := validators.Run(context.Background(), renamed, set, validators.RunOptions{ExpectPass: true, Relocated: true}); res.OK {
 		t.Fatal("a relocated run under a name that is not its run id validated")
 	}

@@ -45,7 +45,11 @@ func newWorld(t *testing.T) world {
 		t.Fatal(err)
 	}
 	w.baseline = res.BaselineCommit
-	if err := store.Create(ctx, filepath.Join(w.fix, ".git"), w.store, w.baseline, ctoharness.NopTracer{}); err != nil {
+	closure, err := fixture.ShareClosure(ctx, filepath.Join(w.fix, ".git"), filepath.Join(tmp, "closures"), res.Closure, w.baseline, ctoharness.NopTracer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(ctx, filepath.Join(w.fix, ".git"), w.store, w.baseline, closure, ctoharness.NopTracer{}); err != nil {
 		t.Fatal(err)
 	}
 	return w

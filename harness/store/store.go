@@ -6,6 +6,12 @@
 // refs, hooks, objects, a FIFO for HEAD) can change what the harness
 // records, re-derives or verifies.
 //
+// The store does not copy the base's history: it shares it, read-only,
+// from a closure directory beside the runs (ClosuresDir, see
+// fixture.ShareClosure), named in objects/info/alternates, so a run's
+// directory holds what the run made (the baseline and result commits, the
+// objects the collect wrote) and not the source's pack.
+//
 // Its index is the harness's stat cache of the fixture worktree: written by
 // the copy, it lets collection skip files whose stat data (ctime included,
 // which Case cannot set) is unchanged, without ever reading the fixture's own
@@ -13,15 +19,21 @@
 package store
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	cp "github.com/otiai10/copy"
 
@@ -43,12 +55,25 @@ const objectCache = 16 * cache.MiByte
 // may be any size.
 const largeObject = 1 << 20
 
+// ClosuresDir is the directory of a runs directory that holds the shared,
+// read-only closures the stores of its runs point at
+// (RUNS_DIR/closures/<digest>/objects).
+const ClosuresDir = "closures"
+
+// alternatesFile is where git (and Open) find the store's closure.
+const alternatesFile = "objects/info/alternates"
+
 // Create makes the store at dir from a fixture repository the harness has
-// just made (gitDir is its .git, before Case ever ran): its objects and
-// index are copied (never hardlinked: the fixture's files are Case's to
-// write), and the store's branch points at baseline. Only directories and
-// regular files are copied.
-func Create(ctx context.Context, gitDir, dir, baseline string, tr ctoharness.Tracer) error {
+// just made (gitDir is its .git, before Case ever ran), pointing its
+// branch at baseline. closure is the shared, read-only objects directory
+// holding the base's history (fixture.ShareClosure) or "" to copy the
+// fixture's objects instead. With a closure, the store holds only the
+// baseline commit of its own (the one object of the fixture's store
+// outside the closure) and names the closure by a path relative to its
+// objects directory, so the runs directory can move as a whole. Files are
+// copied, never hardlinked (the fixture's files are Case's to write), and
+// only directories and regular files are.
+func Create(ctx context.Context, gitDir, dir, baseline, closure string, tr ctoharness.Tracer) error {
 	fail := func(err error, format string, args ...any) error {
 		return ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, format, args...)
 	}
@@ -62,17 +87,14 @@ func Create(ctx context.Context, gitDir, dir, baseline string, tr ctoharness.Tra
 	if _, err := git.PlainInitWithOptions(dir, &git.PlainInitOptions{Bare: true, InitOptions: git.InitOptions{DefaultBranch: Branch}}); err != nil {
 		return fail(err, "initialise the harness store %s", dir)
 	}
-	from, to := filepath.Join(gitDir, "objects"), filepath.Join(dir, "objects")
-	tr.Trace(ctoharness.TraceWalk, from)
-	tr.Trace(ctoharness.TraceWrite, to)
-	if err := cp.Copy(from, to, cp.Options{
-		OnSymlink: func(string) cp.SymlinkAction { return cp.Skip },
-		Skip: func(fi os.FileInfo, _, _ string) (bool, error) {
-			return !(fi.IsDir() || fi.Mode().IsRegular()), nil
-		},
-		PermissionControl: cp.PerservePermission,
-	}); err != nil {
-		return fail(err, "copy the fixture's objects %s to the store %s", from, to)
+	var err error
+	if closure == "" {
+		err = copyObjects(gitDir, dir, tr)
+	} else {
+		err = linkClosure(gitDir, dir, baseline, closure, tr)
+	}
+	if err != nil {
+		return fail(err, "fill the harness store %s from the fixture %s", dir, gitDir)
 	}
 	idx := filepath.Join(dir, IndexFile)
 	tr.Trace(ctoharness.TraceWrite, idx)
@@ -94,13 +116,140 @@ func Create(ctx context.Context, gitDir, dir, baseline string, tr ctoharness.Tra
 	return nil
 }
 
-// Open opens the repository whose git directory is gitDir, with worktree as
-// its worktree ("" for none). The worktree filesystem is go-billy's bound OS
-// filesystem because go-git's default chroot filesystem rewrites absolute
-// symlink targets relative to the worktree. Pack files stay open between
-// object reads; the returned func closes them.
+// copyObjects copies the fixture's whole object store into the store's.
+func copyObjects(gitDir, dir string, tr ctoharness.Tracer) error {
+	from, to := filepath.Join(gitDir, "objects"), filepath.Join(dir, "objects")
+	tr.Trace(ctoharness.TraceWalk, from)
+	tr.Trace(ctoharness.TraceWrite, to)
+	err := cp.Copy(from, to, cp.Options{
+		OnSymlink: func(string) cp.SymlinkAction { return cp.Skip },
+		Skip: func(fi os.FileInfo, _, _ string) (bool, error) {
+			return !(fi.IsDir() || fi.Mode().IsRegular()), nil
+		},
+		PermissionControl: cp.PerservePermission,
+	})
+	if err != nil {
+		return fmt.Errorf("copy the fixture's objects %s to the store %s: %w", from, to, err)
+	}
+	return nil
+}
+
+// linkClosure copies the fixture's loose baseline commit into the store
+// and names closure in the store's alternates.
+func linkClosure(gitDir, dir, baseline, closure string, tr ctoharness.Tracer) error {
+	if len(baseline) != 40 || !plumbing.IsHash(baseline) {
+		return fmt.Errorf("baseline %q is not a full commit hash", baseline)
+	}
+	objects := filepath.Join(dir, "objects")
+	rel, err := filepath.Rel(objects, closure)
+	if err != nil || !filepath.IsAbs(closure) {
+		return fmt.Errorf("the closure %s is not an absolute path beside the store: %v", closure, err)
+	}
+	loose := filepath.Join(baseline[:2], baseline[2:])
+	from, to := filepath.Join(gitDir, "objects", loose), filepath.Join(objects, loose)
+	if fi, err := os.Lstat(from); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("the fixture's baseline commit is not the loose object %s: %v", from, err)
+	}
+	tr.Trace(ctoharness.TraceWrite, to)
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	if err := cp.Copy(from, to); err != nil {
+		return fmt.Errorf("copy the baseline commit %s: %w", from, err)
+	}
+	alt := filepath.Join(dir, filepath.FromSlash(alternatesFile))
+	tr.Trace(ctoharness.TraceWrite, alt)
+	if err := os.MkdirAll(filepath.Dir(alt), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(alt, []byte(filepath.ToSlash(rel)+"\n"), 0o644)
+}
+
+// ErrBadClosure marks a store whose alternates is not one closure
+// directory of the harness's.
+var ErrBadClosure = errors.New("the store's alternates is not a harness closure")
+
+// Closure is the shared objects directory the store gitDir names in its
+// alternates (absolute), or "" when it holds all its objects itself. A
+// store names at most one, which is a real directory and borrows from
+// nothing itself; anything else is ErrBadClosure.
+func Closure(gitDir string) (string, error) {
+	if _, err := os.Lstat(filepath.Join(gitDir, "objects", "info", "http-alternates")); err == nil {
+		return "", fmt.Errorf("%w: %s has http-alternates", ErrBadClosure, gitDir)
+	}
+	data, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(alternatesFile)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		return "", fmt.Errorf("%w: %s names %d object directories, not one", ErrBadClosure, gitDir, len(lines))
+	}
+	p := filepath.FromSlash(lines[0])
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(gitDir, "objects", p)
+	}
+	if filepath.Base(p) != "objects" {
+		return "", fmt.Errorf("%w: %s is not an objects directory", ErrBadClosure, p)
+	}
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%w: %s is not a directory (%v); was the runs directory's %s removed or the run directory moved alone?", ErrBadClosure, p, err, ClosuresDir)
+	}
+	if _, err := os.Lstat(filepath.Join(p, "info", "alternates")); err == nil {
+		return "", fmt.Errorf("%w: %s borrows objects itself", ErrBadClosure, p)
+	}
+	return p, nil
+}
+
+// Open opens the harness's store gitDir, with worktree as its worktree (""
+// for none), reading the objects of its closure (Closure) beside its own.
+// Only a store is opened this way: a repository Case could write is opened
+// with OpenPlain, which never follows an alternates file.
 func Open(gitDir, worktree string) (*git.Repository, func(), error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(gitDir), cache.NewObjectLRU(objectCache), filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: largeObject})
+	closure, err := Closure(gitDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open repository %s: %w", gitDir, err)
+	}
+	objects := cache.NewObjectLRU(objectCache)
+	st := fsStorage(gitDir, objects)
+	var s closingStorer = st
+	if closure != "" {
+		s = &sharedStorage{Storage: st, shared: fsStorage(filepath.Dir(closure), objects)}
+	}
+	return open(gitDir, worktree, s)
+}
+
+// OpenPlain opens the repository whose git directory is gitDir, with
+// worktree as its worktree ("" for none), reading its own objects only.
+// The worktree filesystem is go-billy's bound OS filesystem because
+// go-git's default chroot filesystem rewrites absolute symlink targets
+// relative to the worktree. Pack files stay open between object reads; the
+// returned func closes them.
+func OpenPlain(gitDir, worktree string) (*git.Repository, func(), error) {
+	return open(gitDir, worktree, fsStorage(gitDir, cache.NewObjectLRU(objectCache)))
+}
+
+func fsStorage(gitDir string, objects cache.Object) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(gitDir), objects, filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: largeObject})
+}
+
+// closingStorer is a go-git storage whose pack files Close releases.
+type closingStorer interface {
+	storage.Storer
+	Close() error
+}
+
+func open(gitDir, worktree string, st closingStorer) (*git.Repository, func(), error) {
 	var r *git.Repository
 	var err error
 	if worktree == "" {

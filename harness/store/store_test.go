@@ -38,7 +38,7 @@ func TestCreateCopiesOnlyFilesAndNeverOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tmp, "store")
-	if err := store.Create(ctx, filepath.Join(fix, ".git"), dir, res.BaselineCommit, ctoharness.NopTracer{}); err != nil {
+	if err := store.Create(ctx, filepath.Join(fix, ".git"), dir, res.BaselineCommit, "", ctoharness.NopTracer{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "objects", "zz")); err == nil {
@@ -56,10 +56,10 @@ func TestCreateCopiesOnlyFilesAndNeverOverwrites(t *testing.T) {
 	if err != nil || ref.Hash().String() != res.BaselineCommit {
 		t.Fatalf("store branch = %v, %v; want the baseline %s", ref, err, res.BaselineCommit)
 	}
-	if err := store.Create(ctx, filepath.Join(fix, ".git"), dir, res.BaselineCommit, ctoharness.NopTracer{}); err == nil {
+	if err := store.Create(ctx, filepath.Join(fix, ".git"), dir, res.BaselineCommit, "", ctoharness.NopTracer{}); err == nil {
 		t.Error("Create reused an existing store directory")
 	}
-	if err := store.Create(ctx, filepath.Join(fix, ".git"), filepath.Join(tmp, "store2"), "0123456789abcdef0123456789abcdef01234567", ctoharness.NopTracer{}); err == nil {
+	if err := store.Create(ctx, filepath.Join(fix, ".git"), filepath.Join(tmp, "store2"), "0123456789abcdef0123456789abcdef01234567", "", ctoharness.NopTracer{}); err == nil {
 		t.Error("Create pointed the store at a commit it does not hold")
 	}
 }

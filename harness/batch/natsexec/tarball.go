@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/store"
 )
 
 // Limits on an unpacked result: a worker's tar is hostile input.
@@ -32,26 +33,51 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // pack writes the run directory as a tar stream whose entries are under
 // RUNID/. The fixture (Case's working copy) is left out: it is not
 // evidence, the run's store holds the commits the validation re-derives
-// the change from.
+// the change from. A store that shares its closure (store.Closure) is
+// sent whole: the closure's objects in its objects directory and no
+// alternates, as the coordinator has no closures of its own.
 func pack(w io.Writer, runDir string) error {
 	runID := filepath.Base(runDir)
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(runDir, func(p string, d fs.DirEntry, err error) error {
+	storeDir := filepath.Join(runDir, evidence.StoreDir)
+	closure, err := store.Closure(storeDir)
+	if err != nil {
+		return err
+	}
+	alternates := filepath.Join(evidence.StoreDir, "objects", "info", "alternates")
+	err = addTree(tw, runDir, runID, func(rel string) bool {
+		return rel == evidence.FixtureDir || (closure != "" && rel == alternates)
+	})
+	if err == nil && closure != "" {
+		err = addTree(tw, closure, path.Join(runID, evidence.StoreDir, "objects"), func(string) bool { return false })
+	}
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// addTree writes the directories and regular files under root as tar
+// entries under name, but for those skip says to leave out.
+func addTree(tw *tar.Writer, root, name string, skip func(rel string) bool) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(runDir, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
-		if rel == evidence.FixtureDir {
-			return filepath.SkipDir
+		if skip(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		name := path.Join(runID, filepath.ToSlash(rel))
 		if info.Mode()&fs.ModeSymlink != 0 {
 			// The coordinator accepts directories and regular files only.
 			return fmt.Errorf("%s is a symbolic link: a run directory sent to the coordinator holds only directories and regular files", p)
@@ -62,7 +88,7 @@ func pack(w io.Writer, runDir string) error {
 		if err != nil {
 			return err
 		}
-		h.Name = name
+		h.Name = path.Join(name, filepath.ToSlash(rel))
 		if info.IsDir() {
 			h.Name += "/"
 		}
@@ -81,10 +107,6 @@ func pack(w io.Writer, runDir string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
 // unpack extracts a result archive under dest and returns the run

@@ -137,8 +137,12 @@ func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
 // the fixture's .git, and records the copy and the baseline.
 func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fixture.CopyResult) {
 	storeDir := s.Dir.Path(evidence.StoreDir)
-	var err error
-	if err = store.Create(ctx, filepath.Join(dst, ".git"), storeDir, res.BaselineCommit, s.Trace); err != nil {
+	gitDir := filepath.Join(dst, ".git")
+	// The base's history is shared by the runs beside this one, not copied.
+	closure, err := fixture.ShareClosure(ctx, gitDir, filepath.Join(filepath.Dir(s.Dir.Root()), store.ClosuresDir), res.Closure, res.BaselineCommit, s.Trace)
+	if err != nil {
+		s.BlockErr(err, ctoharness.StepBaseline)
+	} else if err = store.Create(ctx, gitDir, storeDir, res.BaselineCommit, closure, s.Trace); err != nil {
 		s.BlockErr(err, ctoharness.StepBaseline)
 	} else if c.GitBefore, err = fixture.GitSnapshot(ctx, dst, s.Trace); err != nil {
 		s.BlockErr(ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepBaseline, err, "list the fixture's .git"), ctoharness.StepBaseline)

@@ -1,0 +1,264 @@
+package harness_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+)
+
+// memRunEnv makes TestMemoryRunHelper, run as a child of the peak-RSS
+// benchmarks below, run stage 3 on the repository it names and write the
+// size of the run's directory to the file memRunEnv+"_OUT" names.
+const memRunEnv = "CTO_MEMORY_RUN_HELPER"
+
+// memProfileEnv, when set beside memRunEnv, names a file the helper writes
+// a heap profile to each time the heap passes its last high mark: the
+// profile of the run's peak (go tool pprof -sample_index=inuse_space).
+const memProfileEnv = "CTO_MEMORY_RUN_PROFILE"
+
+// TestMemoryRunHelper is not a test: the peak-RSS benchmarks run it in a
+// child process, so that the child's peak RSS is one run's alone.
+func TestMemoryRunHelper(t *testing.T) {
+	repo := os.Getenv(memRunEnv)
+	if repo == "" {
+		t.Skip("run by the peak-RSS benchmarks only")
+	}
+	if p := os.Getenv(memProfileEnv); p != "" {
+		stop := profileHeapPeaks(p)
+		defer stop()
+	}
+	o := stage3Options(t, repo, "true", 600*time.Second)
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil || rep.Status != ctoharness.StatusPass {
+		t.Fatalf("run: %v %v", err, rep.Blockers)
+	}
+	size, err := diskUsage(filepath.Join(o.RunsDir, rep.RunID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(os.Getenv(memRunEnv+"_OUT"), []byte(strconv.FormatInt(size, 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// profileHeapPeaks writes a heap profile to path whenever the live heap
+// passes its last high mark by 8 MiB, polled every 20 ms, until stop.
+func profileHeapPeaks(path string) (stop func()) {
+	runtime.MemProfileRate = 64 << 10
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		var mark uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse < mark+8<<20 {
+				continue
+			}
+			mark = ms.HeapInuse
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// diskUsage is the space the files under dir take (st_blocks), each inode
+// once.
+func diskUsage(dir string) (int64, error) {
+	var total int64
+	seen := map[uint64]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	return total, err
+}
+
+// bigPackRepo writes, with git fast-import, a repository whose history
+// holds mib MiB of incompressible blobs (one 8 MiB file added per commit)
+// that its HEAD no longer has, packed into one pack by git gc: the shape
+// of git/git, whose one pack is 496 MB, with a small HEAD tree.
+func bigPackRepo(b *testing.B, mib int) string {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "bigpack")
+	fastImport(b, dir, func(w *bufio.Writer) {
+		when := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+		blob := make([]byte, 8<<20)
+		n := mib / 8
+		for c := 0; c <= n; c++ {
+			fmt.Fprintf(w, "commit refs/heads/main\ncommitter bench <bench@invalid> %d +0000\ndata 10\ncommit %03d\n", when+int64(c), c)
+			if c == 0 {
+				for f := 0; f < 200; f++ {
+					body := fmt.Sprintf("small file %d\n", f)
+					fmt.Fprintf(w, "M 100644 inline src/f%03d.txt\ndata %d\n%s\n", f, len(body), body)
+				}
+			}
+			if c == n {
+				w.WriteString("D blobs\n") // the HEAD tree is small again
+				continue
+			}
+			_, _ = rand.Read(blob)
+			fmt.Fprintf(w, "M 100644 inline blobs/b%03d.bin\ndata %d\n", c, len(blob))
+			w.Write(blob)
+			w.WriteString("\n")
+		}
+	})
+	run(b, dir, "git", "-c", "gc.auto=0", "gc", "-q", "--prune=now")
+	run(b, dir, "git", "checkout", "-q", "main")
+	return dir
+}
+
+// manyFilesRepo writes a repository of one commit holding files small
+// files in directories of 1,000, and checks it out.
+func manyFilesRepo(b *testing.B, files int) string {
+	b.Helper()
+	dir := filepath.Join(b.TempDir(), "manyfiles")
+	fastImport(b, dir, func(w *bufio.Writer) {
+		fmt.Fprintf(w, "commit refs/heads/main\ncommitter bench <bench@invalid> 1577836800 +0000\ndata 5\nmany\n")
+		for f := 0; f < files; f++ {
+			body := fmt.Sprintf("file %d\n", f)
+			fmt.Fprintf(w, "M 100644 inline d%04d/f%06d.txt\ndata %d\n%s\n", f/1000, f, len(body), body)
+		}
+	})
+	run(b, dir, "git", "-c", "gc.auto=0", "checkout", "-q", "main")
+	return dir
+}
+
+// fastImport makes a repository at dir from the stream write writes.
+func fastImport(b *testing.B, dir string, write func(*bufio.Writer)) {
+	b.Helper()
+	run(b, "", "git", "init", "-q", "-b", "main", dir)
+	cmd := exec.Command("git", "-c", "gc.auto=0", "fast-import", "--quiet")
+	cmd.Dir = dir
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(in, 1<<20)
+	write(w)
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("git fast-import: %v", err)
+	}
+}
+
+// memoryRun runs one stage 3 run on repo in a child process and reports
+// its peak RSS (git processes included), the repository's file count and
+// .git size, and the run directory's size against the .git's; it fails
+// when the peak passes 256 MiB or the run directory holds half the .git.
+func memoryRun(b *testing.B, repo string, files int) {
+	b.Helper()
+	if _, err := os.Stat("/usr/bin/time"); err != nil {
+		b.Skip("/usr/bin/time is not installed; it measures the child's peak RSS")
+	}
+	gitSize, err := diskUsage(filepath.Join(repo, ".git"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	out := filepath.Join(b.TempDir(), "rundir-size")
+	env := append(os.Environ(), memRunEnv+"="+repo, memRunEnv+"_OUT="+out)
+	var peak float64
+	var runDir int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, rss := peakOf(b, env, "", exe, "-test.run=^TestMemoryRunHelper$", "-test.count=1", "-test.timeout=30m")
+		peak = max(peak, rss)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runDir = max(runDir, n)
+	}
+	b.StopTimer()
+	b.ReportMetric(peak, "peak-RSS-MiB")
+	b.ReportMetric(float64(files), "files")
+	b.ReportMetric(float64(gitSize)/(1<<20), "git-MiB")
+	b.ReportMetric(float64(runDir)/(1<<20), "rundir-MiB")
+	b.ReportMetric(float64(runDir)/float64(gitSize), "x-git-rundir")
+	b.Logf("peak RSS %.0f MiB, %d files, .git %.0f MiB, run directory %.0f MiB", peak, files, float64(gitSize)/(1<<20), float64(runDir)/(1<<20))
+	if peak > 256 {
+		b.Errorf("a run on %d files and a %.0f MiB .git peaked at %.0f MiB; the target is ≤ 256 MiB", files, float64(gitSize)/(1<<20), peak)
+	}
+	if float64(runDir) > 0.5*float64(gitSize) {
+		b.Errorf("the run directory is %.0f MiB beside a %.0f MiB .git; it must not hold the source's pack", float64(runDir)/(1<<20), float64(gitSize)/(1<<20))
+	}
+}
+
+// BenchmarkPeakRSSBigPack is one stage 3 run (history full, verification
+// true) on a repository with one 320 MiB pack and a small HEAD tree.
+func BenchmarkPeakRSSBigPack(b *testing.B) {
+	repo := bigPackRepo(b, 320)
+	memoryRun(b, repo, 200)
+}
+
+// BenchmarkPeakRSSManyFiles is one stage 3 run on a tree of 200,000 small
+// files, or as many as CTO_BENCH_FILES says (the 1,000,000), when
+// the disk has room for the source and the run's copies of it.
+func BenchmarkPeakRSSManyFiles(b *testing.B) {
+	files := 200_000
+	if s := os.Getenv("CTO_BENCH_FILES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("CTO_BENCH_FILES=%q: give a number of files", s)
+		}
+		files = n
+	}
+	var st unix.Statfs_t
+	tmp := b.TempDir()
+	if err := unix.Statfs(tmp, &st); err != nil {
+		b.Fatal(err)
+	}
+	// A small file takes a block in the source, the fixture and the
+	// checkout, and an inode in each.
+	if need := uint64(files) * 3; st.Ffree < need || st.Bavail*uint64(st.Bsize) < need*8192 {
+		b.Skipf("%s has %d free inodes and %d MiB free; %d files need about %d and %d MiB", tmp, st.Ffree, st.Bavail*uint64(st.Bsize)>>20, files, need, need*8192>>20)
+	}
+	repo := manyFilesRepo(b, files)
+	memoryRun(b, repo, files)
+}
