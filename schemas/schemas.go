@@ -95,6 +95,9 @@ func Source(kind Kind) ([]byte, error) {
 // Set is the compiled schemas of every kind. It is safe for concurrent use.
 type Set struct {
 	schemas map[Kind]*jsonschema.Schema
+	// items are each kind's arrays validated one item at a time in a
+	// large document (see itemwise).
+	items map[Kind]map[string]*jsonschema.Schema
 }
 
 // Compile compiles every embedded schema with format assertions on. The
@@ -148,13 +151,20 @@ func compileFS(fsys fs.FS) (*Set, error) {
 		}
 	}
 
-	s := &Set{schemas: make(map[Kind]*jsonschema.Schema, len(Kinds()))}
+	s := &Set{schemas: make(map[Kind]*jsonschema.Schema, len(Kinds())), items: map[Kind]map[string]*jsonschema.Schema{}}
 	for _, k := range Kinds() {
 		sch, err := compileOne(c, k)
 		if err != nil {
 			return nil, fmt.Errorf("schema file %s: %w", k.FileName(), err)
 		}
 		s.schemas[k] = sch
+		src, err := fs.ReadFile(fsys, k.FileName())
+		if err == nil {
+			s.items[k], err = itemwise(c, k, src)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("schema file %s: its arrays: %w", k.FileName(), err)
+		}
 	}
 	return s, nil
 }
@@ -293,6 +303,16 @@ func (s *Set) Validate(kind Kind, data []byte) error {
 	sch, ok := s.schemas[kind]
 	if !ok {
 		return unknownKind(kind)
+	}
+	if items := s.items[kind]; len(items) > 0 && len(data) > streamAbove {
+		problems, err := validateItemwise(sch, items, data)
+		if err == nil && len(problems) == 0 {
+			return nil
+		}
+		if err == nil {
+			return &ValidationError{Kind: kind, Problems: problems}
+		}
+		// Not an object, or not JSON: the whole validation says where.
 	}
 	v, err := decode(data)
 	if err != nil {
