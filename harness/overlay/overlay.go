@@ -49,10 +49,25 @@ type Input struct {
 }
 
 // Mount is a mounted overlay; Unmount detaches it.
-type Mount struct{ dir, upper, work string }
+type Mount struct {
+	dir, upper, work string
+	userXattr        bool
+}
 
 // Dir is the mount point.
 func (m *Mount) Dir() string { return m.dir }
+
+// Upper is the writable layer: everything written through the mount is
+// there, so a reader that wants only what changed walks it (outside every
+// view, and never written but by overlayfs). It stays valid after Unmount,
+// until the layer is removed.
+func (m *Mount) Upper() string { return m.upper }
+
+// UserXattr reports whether the mount keeps its marks (opaque directories)
+// in user.overlay.* xattrs (the userxattr option) rather than in
+// trusted.overlay.*. Tree mounts without it: the harness mounts as the
+// host's root, where trusted.* is the kernel's default.
+func (m *Mount) UserXattr() bool { return m.userXattr }
 
 // Unmount detaches the overlay (lazily: a process still inside it keeps
 // only its own view). Calling it again, or on a nil Mount, does nothing.
@@ -139,6 +154,15 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 		}
 		opts += o
 	}
+	// Nothing but whiteouts and opaque directories may describe the upper
+	// layer, so that what changed can be read from it alone: redirects
+	// (a renamed directory that still shows a lower one) and metacopy
+	// (a chmod that copies up metadata and leaves the data below) are
+	// off, whatever the kernel's defaults, and so is the inode index.
+	// redirect_dir=nofollow, not off: where the kernel is built to always
+	// follow redirects, "off" means "follow". A renamed directory is then
+	// copied (rename fails with EXDEV, and mv and git fall back to a copy).
+	opts += ",redirect_dir=nofollow,metacopy=off,index=off"
 	in.Tracer.Trace(ctoharness.TraceWrite, in.Dest)
 	// volatile: the layer is thrown away with the run's workspace, so
 	// overlayfs need not sync the upper filesystem. Without it, the last

@@ -253,3 +253,70 @@ func kernelAtLeast(major, minor int) bool {
 	}
 	return ma > major || (ma == major && mi >= minor)
 }
+
+// TestTreeLayerHoldsOnlyWhiteoutsAndOpaqueMarks: the mount asks for no
+// redirects, no metacopy and no index, so that the upper layer alone says
+// what changed. A renamed directory is copied (no redirect xattr), a chmod
+// copies the whole file up (no metacopy xattr), and a directory removed
+// and made again is opaque.
+func TestTreeLayerHoldsOnlyWhiteoutsAndOpaqueMarks(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	write(t, filepath.Join(src, "dir", "a.txt"), "a\n")
+	write(t, filepath.Join(src, "again", "b.txt"), "b\n")
+	write(t, filepath.Join(src, "mode.sh"), "echo\n")
+	git(t, src, "init", "-q", "-b", "main")
+	git(t, src, "add", "-A")
+	git(t, src, "commit", "-q", "-m", "one")
+	dest := filepath.Join(base, "shown")
+	m, err := overlay.Tree(context.Background(), overlay.Input{Source: src, Dest: dest,
+		Upper: filepath.Join(base, "layer"), Work: filepath.Join(base, "layer-work"), Tracer: ctoharness.NopTracer{}})
+	if errors.Is(err, overlay.ErrUnavailable) {
+		t.Skipf("overlayfs cannot be mounted here (needs CAP_SYS_ADMIN and overlayfs): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+	if m.Upper() != filepath.Join(base, "layer") || m.UserXattr() {
+		t.Fatalf("Upper() = %q, UserXattr() = %v", m.Upper(), m.UserXattr())
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts string
+	for _, line := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dest {
+			opts = line
+		}
+	}
+	if !strings.Contains(opts, "redirect_dir=nofollow") || strings.Contains(opts, "metacopy=on") || strings.Contains(opts, "index=on") {
+		t.Fatalf("the mount's options are %q, want redirect_dir=nofollow and neither metacopy nor index", opts)
+	}
+	if err := os.Rename(filepath.Join(dest, "dir"), filepath.Join(dest, "moved")); !errors.Is(err, unix.EXDEV) {
+		t.Fatalf("renaming a lower directory: %v, want EXDEV (no redirect made)", err)
+	}
+	if err := os.Chmod(filepath.Join(dest, "mode.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dest, "again")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dest, "again", "c.txt"), "c\n")
+	buf := make([]byte, 64)
+	upper := m.Upper()
+	for _, rel := range []string{"mode.sh", "again", "again/c.txt"} {
+		for _, x := range []string{"trusted.overlay.redirect", "trusted.overlay.metacopy"} {
+			if n, err := unix.Lgetxattr(filepath.Join(upper, rel), x, buf); !errors.Is(err, unix.ENODATA) {
+				t.Errorf("%s in the layer has %s (%q, %v)", rel, x, buf[:max(n, 0)], err)
+			}
+		}
+	}
+	if n, err := unix.Lgetxattr(filepath.Join(upper, "again"), "trusted.overlay.opaque", buf); err != nil || string(buf[:n]) != "y" {
+		t.Fatalf("again/, removed and made again, is not opaque in the layer: %q, %v", buf[:max(n, 0)], err)
+	}
+	if data, err := os.ReadFile(filepath.Join(upper, "mode.sh")); err != nil || string(data) != "echo\n" {
+		t.Fatalf("the chmod did not copy mode.sh's data up: %q, %v", data, err)
+	}
+}
