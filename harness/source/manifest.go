@@ -346,6 +346,24 @@ func openDir(dir int, name string) (int, error) {
 // add emits the entry name of the directory dir (rel below the root, abs
 // for messages).
 func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) error {
+	e, err := entryOf(rel, abs, dir, name, st)
+	if err != nil {
+		return err
+	}
+	if e.Type == ctoharness.EntryFile && w.deep {
+		sum, err := w.hashFile(dir, name, abs)
+		if err != nil {
+			return err
+		}
+		e.SHA256 = sum
+	}
+	w.cur = append(w.cur, e)
+	return nil
+}
+
+// entryOf is the entry of name in dir from its lstat, a symlink's target
+// read.
+func entryOf(rel, abs string, dir int, name string, st *unix.Stat_t) (ctoharness.ManifestEntry, error) {
 	mt, ct := st.Mtim.Nano(), st.Ctim.Nano()
 	e := ctoharness.ManifestEntry{
 		Path:    rel,
@@ -361,27 +379,35 @@ func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) err
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		e.Type = ctoharness.EntryFile
-		if w.deep {
-			sum, err := w.hashFile(dir, name, abs)
-			if err != nil {
-				return err
-			}
-			e.SHA256 = sum
-		}
 	case unix.S_IFDIR:
 		e.Type = ctoharness.EntryDir
 	case unix.S_IFLNK:
 		e.Type = ctoharness.EntrySymlink
 		target, err := readlinkAt(dir, name)
 		if err != nil {
-			return fmt.Errorf("readlink %s: %w", abs, err)
+			return e, fmt.Errorf("readlink %s: %w", abs, err)
 		}
 		e.Target = target
 	default:
 		e.Type = ctoharness.EntryOther
 	}
-	w.cur = append(w.cur, e)
-	return nil
+	return e, nil
+}
+
+// EntryAt is the entry Manifest would list at rel for name in the
+// directory dir (lstat, never following a link; abs names it in
+// messages), so that a reader listing only part of a tree — the fixture's
+// collect, from an overlay's upper layer — records exactly what a whole
+// walk would. ok is false when name does not exist.
+func EntryAt(dir int, name, rel, abs string) (e ctoharness.ManifestEntry, ok bool, err error) {
+	var st unix.Stat_t
+	if err := lstatAt(dir, name, &st); errors.Is(err, unix.ENOENT) {
+		return e, false, nil
+	} else if err != nil {
+		return e, false, fmt.Errorf("lstat %s: %w", abs, err)
+	}
+	e, err = entryOf(rel, abs, dir, name, &st)
+	return e, err == nil, err
 }
 
 // hashFile hashes a regular file with one reused buffer and hasher; the
