@@ -32,8 +32,9 @@ func (c Copy) Collect(ctx context.Context, s *runsink.Sink) *Collected {
 	}
 	col := &Collected{At: s.Clock()}
 	baseline := s.Report.Commits.BaselineCommit
+	upper, userXattr := c.layer()
 	res, err := fixture.Collect(ctx, fixture.CollectInput{Root: c.Path, Store: c.Store, Baseline: baseline,
-		When: col.At, Tracer: s.Trace, Allowed: allowed, Checkout: c.Conversions})
+		When: col.At, Tracer: s.Trace, Allowed: allowed, Checkout: c.Conversions, Upper: upper, UserXattr: userXattr})
 	s.Report.ChangedFiles = append([]ctoharness.ChangedFile{}, res.Changed...)
 	// The patch is streamed from the store (capped, never whole in
 	// memory); a failed collect has none, as it has no result commit.
@@ -71,6 +72,15 @@ func (c Copy) Collect(ctx context.Context, s *runsink.Sink) *Collected {
 			Message: "Case left files whose names hold control, format or bidi characters (shown escaped): " + listSome(unsafe)})
 	}
 	return col
+}
+
+// layer is the overlay fixture's upper layer and where it keeps its
+// marks; "" for a copied fixture, which is walked whole.
+func (c Copy) layer() (upper string, userXattr bool) {
+	if c.mount == nil {
+		return "", false
+	}
+	return c.mount.Upper(), c.mount.UserXattr()
 }
 
 // listSome joins the first items of a list Case decides the length of, and

@@ -57,8 +57,10 @@ func (c Copy) CleanEnd(ctx context.Context, s *runsink.Sink, col *Collected) {
 		return
 	}
 	if col != nil && c.Store != "" {
+		upper, userXattr := c.layer()
 		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: s.RunID, Root: c.Path, Store: c.Store, ExpectedTree: expected,
-			GitBefore: c.GitBefore, AllowGitChanges: c.in.Spec.AllowsGitChanges(), Now: s.Clock(), Tracer: s.Trace})
+			GitBefore: c.GitBefore, AllowGitChanges: c.in.Spec.AllowsGitChanges(), Now: s.Clock(), Tracer: s.Trace,
+			Upper: upper, UserXattr: userXattr})
 	} else {
 		p, err = fixture.CleanProof(ctx, s.RunID, "clean_end", c.Path, expected, s.Clock(), s.Trace)
 	}
