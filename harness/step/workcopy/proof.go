@@ -36,7 +36,8 @@ func (c Copy) CleanStart(ctx context.Context, s *runsink.Sink) bool {
 // CleanEnd proves the fixture's end state. Once Case has worked in it (the
 // collect ran: col is not nil), its .git is never read: the proof compares
 // the worktree with the result in the store and the .git's lstat data with
-// the snapshot taken before Case. Before that, the fixture is still the
+// the snapshot taken before Case. An overlay fixture is proven from its
+// upper layer, as it was collected. Before that, the fixture is still the
 // harness's own and the start proof's reading applies.
 func (c Copy) CleanEnd(ctx context.Context, s *runsink.Sink, col *Collected) {
 	s.SetStep(ctoharness.StepCleanEnd)
@@ -60,7 +61,7 @@ func (c Copy) CleanEnd(ctx context.Context, s *runsink.Sink, col *Collected) {
 		upper, userXattr := c.layer()
 		p, err = fixture.EndProof(ctx, fixture.EndInput{RunID: s.RunID, Root: c.Path, Store: c.Store, ExpectedTree: expected,
 			GitBefore: c.GitBefore, AllowGitChanges: c.in.Spec.AllowsGitChanges(), Now: s.Clock(), Tracer: s.Trace,
-			Upper: upper, UserXattr: userXattr})
+			Upper: upper, UserXattr: userXattr, Checkout: c.Conversions, SymlinksOutside: c.linksOut})
 	} else {
 		p, err = fixture.CleanProof(ctx, s.RunID, "clean_end", c.Path, expected, s.Clock(), s.Trace)
 	}

@@ -84,7 +84,10 @@ type Copy struct {
 	Base    string
 
 	mount *overlay.Mount // the overlay the fixture is, when it is one (nil: a copy)
-	in    Input
+	// linksOut are the baseline's symlinks leading out of the fixture: the
+	// clean-end proof of an overlay lists them without walking it.
+	linksOut []string
+	in       Input
 }
 
 // Release detaches what the copy holds mounted once no step needs it: the
@@ -154,6 +157,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	objects := res.Closure
 	s.Report.FixtureObjects = &objects
 	c.Conversions = res.Checkout
+	c.linksOut = res.SymlinksOutside
 	if c.in.DirtyStart {
 		p := filepath.Join(dst, "injected-untracked.txt")
 		s.Trace.Trace(ctoharness.TraceWrite, p)
