@@ -115,6 +115,10 @@ const (
 	// source's local LFS store (or does not match its pointer), so the
 	// copy cannot write what git-lfs would check out.
 	BlockLFSObjectMissing BlockerCode = "LFS_OBJECT_MISSING"
+	// BlockSnapshotChanged: the harness's snapshot of the base (the
+	// fixture overlay's lower layer) is not what its record lists, or the
+	// record is not intact: something wrote it after it was made.
+	BlockSnapshotChanged BlockerCode = "SNAPSHOT_CHANGED"
 )
 
 // BlockPrevStageUnproven: a previous stage's record is intact, but what it
@@ -187,7 +191,7 @@ func AllBlockerCodes() []BlockerCode {
 		BlockSourceObjectFormat, BlockSourceRefStorage, BlockSourceGitFeature,
 		BlockInterrupted, BlockCaseEventLimit,
 		BlockCheckoutFailed, BlockCheckoutUnfaithful, BlockSetupFailed,
-		BlockUnsafeFileName, BlockSourceBusy, BlockLFSObjectMissing,
+		BlockUnsafeFileName, BlockSourceBusy, BlockLFSObjectMissing, BlockSnapshotChanged,
 		BlockModelEndpointUnreachable, BlockModelAPIError, BlockModelRateLimited, BlockModelStalled,
 		BlockTaskRequired,
 	}

@@ -58,6 +58,9 @@ var outcomeOf = map[BlockerCode]Outcome{
 	// A git process at work in the source, an LFS object it lacks: the
 	// source must change before a retry can help.
 	BlockSourceBusy: OutcomePolicyBlocked, BlockLFSObjectMissing: OutcomePolicyBlocked,
+	// A snapshot changed after its record: it blocks every run at its
+	// commit until it is removed.
+	BlockSnapshotChanged: OutcomePolicyBlocked,
 
 	BlockSandboxUnavailable: OutcomeInfraFailed, BlockGovernanceUnavailable: OutcomeInfraFailed,
 	BlockCopyFailed: OutcomeInfraFailed, BlockCopyUnfaithful: OutcomeInfraFailed,

@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/runclock"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
@@ -179,6 +180,7 @@ func (r *run) copyInput() workcopy.Input {
 	return workcopy.Input{Repo: r.repo, Spec: r.spec, SourceManifest: r.before.Manifest, CheckoutDir: work,
 		Unsandboxed: r.o.Unsandboxed, KeepWork: r.o.KeepWork, DirtyStart: r.o.Fault == FaultFixtureDirtyStart,
 		Allowed: r.o.AllowedCheck, Getenv: r.o.Getenv, Progress: r.o.Progress,
+		Snapshots: snapshot.Root(r.o.RunsDir), Signer: r.o.Signing.Signer,
 		Hooks: workcopy.Hooks{Made: r.launcher.SetFixture}}
 }
 

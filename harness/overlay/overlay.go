@@ -115,7 +115,36 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	cleanup := func() { os.RemoveAll(in.Upper); os.RemoveAll(in.Work); os.Remove(in.Dest) }
+	cleanup, err := makeDirs(in)
+	if err != nil {
+		return nil, err
+	}
+	in.Tracer.Trace(ctoharness.TraceWalk, src)
+	if err := hideUntracked(ctx, src, in.Upper, "", tracked); err != nil {
+		cleanup()
+		return nil, fmt.Errorf("hide the source's untracked files in the layer %s: %w", in.Upper, err)
+	}
+	return mount(src, in, cleanup)
+}
+
+// Lower mounts lower, a directory holding exactly the tree to show (package
+// snapshot's copy of a commit, which only the harness writes), at in.Dest:
+// nothing needs hiding, so nothing is walked. in.Source is lower; in.GitDir
+// is not read. Errors are as Tree's.
+func Lower(ctx context.Context, in Input) (*Mount, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cleanup, err := makeDirs(in)
+	if err != nil {
+		return nil, err
+	}
+	return mount(filepath.Clean(in.Source), in, cleanup)
+}
+
+// makeDirs creates the mount point and both layers; cleanup removes them.
+func makeDirs(in Input) (cleanup func(), err error) {
+	cleanup = func() { os.RemoveAll(in.Upper); os.RemoveAll(in.Work); os.Remove(in.Dest) }
 	for _, d := range []string{in.Dest, in.Upper, in.Work} {
 		in.Tracer.Trace(ctoharness.TraceMkdir, d)
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -123,11 +152,12 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
-	in.Tracer.Trace(ctoharness.TraceWalk, src)
-	if err := hideUntracked(ctx, src, in.Upper, "", tracked); err != nil {
-		cleanup()
-		return nil, fmt.Errorf("hide the source's untracked files in the layer %s: %w", in.Upper, err)
-	}
+	return cleanup, nil
+}
+
+// mount mounts the overlay of lower under in.Upper at in.Dest, whose
+// directories exist; on failure cleanup removes them.
+func mount(lower string, in Input, cleanup func()) (*Mount, error) {
 	var fds []int
 	defer func() {
 		for _, fd := range fds {
@@ -143,7 +173,7 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 		return key + "=/proc/self/fd/" + strconv.Itoa(fd), nil
 	}
 	var opts string
-	for i, l := range [][2]string{{"lowerdir", src}, {"upperdir", in.Upper}, {"workdir", in.Work}} {
+	for i, l := range [][2]string{{"lowerdir", lower}, {"upperdir", in.Upper}, {"workdir", in.Work}} {
 		o, err := opt(l[0], l[1])
 		if err != nil {
 			cleanup()
@@ -170,7 +200,7 @@ func Tree(ctx context.Context, in Input) (*Mount, error) {
 	// writes included) and waits for the disk; fsync inside the mount
 	// does the same. A kernel without the option (before 5.10) mounts
 	// without it.
-	err = unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",volatile")
+	err := unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts+",volatile")
 	if errors.Is(err, unix.EINVAL) {
 		err = unix.Mount("overlay", in.Dest, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
 	}

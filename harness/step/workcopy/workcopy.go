@@ -17,6 +17,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/attest"
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/fixture"
@@ -24,6 +25,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/overlay"
 	"github.com/cto-harness/cto-harness/harness/progress"
 	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -43,6 +45,14 @@ type Input struct {
 	// and KeepWork (a kept fixture must outlive the run, a mount must not)
 	// make the fixture a copy rather than an overlay.
 	Unsandboxed, KeepWork bool
+	// Snapshots is the directory of the runs directory's snapshots
+	// (snapshot.Root): an overlay fixture's lower layer is the snapshot of
+	// the base there, made on first need. "" shows the source worktree
+	// instead (HEAD only).
+	Snapshots string
+	// Signer signs the record of a snapshot this run makes, and is the key
+	// a snapshot's record must be signed with; nil: unsigned snapshots.
+	Signer *attest.Signer
 	// DirtyStart is the fixture_dirty_start fault: a file left untracked in
 	// the fixture after the baseline, which the clean-start proof must catch.
 	DirtyStart bool
@@ -83,7 +93,8 @@ type Copy struct {
 	History fixture.History
 	Base    string
 
-	mount *overlay.Mount // the overlay the fixture is, when it is one (nil: a copy)
+	mount *overlay.Mount     // the overlay the fixture is, when it is one (nil: a copy)
+	snap  *snapshot.Snapshot // its lower layer, held until Release (nil: none)
 	// linksOut are the baseline's symlinks leading out of the fixture: the
 	// clean-end proof of an overlay lists them without walking it.
 	linksOut []string
@@ -97,6 +108,7 @@ type Copy struct {
 func (c Copy) Release() {
 	c.Checkout.Stop()
 	_ = c.mount.Unmount()
+	c.snap.Release()
 }
 
 // Layer is the directory of an overlay fixture's writable layer, in the
@@ -120,6 +132,10 @@ func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
 		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest})
 	res, mnt, err := c.makeFixture(ctx, s, dst)
 	c.mount = mnt
+	if mnt == nil {
+		c.snap.Release() // a copy took the overlay's place
+		c.snap = nil
+	}
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		c.Path = dst
 		if in.Hooks.Made != nil {
@@ -165,8 +181,13 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 			s.BlockErr(err, ctoharness.StepBaseline)
 		}
 	}
-	s.Emit(ctx, ctoharness.EvFixtureCopied, map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
-		"overlay": c.mount != nil})
+	copied := map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
+		"overlay": c.mount != nil}
+	if c.snap != nil {
+		copied["snapshot"] = map[string]any{"key": c.snap.Key, "record_sha256": c.snap.RecordDigest, "made": c.snap.Made,
+			"listing_digest": c.snap.Record.Listing, "signing_key_id": c.snap.Record.SigningKeyID}
+	}
+	s.Emit(ctx, ctoharness.EvFixtureCopied, copied)
 	s.SetStep(ctoharness.StepBaseline)
 	s.Emit(ctx, ctoharness.EvBaselineCommitted, map[string]any{"commit": res.BaselineCommit, "tree": res.BaselineTree,
 		"source_tree": res.SourceTree, "tree_matches_source": res.BaselineTree == res.SourceTree,
@@ -178,21 +199,22 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	}
 }
 
-// makeFixture shows the source's HEAD tree at dst for Case to work in. Where
-// it can, that is an overlay of the source worktree (package overlay) whose
-// every file is hashed against the tree (fixture.AdoptHashed): nothing is
-// copied, and Case's writes land in a layer in the run's workspace. It is a
-// copy instead when the run is unsandboxed (Case could then write the
-// source, the overlay's lower layer), when the work is kept (a kept fixture
-// must outlive the run, a mount must not), for trees with submodules or
-// filtered paths, and where the machine cannot mount.
+// makeFixture shows the base's tree at dst for Case to work in. Where it
+// can, that is an overlay whose lower layer is the snapshot of the base
+// (package snapshot, proven by its record and one lstat walk; see
+// snapshotFixture): nothing is copied or hashed, and Case's writes land in
+// a layer in the run's workspace. Without a snapshot directory the lower
+// layer is the source worktree, whose every file is hashed against the
+// tree (fixture.AdoptHashed). It is a copy instead when the run is
+// unsandboxed (Case could then write the lower layer), when the work is
+// kept (a kept fixture must outlive the run, a mount must not), for trees
+// with submodules (and, on the worktree, filtered paths), and where the
+// machine cannot mount.
 func (c *Copy) makeFixture(ctx context.Context, s *runsink.Sink, dst string) (fixture.CopyResult, *overlay.Mount, error) {
 	repo := c.in.Repo
 	in := fixture.CopyInput{SourceRoot: repo.Root, SourceGitDir: repo.GitDir, Dest: dst, When: c.BaselineAt, Tracer: s.Trace, Progress: c.in.Progress,
 		Getenv: c.in.Getenv, History: c.History, Base: c.Base}
-	// Another base than HEAD is written from the object store: the
-	// worktree, the overlay's lower layer, shows HEAD.
-	if c.in.Unsandboxed || c.in.KeepWork || in.Base != "" {
+	if c.in.Unsandboxed || c.in.KeepWork {
 		res, err := fixture.Copy(ctx, in)
 		return res, nil, err
 	}
@@ -202,23 +224,81 @@ func (c *Copy) makeFixture(ctx context.Context, s *runsink.Sink, dst string) (fi
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "create the fixture's layer directory %s", layer)
 	}
 	upper, work := filepath.Join(layer, "layer"), filepath.Join(layer, "layer-work")
+	if c.in.Snapshots != "" {
+		res, m, err := c.snapshotFixture(ctx, s, in, upper, work)
+		if m != nil || !errors.Is(err, errNoOverlay) {
+			return res, m, err
+		}
+	}
+	// Another base than HEAD is written from the object store: the
+	// worktree shows HEAD.
+	if in.Base != "" {
+		res, err := fixture.Copy(ctx, in)
+		return res, nil, err
+	}
 	m, err := overlay.Tree(ctx, overlay.Input{Source: repo.Root, GitDir: repo.GitDir, Dest: dst, Upper: upper, Work: work, Tracer: s.Trace})
 	if err == nil {
 		var res fixture.CopyResult
 		if res, err = fixture.AdoptHashed(ctx, in); !errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 			return res, m, err
 		}
-		for _, p := range []string{dst, upper, work} {
-			s.Trace.Trace(ctoharness.TraceRemove, p)
-		}
-		if derr := m.Discard(); derr != nil {
-			return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, derr, "give up the overlay fixture %s before copying it instead", dst)
+		if err := discard(s, m, dst, upper, work); err != nil {
+			return res, nil, err
 		}
 	} else if !errors.Is(err, overlay.ErrUnavailable) {
 		return fixture.CopyResult{}, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s", dst)
 	}
 	res, err := fixture.Copy(ctx, in)
 	return res, nil, err
+}
+
+// errNoOverlay: no overlay of a snapshot can be made here (no mount, or a
+// tree with submodules); the fixture is made another way.
+var errNoOverlay = errors.New("no snapshot overlay")
+
+// snapshotFixture mounts the fixture's overlay on the snapshot of the base
+// and adopts it (fixture.AdoptSnapshot: the paths and modes checked against
+// the tree, every file's stat data against the snapshot's listing, which
+// snapshot.Open has just checked against its record). The run holds the
+// snapshot until Release. It returns errNoOverlay, with nothing left
+// behind but the snapshot, when the fixture must be made another way.
+func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.CopyInput, upper, work string) (fixture.CopyResult, *overlay.Mount, error) {
+	var res fixture.CopyResult
+	ci, err := fixture.SourceCheckoutInputs(in.SourceRoot, in.SourceGitDir, in.Getenv, s.Trace)
+	if err != nil {
+		return res, nil, err
+	}
+	snap, err := snapshot.Open(ctx, snapshot.Input{Root: c.in.Snapshots, SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir,
+		Commit: s.Report.Commits.BaseCommit, Tree: s.Report.Commits.BaseTree, Checkout: ci, Signer: c.in.Signer, Now: s.Clock,
+		Tracer: s.Trace, Progress: c.in.Progress})
+	if errors.Is(err, snapshot.ErrNeedsCopy) {
+		return res, nil, errNoOverlay
+	}
+	if err != nil {
+		return res, nil, err
+	}
+	c.snap = snap
+	m, err := overlay.Lower(ctx, overlay.Input{Source: snap.TreeDir(), Dest: in.Dest, Upper: upper, Work: work, Tracer: s.Trace})
+	if errors.Is(err, overlay.ErrUnavailable) {
+		return res, nil, errNoOverlay
+	}
+	if err != nil {
+		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
+	}
+	in.Snapshot, in.Checkout = snap.Listing, &ci
+	res, err = fixture.AdoptSnapshot(ctx, in)
+	return res, m, err
+}
+
+// discard gives up an overlay fixture so that a copy can take its place.
+func discard(s *runsink.Sink, m *overlay.Mount, dst, upper, work string) error {
+	for _, p := range []string{dst, upper, work} {
+		s.Trace.Trace(ctoharness.TraceRemove, p)
+	}
+	if err := m.Discard(); err != nil {
+		return ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "give up the overlay fixture %s before copying it instead", dst)
+	}
+	return nil
 }
 
 // history is how much of the base's history the task lets reach Case (the

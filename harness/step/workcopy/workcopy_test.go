@@ -15,6 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/workcopy"
 	"github.com/cto-harness/cto-harness/harness/task"
@@ -90,7 +91,7 @@ func newRun(t *testing.T, unsandboxed bool) run {
 	work, _ := checkout.Dirs(ws)
 	spec := task.Spec{AllowedPaths: []string{"docs/**"}}
 	return run{s: s, before: p, in: workcopy.Input{Repo: repo, Spec: spec, SourceManifest: p.Manifest, CheckoutDir: work,
-		Unsandboxed: unsandboxed, Getenv: getenv}}
+		Unsandboxed: unsandboxed, Getenv: getenv, Snapshots: snapshot.Root(base)}}
 }
 
 // event is one line of the run's event log.
@@ -182,6 +183,7 @@ func TestCopyStartCollectEnd(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("events %v, want %v", got, want)
 			}
+			t.Logf("fixture_copied %v", evs[0].Data)
 			// Unsandboxed, Case could write the overlay's lower layer:
 			// always a copy. Sandboxed, an overlay where the machine mounts.
 			if ov := evs[0].Data["overlay"]; unsandboxed && ov != false {
