@@ -12,6 +12,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/display"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/gitquote"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
 )
@@ -127,17 +128,22 @@ func checkTrace(v *runView, c collector) {
 		return
 	}
 	forbidden := append(append([]string{}, r.Policy.TargetRoots...), r.Policy.ExternalRoots...)
-	// The shared closures beside the runs (store.ClosuresDir) are the
-	// harness's third root: a run's store names its history there.
-	closures := filepath.Join(filepath.Dir(r.RunArtifactDir), store.ClosuresDir)
+	// The harness's other roots beside the runs: the shared closures
+	// (store.ClosuresDir), where a run's store names its history, and the
+	// snapshots the harness makes and shares between runs.
+	closures, snapshots := "", ""
+	if r.RunArtifactDir != "" {
+		runsDir := filepath.Dir(filepath.Clean(r.RunArtifactDir))
+		closures, snapshots = filepath.Join(runsDir, store.ClosuresDir), snapshot.Root(runsDir)
+	}
 	for _, e := range v.trace {
 		for _, root := range forbidden {
 			if under(e.Path, root) {
 				c.fail(chk, evidence.TraceFile, "entry %d (%s %s) touches the forbidden root %s", e.Seq, e.Op, e.Path, root)
 			}
 		}
-		if e.Op.IsWrite() && !under(e.Path, r.RunArtifactDir) && !under(e.Path, r.RuntimeWorkspaceRoot) && !under(e.Path, closures) {
-			c.fail(chk, evidence.TraceFile, "entry %d: harness %s outside its two roots: %s", e.Seq, e.Op, e.Path)
+		if e.Op.IsWrite() && !under(e.Path, r.RunArtifactDir) && !under(e.Path, r.RuntimeWorkspaceRoot) && !under(e.Path, closures) && !under(e.Path, snapshots) {
+			c.fail(chk, evidence.TraceFile, "entry %d: harness %s outside its roots: %s", e.Seq, e.Op, e.Path)
 		}
 		// The one write allowed inside a source: the harness materializing
 		// its own artificial source in the workspace, before proving it.

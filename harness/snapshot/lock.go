@@ -69,23 +69,39 @@ func tryExclusive(path string) (l *lock, held bool, err error) {
 // caller checks again whatever it checked under the old one.
 func (l *lock) relock(ctx context.Context, how int) error {
 	for {
-		err := unix.Flock(l.fd, how|unix.LOCK_NB)
-		if err == nil {
-			break
+		got, err := l.try(how)
+		if err != nil || got {
+			return err
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("lock %s: %w", l.path, err)
+		if err := pause(ctx, l.path); err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the snapshot lock %s: %w", l.path, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// try changes the lock to how without waiting; got is false when another
+// process holds it in a conflicting way.
+func (l *lock) try(how int) (got bool, err error) {
+	if err := unix.Flock(l.fd, how|unix.LOCK_NB); err != nil {
+		if errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR) {
+			return false, nil
 		}
+		return false, fmt.Errorf("lock %s: %w", l.path, err)
 	}
 	if !l.current() {
-		return errReplaced
+		return false, errReplaced
 	}
-	return nil
+	return true, nil
+}
+
+// pause waits a little before a lock is tried again.
+func pause(ctx context.Context, path string) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the snapshot lock %s: %w", path, ctx.Err())
+	case <-time.After(20 * time.Millisecond):
+		return nil
+	}
 }
 
 // current reports whether path still names the file locked.

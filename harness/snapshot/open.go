@@ -60,19 +60,28 @@ func Open(ctx context.Context, in Input) (*Snapshot, error) {
 }
 
 // ensure makes the snapshot at dir unless it exists, and returns with l
-// shared and dir present; made says this run wrote it.
+// shared and dir present; made says this run wrote it. Only the run that
+// gets the lock exclusively makes it; the others wait until it exists.
 func ensure(ctx context.Context, in Input, key, dir string, l *lock) (made bool, err error) {
-	if exists(dir) {
-		return false, nil
-	}
-	if err := l.relock(ctx, unix.LOCK_EX); err != nil {
-		return false, err
-	}
-	if !exists(dir) {
-		if err := build(ctx, in, key, dir); err != nil {
+	for !exists(dir) {
+		got, err := l.try(unix.LOCK_EX)
+		if err != nil {
 			return false, err
 		}
-		made = true
+		if !got {
+			// Another run is making it (a failed conversion holds
+			// nothing, flock(2)): wait for it to appear.
+			if err := pause(ctx, l.path); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if !exists(dir) {
+			if err := build(ctx, in, key, dir); err != nil {
+				return false, err
+			}
+			made = true
+		}
 	}
 	if err := l.relock(ctx, unix.LOCK_SH); err != nil {
 		return made, err
