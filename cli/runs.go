@@ -9,6 +9,7 @@ import (
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 )
 
 // RunsCmd is `cto-harness runs`: the list by default, prune, and cost.
@@ -124,7 +125,10 @@ type RunsPruneCmd struct {
 	Keep   int  `name:"keep" required:"" help:"How many of the newest runs to keep."`
 	Caches bool `name:"caches" help:"Also remove the Go build caches kept between runs (RUNS_DIR/.cache/go-build); the next run of each source warms up again."`
 	DryRun bool `name:"dry-run" help:"Print what would be removed and remove nothing."`
-	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs, the failure-matrix replays (matrix), freed_bytes."`
+	JSON   bool `name:"json" help:"Print one JSON object: removed and kept runs, the failure-matrix replays (matrix), the snapshots (snapshots), freed_bytes."`
+	// SnapshotsMaxBytes overrides the config's snapshots.max_bytes (-1:
+	// the config's, else snapshot.DefaultMaxBytes).
+	SnapshotsMaxBytes int64 `name:"snapshots-max-bytes" default:"-1" help:"Disk the snapshots under RUNS_DIR/snapshots may take after the prune (default: the config's snapshots.max_bytes, else 2 GiB); 0 removes every snapshot no run holds."`
 }
 
 // Help explains prune.
@@ -142,18 +146,30 @@ the Go build caches kept between runs (caches.go); do that while no run is in pr
 It also removes the failure-matrix replays under RUNS_DIR/matrix that nothing needs: it keeps the folders
 of the latest full replay (validate-stage 3, named in RUNS_DIR/matrix/latest-replay.json), any folder a
 record names a run in, any folder holding a file named 'kept' ('fixtures replay --keep' writes one) and
-any folder a replay in progress holds. --keep counts runs only. The last line says how much was freed.`
+any folder a replay in progress holds. --keep counts runs only. Then it removes the snapshots of commits
+(RUNS_DIR/snapshots, the read-only trees sandboxed runs show Case), least recently used first, until the
+rest take at most the cap (--snapshots-max-bytes, else the config's snapshots.max_bytes, else 2 GiB); a
+snapshot a run in progress holds is never removed. The last line says how much was freed.`
 }
 
 // Run executes the command.
 func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
-	runs, err := runsDirAbs(g, env)
+	_, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
 	}
 	p, err := runlist.Prune(runs, c.Keep, c.DryRun)
 	if err != nil {
 		return usageError{err}
+	}
+	limit := c.SnapshotsMaxBytes
+	if limit < 0 {
+		limit = cfg.SnapshotMaxBytes(snapshot.DefaultMaxBytes)
+	}
+	p.Snapshots, err = snapshot.Prune(snapshot.Root(runs), limit, c.DryRun)
+	p.FreedBytes += p.Snapshots.FreedBytes
+	if err != nil {
+		return err
 	}
 	if c.Caches {
 		var freed int64
@@ -191,6 +207,9 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	for _, f := range p.Matrix.Removed {
 		fmt.Fprintf(env.Stdout, "%s the failure-matrix replay %s\n", verb, term(f.Dir))
 	}
+	for _, sn := range p.Snapshots.Removed {
+		fmt.Fprintf(env.Stdout, "%s the snapshot %s (%s, last used %s)\n", verb, term(sn.Dir), humanBytes(sn.Bytes), sn.LastUsed.UTC().Format(time.RFC3339))
+	}
 	stage, batches := 0, map[string]int{}
 	for _, r := range p.Kept {
 		switch {
@@ -212,6 +231,15 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	fmt.Fprintf(env.Stdout, "%s %d runs; kept %d (%d named by stage records%s)\n", verb, len(p.Removed), len(p.Kept), stage, byBatch)
 	if n := len(p.Matrix.Removed) + len(p.Matrix.Kept); n > 0 {
 		fmt.Fprintf(env.Stdout, "%s %d failure-matrix replay folders; kept %d (%s)\n", verb, len(p.Matrix.Removed), len(p.Matrix.Kept), keptMatrixSummary(p.Matrix.Kept))
+	}
+	if n := len(p.Snapshots.Removed) + len(p.Snapshots.Kept); n > 0 {
+		held := 0
+		for _, sn := range p.Snapshots.Kept {
+			if sn.Held {
+				held++
+			}
+		}
+		fmt.Fprintf(env.Stdout, "%s %d snapshots; kept %d (%d held by a run in progress) under the cap of %s\n", verb, len(p.Snapshots.Removed), len(p.Snapshots.Kept), held, humanBytes(p.Snapshots.MaxBytes))
 	}
 	fmt.Fprintf(env.Stdout, "%s %s (%d bytes)\n", map[bool]string{true: "would free", false: "freed"}[c.DryRun], humanBytes(p.FreedBytes), p.FreedBytes)
 	return nil

@@ -56,6 +56,9 @@ type Config struct {
 	// Worker is a batch worker's own policy: what a trial request cannot
 	// choose for it.
 	Worker *Worker `json:"worker,omitempty"`
+	// Snapshots bounds the snapshots of a commit's tree kept under the
+	// runs directory between runs (package snapshot).
+	Snapshots *Snapshots `json:"snapshots,omitempty"`
 	// Path is where Load read the config from (absolute); the sandbox hides
 	// it from Case.
 	Path string `json:"-"`
@@ -142,6 +145,22 @@ type Toolchain struct {
 	Paths []string          `json:"paths"`
 	Path  []string          `json:"path,omitempty"`
 	Env   map[string]string `json:"env,omitempty"`
+}
+
+// Snapshots is the snapshots key: how much disk `runs prune` leaves them.
+type Snapshots struct {
+	// MaxBytes is what the snapshots may take after a prune, which
+	// removes the least recently used beyond it (0: prune removes every
+	// one no run holds). Unset is snapshot.DefaultMaxBytes (2 GiB).
+	MaxBytes *int64 `json:"max_bytes,omitempty"`
+}
+
+// SnapshotMaxBytes is the snapshots' cap the config sets, or def.
+func (c Config) SnapshotMaxBytes(def int64) int64 {
+	if c.Snapshots == nil || c.Snapshots.MaxBytes == nil {
+		return def
+	}
+	return *c.Snapshots.MaxBytes
 }
 
 // Caches names the host caches to offer.

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/cto-harness/cto-harness/harness/snapshot"
 )
 
 // Pruned says what Prune removed and what it kept.
@@ -24,6 +26,8 @@ type Pruned struct {
 	Caches []string `json:"removed_caches,omitempty"`
 	// Matrix is what became of the failure-matrix replays (see PruneMatrix).
 	Matrix MatrixPruned `json:"matrix"`
+	// Snapshots is what became of the snapshots (snapshot.Prune).
+	Snapshots snapshot.Pruned `json:"snapshots"`
 	// FreedBytes is the disk space given back: removed runs with their
 	// workspaces, orphaned workspaces, matrix replays and caches.
 	FreedBytes int64 `json:"freed_bytes"`
