@@ -80,6 +80,8 @@ var adversarialParam = map[string]struct {
 	"unix-dgram":       {"PATH", "send a datagram to the host socket PATH from a UNIX socket and from a datagram socketpair", unixDgramReach},
 	"poison-go-cache":  {"FILE", "overwrite every entry of $GOCACHE and add FILE, a Go test that does the same to the verification's build cache", poisonGoCache},
 	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline, environ and mountinfo, plain and base64-decoded", procArgs},
+	"write-snapshot":   {"DIR", "write into DIR (the runs directory's snapshots), and into the tree of every snapshot listed there", writeSnapshot},
+	"await-copy":       {"PATH", "wait (at most a minute) until PATH exists, then copy what the fixture's README.md holds into the note", awaitCopy},
 }
 
 func sortedParamNames() []string {
@@ -377,5 +379,49 @@ func readSecret(name string) func(*caseRun) error {
 		// Only where it was seen is recorded, never the value.
 		c.attempt("read-secret", name, err, map[string]any{"in_env": inEnv, "in_proc_environ": inProc, "proc_environ_unreadable": procErrs})
 		return nil
+	}
+}
+
+// writeSnapshot tries to change the snapshots a sandboxed Case's fixture is
+// an overlay of: a new file in their directory, and each listed snapshot's
+// README.md. Every attempt must be denied (the runs directory is outside
+// the view, and overlayfs never writes a lower layer).
+func writeSnapshot(dir string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		p := filepath.Join(dir, "written-by-case.txt")
+		c.attempt("write-snapshot", p, os.WriteFile(p, []byte("written by the fake Case\n"), 0o644), nil)
+		ents, err := os.ReadDir(dir)
+		c.attempt("list-snapshots", dir, err, map[string]any{"entries": len(ents)})
+		for _, e := range ents {
+			t := filepath.Join(dir, e.Name(), "tree", "README.md")
+			c.attempt("write-snapshot", t, appendLine(t, "written into the snapshot by the fake Case\n"), nil)
+		}
+		return nil
+	}
+}
+
+// awaitCopy waits for PATH (a marker a test makes once it has changed the
+// source), then copies the fixture's README.md into the note: what Case
+// saw of a file the source changed during the run.
+func awaitCopy(path string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := os.Lstat(path); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s did not appear within a minute", path)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		data, err := os.ReadFile("README.md")
+		if err != nil {
+			return err
+		}
+		return c.writeNote("README.md: " + string(data))
 	}
 }

@@ -1,0 +1,152 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness"
+	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/snapshot"
+)
+
+// copiedSnapshot is the snapshot the run's fixture_copied event names; nil
+// when the fixture was not an overlay of one (this machine cannot mount).
+func copiedSnapshot(t *testing.T, rep *ctoharness.Report) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		var e struct {
+			Type ctoharness.EventType `json:"type"`
+			Data map[string]any       `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == ctoharness.EvFixtureCopied {
+			snap, _ := e.Data["snapshot"].(map[string]any)
+			return snap
+		}
+	}
+	t.Fatal("no fixture_copied event")
+	return nil
+}
+
+func runOnce(t *testing.T, o harness.Options) *ctoharness.Report {
+	t.Helper()
+	rep, err := harness.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestSnapshotAcrossRuns: a sandboxed run's fixture is an overlay of the
+// snapshot of its base, made by the first run at the commit and reused by
+// the next without being written again; a user editing the source during
+// a run no longer changes what Case sees (the run still ends
+// SOURCE_MUTATED); and a snapshot changed after its record blocks the next
+// run with SNAPSHOT_CHANGED, which still writes its evidence.
+func TestSnapshotAcrossRuns(t *testing.T) {
+	set := compile(t)
+	base, src := stage3(t, set)
+	first := runOnce(t, base)
+	snap := copiedSnapshot(t, first)
+	if snap == nil {
+		t.Skip("this machine cannot mount an overlay: fixtures are copies, with no snapshot")
+	}
+	if first.Status != ctoharness.StatusPass || snap["made"] != true {
+		t.Fatalf("first run: status %s blockers %v, snapshot %v", first.Status, first.Blockers, snap)
+	}
+	mustValidate(t, set, first, true)
+	dir := filepath.Join(snapshot.Root(base.RunsDir), snap["key"].(string))
+	var before unix.Stat_t
+	if err := unix.Lstat(filepath.Join(dir, snapshot.RecordFile), &before); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("reused", func(t *testing.T) {
+		rep := runOnce(t, base)
+		again := copiedSnapshot(t, rep)
+		if rep.Status != ctoharness.StatusPass || again["made"] != false || again["key"] != snap["key"] || again["record_sha256"] != snap["record_sha256"] {
+			t.Fatalf("second run: status %s blockers %v, snapshot %v (first %v)", rep.Status, rep.Blockers, again, snap)
+		}
+		var after unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, snapshot.RecordFile), &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.Ino != before.Ino || after.Mtim != before.Mtim || after.Ctim != before.Ctim {
+			t.Fatal("the second run made the snapshot again")
+		}
+		mustValidate(t, set, rep, true)
+	})
+
+	t.Run("source edited during the run", func(t *testing.T) {
+		readme := filepath.Join(src, "README.md")
+		orig, err := os.ReadFile(readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.WriteFile(readme, orig, 0o644)
+		o := base
+		id := "run-snapshot-edit"
+		o.NewRunID = func(int, time.Time) string { return id }
+		marker := filepath.Join(o.RunsDir, runlist.WorkDir, id, "scratch", "tmp", "source-edited")
+		o.Scenario = "await-copy=" + marker
+		// The scratch is made as Case is about to start, after the
+		// fixture: the source is edited then, and Case told.
+		go func() {
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Lstat(filepath.Dir(marker)); err == nil {
+					break
+				}
+			}
+			_ = os.WriteFile(readme, append(append([]byte{}, orig...), "edited during the run\n"...), 0o644)
+			_ = os.WriteFile(marker, nil, 0o644)
+		}()
+		rep := runOnce(t, o)
+		if !hasCode(rep, ctoharness.BlockSourceMutated) || !rep.SourceRepositoryMutated {
+			t.Fatalf("status %s blockers %v: the edit was not caught", rep.Status, rep.Blockers)
+		}
+		patch, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.PatchFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(patch), "+README.md: "+strings.SplitN(string(orig), "\n", 2)[0]) || strings.Contains(string(patch), "edited during the run") {
+			t.Fatalf("what Case saw of README.md is not the commit's:\n%s\nblockers %v", patch, rep.Blockers)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
+	t.Run("changed after its record", func(t *testing.T) {
+		p := filepath.Join(dir, snapshot.TreeDir, "README.md")
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("changed in the snapshot\n")
+		f.Close()
+		rep := runOnce(t, base)
+		if !hasCode(rep, ctoharness.BlockSnapshotChanged) || rep.Status == ctoharness.StatusPass || rep.CaseProcessStarted {
+			t.Fatalf("status %s blockers %v, Case started %v: want SNAPSHOT_CHANGED before Case", rep.Status, rep.Blockers, rep.CaseProcessStarted)
+		}
+		if _, err := os.Stat(filepath.Join(rep.RunArtifactDir, evidence.ReportJSON)); err != nil {
+			t.Fatal(err)
+		}
+		mustValidate(t, set, rep, false)
+	})
+}
