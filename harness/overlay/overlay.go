@@ -5,10 +5,11 @@
 // Whatever is written through the mount lands in the upper layer;
 // overlayfs never writes a lower layer, so the source stays untouched.
 //
-// The fixture Case works in and the verification checkout are both made
-// this way where the machine allows it. What the mount shows is the
-// worktree's bytes, not the tree's: the caller still proves them (package
-// fixture hashes them, or holds them to the source proof).
+// The verification checkout is made this way where the machine allows it.
+// What the mount shows is the worktree's bytes, not the tree's: the caller
+// still proves them (package fixture holds them to the source proof, or
+// hashes them). Lower mounts a directory that holds exactly a tree (the
+// fixture's lower layer, package snapshot) with nothing to hide.
 package overlay
 
 import (
