@@ -98,7 +98,10 @@ type Copy struct {
 	// linksOut are the baseline's symlinks leading out of the fixture: the
 	// clean-end proof of an overlay lists them without walking it.
 	linksOut []string
-	in       Input
+	// snapErr says why the base's snapshot could not be made ("": it was,
+	// or none was tried), for fixture_copied.
+	snapErr string
+	in      Input
 }
 
 // Release detaches what the copy holds mounted once no step needs it: the
@@ -183,6 +186,9 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	}
 	copied := map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
 		"overlay": c.mount != nil}
+	if c.snapErr != "" {
+		copied["snapshot_unavailable"] = c.snapErr
+	}
 	if c.snap != nil {
 		copied["snapshot"] = map[string]any{"key": c.snap.Key, "record_sha256": c.snap.RecordDigest, "made": c.snap.Made,
 			"listing_digest": c.snap.Record.Listing, "signing_key_id": c.snap.Record.SigningKeyID}
@@ -271,11 +277,18 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 	snap, err := snapshot.Open(ctx, snapshot.Input{Root: c.in.Snapshots, SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir,
 		Commit: s.Report.Commits.BaseCommit, Tree: s.Report.Commits.BaseTree, Checkout: ci, Signer: c.in.Signer, Now: s.Clock,
 		Tracer: s.Trace, Progress: c.in.Progress})
-	if errors.Is(err, snapshot.ErrNeedsCopy) {
+	var be *ctoharness.BlockerError
+	switch {
+	case errors.As(err, &be) && be.Blocker.Code == ctoharness.BlockSnapshotChanged:
+		return res, nil, err // never worked around: something wrote it
+	case errors.Is(err, snapshot.ErrNeedsCopy):
 		return res, nil, errNoOverlay
-	}
-	if err != nil {
-		return res, nil, err
+	case err != nil:
+		// It could not be made (an LFS object missing, the disk): the
+		// fixture is made another way, which proves itself and reports
+		// what is wrong with the source as it always did.
+		c.snapErr = err.Error()
+		return res, nil, errNoOverlay
 	}
 	c.snap = snap
 	m, err := overlay.Lower(ctx, overlay.Input{Source: snap.TreeDir(), Dest: in.Dest, Upper: upper, Work: work, Tracer: s.Trace})
