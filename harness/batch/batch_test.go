@@ -790,3 +790,22 @@ func TestAgentsInFlight(t *testing.T) {
 		t.Errorf("the capped agent's trials took %v: its bound did not hold", took)
 	}
 }
+
+// MemoryBound leaves a number the memory holds as it is and bounds one it
+// does not, saying so with the figures; it never gives less than one.
+func TestMemoryBound(t *testing.T) {
+	if n, why := batch.MemoryBound(1); n != 1 || why != "" {
+		t.Errorf("one trial: %d %q, want 1 and no reason", n, why)
+	}
+	if n, _ := batch.MemoryBound(0); n != 1 {
+		t.Errorf("zero trials: %d, want at least 1", n)
+	}
+	huge := 1 << 40 // far more trials than any machine's memory holds
+	n, why := batch.MemoryBound(huge)
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("no /proc/meminfo: the memory is unknown here")
+	}
+	if n >= huge || n < 1 || !strings.Contains(why, "bounded by memory") || !strings.Contains(why, "MiB available") {
+		t.Errorf("%d trials: %d %q, want a bound the memory sets and its reason", huge, n, why)
+	}
+}

@@ -213,13 +213,26 @@ func ConcurrencyFor(p Plan) (n int, why string) {
 		n += DefaultConcurrency() // the fake Case's trials are the processor's
 	}
 	n = min(n, max(len(p.Trials), 1))
-	if mem := availableMemory(); mem > 0 {
-		if m := max(int(mem/TrialMemory), 1); m < n {
-			return m, fmt.Sprintf("%d trials at once, bounded by memory: %d MiB available, %d MiB per trial; free memory or give --concurrency to change it",
-				m, mem>>20, TrialMemory>>20)
-		}
+	if m, why := MemoryBound(n); why != "" {
+		return m, why + "; free memory or give --concurrency to change it"
 	}
 	return max(n, 1), ""
+}
+
+// MemoryBound is n trials at once bounded by this machine's available
+// memory at TrialMemory a trial (at least one), and why when memory is
+// what bounded it ("" otherwise, or when the memory is unknown). Batch run
+// and a NATS worker size their defaults with it alike.
+func MemoryBound(n int) (int, string) {
+	n = max(n, 1)
+	mem := availableMemory()
+	if mem == 0 {
+		return n, ""
+	}
+	if m := max(int(mem/TrialMemory), 1); m < n {
+		return m, fmt.Sprintf("%d trials at once, bounded by memory: %d MiB available, %d MiB per trial", m, mem>>20, TrialMemory>>20)
+	}
+	return n, ""
 }
 
 // runTrial makes the attempts one trial still needs.
