@@ -127,6 +127,11 @@ type NetworkAllow struct {
 // Worker is what a batch worker decides itself, whatever a request says.
 type Worker struct {
 	Agents []WorkerAgent `json:"agents,omitempty"`
+	// Slots is how many trials the worker runs at once (cto-harness worker
+	// --slots overrides it); 0 is the worker's default, bounded by memory.
+	// Trials that wait on a hosted model are bounded by its quota, not by
+	// the cores.
+	Slots int `json:"slots,omitempty"`
 }
 
 // WorkerAgent is the endpoint and key variable a worker gives one kind of

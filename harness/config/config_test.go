@@ -67,3 +67,29 @@ func TestAgentStallSeconds(t *testing.T) {
 		}
 	}
 }
+
+// worker.slots is read; zero, negative, absurd and non-integer values are
+// refused by the schema rather than taken as the default.
+func TestWorkerSlots(t *testing.T) {
+	set, err := schemas.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := set.Validator(schemas.Config)
+	for _, c := range []struct {
+		slots string
+		ok    bool
+		want  int
+	}{{"", true, 0}, {`"slots":24`, true, 24}, {`"slots":0`, false, 0}, {`"slots":-1`, false, 0}, {`"slots":100000`, false, 0},
+		{`"slots":2.5`, false, 0}, {`"slots":"8"`, false, 0}} {
+		data := `{"owned_sources":[],"target_repository_roots":[],"worker":{` + c.slots + `}}`
+		cfg, err := config.Parse([]byte(data), "test", validate)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok %v", c.slots, err, c.ok)
+			continue
+		}
+		if err == nil && cfg.Worker.Slots != c.want {
+			t.Errorf("%s: slots %d, want %d", c.slots, cfg.Worker.Slots, c.want)
+		}
+	}
+}
