@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ const (
 	envAckWait = "NATSEXEC_TEST_ACK_WAIT"
 	envCoord   = "NATSEXEC_TEST_COORDINATOR_KEY" // the coordinator's public key file
 	envNkey    = "NATSEXEC_TEST_NKEY"            // the worker's NATS nkey seed file
+	envSlots   = "NATSEXEC_TEST_SLOTS"           // the worker's trials at once
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +89,7 @@ func workerMain(url string) int {
 	w.Coordinators = []attest.PublicKey{coord}
 	w.URL, w.AckWait, w.Log = url, ackWait, os.Stderr
 	w.Auth.NkeyFile = os.Getenv(envNkey)
+	w.Slots, _ = strconv.Atoi(os.Getenv(envSlots))
 	if err := w.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -329,8 +332,8 @@ func (w *world) records(t *testing.T) []batch.TrialRecord {
 }
 
 // Three worker processes on a server that admits only the documented
-// roles, each worker with its own NATS nkey; one is killed (SIGKILL) as
-// soon as it starts a trial. Its trial is delivered again after ack_wait,
+// roles, each worker with its own NATS nkey and one slot; one is killed
+// (SIGKILL) as soon as it starts a trial. Its trial is delivered again after ack_wait,
 // and every trial is counted exactly once.
 func TestThreeWorkersOneKilled(t *testing.T) {
 	w := newWorld(t, 6)
@@ -351,7 +354,7 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 	for i, keyFile := range keyFiles {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), envWorker+"="+w.url, envRuns+"="+filepath.Join(w.dir, "workers", fmt.Sprint(i)), envKey+"="+keyFile,
-			envOwned+"="+w.owned, envAckWait+"=3s", envCoord+"="+w.coordFile, envNkey+"="+seeds[i])
+			envOwned+"="+w.owned, envAckWait+"=3s", envCoord+"="+w.coordFile, envNkey+"="+seeds[i], envSlots+"=1")
 		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -399,8 +402,8 @@ func TestThreeWorkersOneKilled(t *testing.T) {
 	if c.Done != 6 {
 		t.Fatalf("%d of 6 trials done", c.Done)
 	}
-	// Running counts what workers took: never more than the three workers,
-	// while the rest wait in the queue.
+	// Running counts what workers took: never more than the three workers'
+	// one slot each, while the rest wait in the queue.
 	if maxRunning > 3 || maxRunning == 0 || maxQueued < 3 {
 		t.Errorf("at most %d running and %d queued at once; want 1..3 running (3 workers) and at least 3 of 6 queued", maxRunning, maxQueued)
 	}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,14 +38,40 @@ type Worker struct {
 	// MaxHold caps how long in-progress acks keep one trial (0: the task's
 	// timeouts and a margin, see maxHold).
 	MaxHold time.Duration
+	// Slots is how many trials the worker holds at once (0: SlotsFor's
+	// default). It fetches only while a slot is free, so what it cannot
+	// start stays on the server for other workers.
+	Slots int
 	// Fetched, when set, is told each time a verified trial is taken
-	// (tests); Dropped each time a message is dropped unrun.
-	Fetched func(Request)
-	Dropped func(error)
+	// (tests); Released each time a taken trial is let go (answered or
+	// handed back); Dropped each time a message is dropped unrun.
+	Fetched  func(Request)
+	Released func(Request)
+	Dropped  func(error)
 }
 
-// Run takes trials until ctx is cancelled. A trial in hand when ctx is
-// cancelled is handed back (nak) for another worker.
+// DefaultSlots is a worker's trials at once when neither --slots nor the
+// config's worker.slots says: a coding agent's default max_in_flight, as
+// the local executor runs, since such trials wait on a hosted model.
+const DefaultSlots = batch.DefaultMaxInFlight
+
+// SlotsFor is the trials at once of a worker asked for n: n itself when it
+// is set (the operator sized it), else DefaultSlots bounded by memory, with
+// why when memory is what bounded it ("" otherwise).
+func SlotsFor(n int) (int, string) {
+	if n > 0 {
+		return n, ""
+	}
+	m, why := batch.MemoryBound(DefaultSlots)
+	if why != "" {
+		why += "; free memory, or give --slots (or the config's worker.slots) to change it"
+	}
+	return m, why
+}
+
+// Run takes trials until ctx is cancelled, up to Slots at once. Every
+// trial in hand when ctx is cancelled is handed back (nak) for another
+// worker before Run returns.
 func (w Worker) Run(ctx context.Context) error {
 	signer := w.Local.Base.Signing.Signer
 	if signer == nil {
@@ -64,6 +92,10 @@ func (w Worker) Run(ctx context.Context) error {
 	keyID := signer.Public().ID
 	w.Local.Worker = keyID
 	w.Local.Unchecked = true // the coordinator validates the run it downloads
+	slots, why := SlotsFor(w.Slots)
+	if why != "" {
+		fmt.Fprintf(w.Log, "worker %s: %s\n", keyID, why)
+	}
 	c, err := dial(w.URL, "cto-harness worker "+keyID, workerInbox(keyID), w.Auth)
 	if err != nil {
 		return err
@@ -76,50 +108,135 @@ func (w Worker) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	fmt.Fprintf(w.Log, "worker %s: waiting for trials at %s\n", keyID, w.URL)
-	ran := map[string]bool{} // request nonces this process has run
-	for ctx.Err() == nil {
-		msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			fmt.Fprintf(w.Log, "worker %s: fetch: %v\n", keyID, err)
-			time.Sleep(time.Second)
-			continue
-		}
-		for msg := range msgs.Messages() {
-			w.handle(ctx, c, cons, msg, keyID, ran)
-		}
-	}
+	fmt.Fprintf(w.Log, "worker %s: waiting for trials at %s, %d at once\n", keyID, w.URL, slots)
+	w.serve(ctx, c, cons, keyID, slots)
+	// The naks and acks of the last trials go out before the connection
+	// closes.
+	_ = c.nc.FlushTimeout(5 * time.Second)
 	return nil
 }
 
-func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string, ran map[string]bool) {
-	req, _, err := OpenRequest(ctx, msg.Data(), w.Coordinators, w.Clock())
-	if err == nil && ran[req.Nonce] {
-		err = fmt.Errorf("%w: request nonce %s was run here already (a replayed request)", ErrRequest, req.Nonce)
-	}
-	if err != nil {
-		// Unsigned, signed by no coordinator of this worker's, expired,
-		// malformed or replayed: never run, never answered.
-		fmt.Fprintf(w.Log, "worker %s: a trial message was dropped: %v\n", keyID, err)
-		if w.Dropped != nil {
-			w.Dropped(err)
+// serve fetches one request whenever a slot is free and handles each in
+// its own goroutine; it returns when ctx is cancelled and every trial in
+// hand has been answered or handed back.
+func (w Worker) serve(ctx context.Context, c *conn, cons jetstream.Consumer, keyID string, slots int) {
+	free := make(chan struct{}, slots) // one token per trial in hand
+	ran := &nonces{seen: map[string]*taking{}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case free <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
-		_ = msg.Term()
-		return
-	}
-	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered < 5 {
-		for _, a := range req.Avoid {
-			if a == keyID {
-				_ = msg.NakWithDelay(500 * time.Millisecond) // let a worker that has not failed it take it
+		if ctx.Err() != nil {
+			return
+		}
+		msgs, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			<-free
+			if ctx.Err() != nil {
 				return
 			}
+			fmt.Fprintf(w.Log, "worker %s: fetch: %v\n", keyID, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
 		}
+		msg, ok := <-msgs.Messages() // Fetch(1): one message at most
+		if !ok {
+			<-free
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-free }()
+			w.handle(ctx, c, cons, msg, keyID, ran)
+		}()
 	}
+}
+
+// nonces are the request nonces this process has taken, each with the
+// stream sequence of the message that brought it and whether its trial is
+// still in hand. Taking one is a single step under the lock, so of two
+// copies of a request handled at once only one runs.
+type nonces struct {
+	mu   sync.Mutex
+	seen map[string]*taking
+}
+
+type taking struct {
+	seq    uint64
+	inHand bool
+}
+
+// verdict is what a request's nonce says about running it here.
+type verdict int
+
+const (
+	fresh    verdict = iota // never taken here: it may run
+	replayed                // taken before: never runs again
+	// running: the server delivered again the message of a trial still in
+	// hand here (its in-progress acks stopped because the run outlived its
+	// limits); it is left for another worker, neither run nor dropped.
+	running
+)
+
+// check is the nonce's verdict for a message with stream sequence seq.
+func (n *nonces) check(nonce string, seq uint64) verdict {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.verdictLocked(nonce, seq)
+}
+
+func (n *nonces) verdictLocked(nonce string, seq uint64) verdict {
+	t, ok := n.seen[nonce]
+	switch {
+	case !ok:
+		return fresh
+	case t.inHand && seq != 0 && t.seq == seq:
+		return running
+	}
+	return replayed
+}
+
+// take takes the nonce for the message with stream sequence seq when its
+// verdict is fresh, and returns the verdict.
+func (n *nonces) take(nonce string, seq uint64) verdict {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v := n.verdictLocked(nonce, seq)
+	if v == fresh {
+		n.seen[nonce] = &taking{seq: seq, inHand: true}
+	}
+	return v
+}
+
+// release says the nonce's trial is no longer in hand; the nonce stays
+// taken.
+func (n *nonces) release(nonce string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if t, ok := n.seen[nonce]; ok {
+		t.inHand = false
+	}
+}
+
+func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, msg jetstream.Msg, keyID string, ran *nonces) {
+	req, ok := w.admit(ctx, msg, keyID, ran)
+	if !ok {
+		return
+	}
+	defer ran.release(req.Nonce)
 	if w.Fetched != nil {
 		w.Fetched(req)
+	}
+	if w.Released != nil {
+		defer w.Released(req)
 	}
 	fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d started\n", keyID, req.Trial.ID, req.Attempt)
 	if data, err := json.Marshal(Result{RequestID: req.RequestID, BatchID: req.Trial.BatchID, TrialID: req.Trial.ID, Attempt: req.Attempt,
@@ -127,38 +244,9 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 		// Progress only: a lost one costs the coordinator's display.
 		_ = c.nc.Publish(ResultsPrefix+req.Trial.BatchID, data)
 	}
-	// Keep the trial ours while it runs: an in-progress ack resets the
-	// server's ack-wait timer. Should this process die, the acks stop and
-	// the trial is delivered to another worker after ack_wait.
-	ackWait := w.AckWait
-	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
-		ackWait = info.Config.AckWait
-	}
-	// The extension is capped by what the trial's own limits allow: a run
-	// that outlives them is stuck, and its trial goes to another worker.
-	hold := w.maxHold(req.Trial)
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(ackWait / 3)
-		defer t.Stop()
-		capped := time.NewTimer(hold)
-		defer capped.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-capped.C:
-				fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d has run for %s, longer than its limits allow: no more in-progress acks, so the server may give it to another worker\n",
-					keyID, req.Trial.ID, req.Attempt, hold)
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	ran[req.Nonce] = true
+	stop := w.holdWhileRunning(msg, cons, req, keyID)
 	res := w.run(ctx, c, req, keyID)
-	close(stop)
+	stop()
 	if ctx.Err() != nil {
 		_ = msg.Nak() // stopping: another worker takes it now
 		return
@@ -180,6 +268,83 @@ func (w Worker) handle(ctx context.Context, c *conn, cons jetstream.Consumer, ms
 		fmt.Fprintf(w.Log, "worker %s: ack trial %s: %v (it may run again; it is counted once)\n", keyID, req.Trial.ID, err)
 	}
 	fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d finished: %s\n", keyID, req.Trial.ID, req.Attempt, describeResult(res))
+}
+
+// admit decides whether a message is a trial this worker runs: signed by
+// one of its coordinators, not expired, not taken here before (the nonce
+// is taken as it is admitted), and not one it should leave to others.
+// Anything else is dropped (never run, never answered) or handed back.
+func (w Worker) admit(ctx context.Context, msg jetstream.Msg, keyID string, ran *nonces) (Request, bool) {
+	req, _, err := OpenRequest(ctx, msg.Data(), w.Coordinators, w.Clock())
+	var seq uint64
+	meta, merr := msg.Metadata()
+	if merr == nil {
+		seq = meta.Sequence.Stream
+	}
+	v := fresh
+	if err == nil {
+		v = ran.check(req.Nonce, seq)
+		if v == fresh && merr == nil && meta.NumDelivered < 5 && slices.Contains(req.Avoid, keyID) {
+			_ = msg.NakWithDelay(500 * time.Millisecond) // let a worker that has not failed it take it
+			return req, false
+		}
+		if v == fresh {
+			v = ran.take(req.Nonce, seq) // a copy handled at the same time may have taken it first
+		}
+	}
+	switch {
+	case err == nil && v == running:
+		fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d was delivered again while it still runs here: left for another worker\n", keyID, req.Trial.ID, req.Attempt)
+		_ = msg.NakWithDelay(500 * time.Millisecond)
+		return req, false
+	case err == nil && v == replayed:
+		err = fmt.Errorf("%w: request nonce %s was run here already (a replayed request)", ErrRequest, req.Nonce)
+	}
+	if err != nil {
+		// Unsigned, signed by no coordinator of this worker's, expired,
+		// malformed or replayed.
+		fmt.Fprintf(w.Log, "worker %s: a trial message was dropped: %v\n", keyID, err)
+		if w.Dropped != nil {
+			w.Dropped(err)
+		}
+		_ = msg.Term()
+		return req, false
+	}
+	return req, true
+}
+
+// holdWhileRunning keeps the trial this worker's while it runs: an
+// in-progress ack resets the server's ack-wait timer. Should this process
+// die, the acks stop and the trial is delivered to another worker after
+// ack_wait. The extension is capped by what the trial's own limits allow:
+// a run that outlives them is stuck, and its trial goes to another worker.
+// The returned func stops the acks.
+func (w Worker) holdWhileRunning(msg jetstream.Msg, cons jetstream.Consumer, req Request, keyID string) func() {
+	ackWait := w.AckWait
+	if info := cons.CachedInfo(); info != nil && info.Config.AckWait > 0 {
+		ackWait = info.Config.AckWait
+	}
+	hold := w.maxHold(req.Trial)
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(ackWait / 3)
+		defer t.Stop()
+		capped := time.NewTimer(hold)
+		defer capped.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-capped.C:
+				fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d has run for %s, longer than its limits allow: no more in-progress acks, so the server may give it to another worker\n",
+					keyID, req.Trial.ID, req.Attempt, hold)
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(stop) }
 }
 
 // holdMargin is the time a run may take beyond its task's own timeouts
