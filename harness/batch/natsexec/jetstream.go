@@ -40,6 +40,9 @@ func dial(url, name, inbox string, auth Auth) (*conn, error) {
 	return &conn{nc: nc, js: js}, nil
 }
 
+// maxAckPending is the workers' consumer's bound on requests in hand.
+const maxAckPending = 10000
+
 // createStreams makes (or updates) the streams and the workers' consumer:
 // the coordinator's part. Workers cannot; they wait for it (bindWorker).
 func (c *conn) createStreams(ctx context.Context, ackWait time.Duration) error {
@@ -52,8 +55,16 @@ func (c *conn) createStreams(ctx context.Context, ackWait time.Duration) error {
 		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 7 * 24 * time.Hour, Replicas: replicas(ctx, js, ResultsStream)}); err != nil {
 		return fmt.Errorf("JetStream stream %s: %w", ResultsStream, err)
 	}
+	// MaxAckPending bounds the requests delivered to workers and not yet
+	// acknowledged, over every worker at once: it is what the workers'
+	// slots hold (each worker holds at most its slots, plus a request it is
+	// handing back), never what waits in the queue. 10000 is far above any
+	// fleet of workers × slots this is for (a thousand workers of 8 slots),
+	// so it never throttles them; a batch of more trials than that still
+	// queues them all. It does not follow one batch's trials: the consumer
+	// is shared by every batch on the server.
 	cfg := jetstream.ConsumerConfig{Durable: WorkerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait,
-		MaxDeliver: -1, MaxAckPending: 10000}
+		MaxDeliver: -1, MaxAckPending: maxAckPending}
 	if _, err := js.CreateOrUpdateConsumer(ctx, TrialsStream, cfg); err != nil {
 		return fmt.Errorf("the workers' consumer: %w", err)
 	}

@@ -172,6 +172,7 @@ type nonces struct {
 type taking struct {
 	seq    uint64
 	inHand bool
+	said   bool // the worker's log said it was delivered again
 }
 
 // verdict is what a request's nonce says about running it here.
@@ -214,6 +215,19 @@ func (n *nonces) take(nonce string, seq uint64) verdict {
 		n.seen[nonce] = &taking{seq: seq, inHand: true}
 	}
 	return v
+}
+
+// firstAgain says whether this is the first time the nonce's message came
+// back while its trial is in hand (the log says so once).
+func (n *nonces) firstAgain(nonce string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.seen[nonce]
+	if !ok || t.said {
+		return false
+	}
+	t.said = true
+	return true
 }
 
 // release says the nonce's trial is no longer in hand; the nonce stays
@@ -294,7 +308,9 @@ func (w Worker) admit(ctx context.Context, msg jetstream.Msg, keyID string, ran 
 	}
 	switch {
 	case err == nil && v == running:
-		fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d was delivered again while it still runs here: left for another worker\n", keyID, req.Trial.ID, req.Attempt)
+		if ran.firstAgain(req.Nonce) {
+			fmt.Fprintf(w.Log, "worker %s: trial %s attempt %d was delivered again while it still runs here: left for another worker\n", keyID, req.Trial.ID, req.Attempt)
+		}
 		_ = msg.NakWithDelay(500 * time.Millisecond)
 		return req, false
 	case err == nil && v == replayed:
