@@ -49,20 +49,26 @@ func boundTo(t batch.Trial, a, d batch.Attempt) []string {
 	return errs
 }
 
+// maxSlots is the most trials at once a worker takes (the config schema's
+// bound on worker.slots too).
+const maxSlots = 1024
+
 // WorkerCmd is `cto-harness worker`.
 type WorkerCmd struct {
 	NATS            string        `name:"nats" required:"" help:"The NATS JetStream server to take trials from." placeholder:"URL"`
 	CoordinatorKeys []string      `name:"coordinator-key" sep:"none" type:"path" placeholder:"FILE" help:"A coordinator's public key (PEM), besides the config's signing.coordinator_keys: only requests it signed are run; repeatable."`
 	AckWait         time.Duration `name:"ack-wait" default:"2m" help:"Used only when the server does not say (the coordinator sets the workers' consumer's ack wait): how long a silent worker keeps a trial."`
+	Slots           int           `name:"slots" placeholder:"N" help:"Trials this worker runs at once (default: the config's worker.slots, else 8, bounded by memory at 768 MiB a trial). Trials that wait on a hosted model are bounded by its quota, not by the cores: see docs/batch.md."`
 	NATSAuth        natsAuthFlags `embed:""`
 }
 
 // Help explains a worker.
 func (WorkerCmd) Help() string {
-	return `Takes batch trials published by 'cto-harness batch run SPEC --nats URL', one at a time, runs each as a
-stage-3 run in this machine's runs directory, signs it with this machine's key, and uploads the run
-directory (without the fixture copy) to the JetStream object store. While a trial runs the worker sends
-in-progress acks; if it dies, the trial goes to another worker after the ack wait.
+	return `Takes batch trials published by 'cto-harness batch run SPEC --nats URL', up to --slots at once (it
+fetches only while a slot is free), runs each as a stage-3 run in this machine's runs directory, signs
+it with this machine's key, and uploads the run directory (without the fixture copy) to the JetStream
+object store. While a trial runs the worker sends in-progress acks; if it dies, the trial goes to
+another worker after the ack wait.
 
 A request runs only when a coordinator key this worker lists signed it and it has not expired; anything
 else is dropped, logged and never run. The worker's own config decides what a request cannot: every
@@ -75,12 +81,15 @@ coordinator lists (its config's signing.worker_keys, or --worker-key); the coord
 (signing.coordinator_keys in this machine's config, or --coordinator-key); the stage gates CTO_HARNESS_ALLOW_CASE=1 and CTO_HARNESS_CASE_STAGE=3;
 the batch's sources at the same paths as on the coordinator, owned in this machine's config; on a server
 with authentication, this worker's NATS nkey (--nats-nkey; 'cto-harness batch nats-users' makes them). Stages 1 and
-2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands a running
-trial back and stops. See docs/batch.md.`
+2 are validated in the runs directory before the first trial is taken. SIGINT or SIGTERM hands every
+running trial back and stops. See docs/batch.md.`
 }
 
 // Run executes the command.
 func (c *WorkerCmd) Run(g *Globals, env *Env) error {
+	if c.Slots < 0 || c.Slots > maxSlots {
+		return usagef("--slots %d: give the trials this worker runs at once, 1 to %d (without it, the config's worker.slots or the default)", c.Slots, maxSlots)
+	}
 	set, cfg, runs, err := g.setup(env)
 	if err != nil {
 		return err
@@ -106,8 +115,16 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 		Config: cfg, Signing: keys}); err != nil {
 		return fmt.Errorf("a worker runs stage-3 trials, which need stages 1 and 2 validated in %s: %w", runs, err)
 	}
-	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s\n", keys.Signer.Public().ID, runs)
-	w := natsexec.Worker{URL: c.NATS, Auth: c.NATSAuth.auth(), AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators,
+	asked := c.Slots
+	if asked == 0 && cfg.Worker != nil {
+		asked = cfg.Worker.Slots
+	}
+	slots, why := natsexec.SlotsFor(asked)
+	if why != "" {
+		fmt.Fprintf(env.Stderr, "worker: %s\n", why)
+	}
+	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s, %d trials at once\n", keys.Signer.Public().ID, runs, slots)
+	w := natsexec.Worker{URL: c.NATS, Auth: c.NATSAuth.auth(), AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators, Slots: slots,
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
 			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
 	if err := w.Run(env.Ctx); err != nil {
