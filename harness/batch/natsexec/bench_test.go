@@ -34,20 +34,7 @@ import (
 // which load does not change.
 func BenchmarkBatch20(b *testing.B) {
 	w := newWorld(b, 20)
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := config.Config{OwnedSources: []string{w.owned}}
-	runs := filepath.Join(w.dir, "local")
-	keys, err := attest.Ephemeral() // signed, as every run is by default
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
-		b.Fatal(err)
-	}
-	local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}
+	local := w.local(b)
 	var pubs []attest.PublicKey
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -61,15 +48,7 @@ func BenchmarkBatch20(b *testing.B) {
 	// Each phase is its own batch (a fresh store), so nothing is skipped.
 	cpus := map[string]time.Duration{} // processor time of each phase
 	run := func(name string, conc int, runner func(batch.Plan, batch.Store) (batch.Runner, func())) time.Duration {
-		p := w.plan
-		p.BatchID = fmt.Sprintf("%s-%s-%d", p.BatchID, name, time.Now().UnixNano())
-		for i := range p.Trials {
-			p.Trials[i].BatchID = p.BatchID
-		}
-		st, err := batch.OpenStore(filepath.Join(w.dir, "coordinator"), p.BatchID)
-		if err != nil {
-			b.Fatal(err)
-		}
+		p, st := w.fresh(b, name)
 		r, done := runner(p, st)
 		defer done()
 		start, cpu0 := time.Now(), cpuTime()
@@ -152,6 +131,43 @@ func BenchmarkBatch20(b *testing.B) {
 	b.ReportMetric(cpus["seq"].Seconds()/seq.Seconds(), "seq-cores")
 	b.ReportMetric(cpus["local2"].Seconds()/par.Seconds(), "local2-cores")
 	b.ReportMetric(cpus["nats2"].Seconds()/nts.Seconds(), "nats2-cores")
+}
+
+// local is a local executor with its own runs directory (stage 2
+// validated there) and an ephemeral key: every run signed, as by default.
+func (w *world) local(b *testing.B) batch.Local {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := config.Config{OwnedSources: []string{w.owned}}
+	runs := filepath.Join(w.dir, "local")
+	keys, err := attest.Ephemeral()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
+		b.Fatal(err)
+	}
+	return batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}
+}
+
+// fresh is the world's plan as a batch of its own (a new id, a new store),
+// so that nothing of an earlier phase is skipped.
+func (w *world) fresh(b *testing.B, name string) (batch.Plan, batch.Store) {
+	b.Helper()
+	p := w.plan
+	p.BatchID = fmt.Sprintf("%s-%s-%d", p.BatchID, name, time.Now().UnixNano())
+	p.Trials = append([]batch.Trial(nil), p.Trials...)
+	for i := range p.Trials {
+		p.Trials[i].BatchID = p.BatchID
+	}
+	st, err := batch.OpenStore(filepath.Join(w.dir, "coordinator"), p.BatchID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, st
 }
 
 // cpuTime is the user and system time of this process and its waited-for
