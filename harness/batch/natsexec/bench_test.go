@@ -23,8 +23,8 @@ import (
 
 // BenchmarkBatch20 times 20 fake-lane trials three ways: one at a time and
 // two at a time with the local executor, and two at a time through NATS
-// JetStream (embedded server, two in-process workers, each with its own
-// runs directory and key; the coordinator downloads and re-validates every
+// JetStream (embedded server, two in-process workers of one slot each,
+// each with its own runs directory and key; the coordinator downloads and re-validates every
 // run). It reports the ratios the batch is held to: local2/seq (target
 // <= 0.6) and nats2/local2 (target <= 1.1). The machine is shared: each op
 // runs the three phases three times, each time in another order, and the
@@ -42,7 +42,8 @@ func BenchmarkBatch20(b *testing.B) {
 		signer, pub, _ := w.key(b, fmt.Sprint("w", i))
 		pubs = append(pubs, pub)
 		wk := newWorkerOn(w.set, filepath.Join(w.dir, "workers", fmt.Sprint(i)), w.owned, signer)
-		wk.URL, wk.AckWait, wk.Coordinators = w.url, 30*time.Second, []attest.PublicKey{w.coordPub}
+		// One slot each: two trials at once, as the local phase runs.
+		wk.URL, wk.AckWait, wk.Coordinators, wk.Slots = w.url, 30*time.Second, []attest.PublicKey{w.coordPub}, 1
 		go func() { _ = wk.Run(ctx) }()
 	}
 	// Each phase is its own batch (a fresh store), so nothing is skipped.
