@@ -147,7 +147,10 @@ func (w Worker) serve(ctx context.Context, c *conn, cons jetstream.Consumer, key
 			continue
 		}
 		msg, ok := <-msgs.Messages() // Fetch(1): one message at most
-		if !ok {
+		if !ok || ctx.Err() != nil {
+			if ok {
+				_ = msg.Nak() // it came as the worker stopped: another worker takes it now
+			}
 			<-free
 			continue
 		}
