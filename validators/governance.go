@@ -77,19 +77,23 @@ func checkFrontMatter(path string, r io.Reader) error {
 	return nil
 }
 
-func (s *stageRun) governance() {
+// governance checks the documents stage 3 requires; false (one is missing
+// or malformed) stops the stage before any run.
+func (s *stageRun) governance() bool {
 	const name = "governance_documents"
 	s.check(name)
 	// Without a harness root the copies built into the binary are checked,
 	// so validation does not depend on the working directory.
 	root := s.o.HarnessRoot
+	ok := true
 	for _, doc := range GovernanceDocs() {
 		check := checkEmbeddedDoc(doc)
 		if root != "" {
 			check = CheckGovernanceDoc(filepath.Join(root, doc))
 		}
 		if check != nil {
-			s.failf(name, check)
+			ok = s.failf(name, check)
 		}
 	}
+	return ok
 }

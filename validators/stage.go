@@ -101,8 +101,10 @@ func Stage(ctx context.Context, n int, o StageOptions) StageResult {
 		s.fail("%s is not approved and cannot be validated", st)
 		return res
 	}
-	if n == 3 {
-		s.governance()
+	// Without its governance documents stage 3 cannot validate, whatever
+	// its runs show: say so at once rather than after the whole matrix.
+	if n == 3 && !s.governance() {
+		return res
 	}
 	if n >= 2 && !s.requirePrevious(ctx, n-1) {
 		return res

@@ -561,12 +561,20 @@ func TestGovernanceDocs(t *testing.T) {
 	if err := validators.CheckGovernanceDoc(filepath.Join(dir, "absent.md")); err == nil {
 		t.Error("a missing document accepted")
 	}
-	// Stage 3 validation without the documents is not ok.
-	o, _ := stageOpts(t, t.TempDir())
+	// Stage 3 validation without the documents is not ok, and stops
+	// before it runs anything: no stage is validated, no row replayed.
+	runs := t.TempDir()
+	o, _ := stageOpts(t, runs)
 	o.HarnessRoot = dir
 	res := validators.Stage(context.Background(), 3, o)
-	if res.OK || !strings.HasPrefix(res.Errors[0], "governance_documents:") {
+	if res.OK || len(res.Errors) == 0 || !strings.HasPrefix(res.Errors[0], "governance_documents:") {
 		t.Fatalf("stage 3 validated without governance documents: %v", res.Errors)
+	}
+	if len(res.Checked) != 1 || res.PassArtifactPath != "" || len(res.FailureArtifactPaths) != 0 {
+		t.Errorf("stage 3 went on after the governance documents failed: %+v", res)
+	}
+	if left, _ := os.ReadDir(runs); len(left) != 0 {
+		t.Errorf("stage 3 without governance documents wrote to its runs directory: %v", left)
 	}
 }
 
