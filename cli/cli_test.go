@@ -33,8 +33,29 @@ func TestMain(m *testing.M) {
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+	testscript.Run(t, scriptParams("testdata/script"))
+}
+
+// envE2E turns on the end-to-end tests `make test` leaves out: each replays
+// the whole failure matrix or walks the demo, minutes apiece, and the one
+// full replay make test keeps is validators' TestStage3.
+const envE2E = "CTO_HARNESS_E2E_TESTS"
+
+// TestE2EScripts runs the scripts in testdata/e2e: the stage 3 validator's
+// command line on a full replay, and the demo from an empty directory.
+func TestE2EScripts(t *testing.T) {
+	if os.Getenv(envE2E) == "" {
+		t.Skipf("each script in testdata/e2e replays the whole failure matrix (minutes): run them with `make test-e2e` or %s=1 go test ./cli/ -run TestE2EScripts", envE2E)
+	}
+	testscript.Run(t, scriptParams("testdata/e2e"))
+}
+
+// scriptParams runs the scripts in dir with the harness binaries, a runs
+// directory, config and signing key of the script's own, and the commands
+// below.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir: dir,
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("CTO_HARNESS_RUNS_DIR", filepath.Join(e.WorkDir, "runs"))
 			// Signing is on by default: the machine key is created on first
@@ -108,5 +129,5 @@ func TestScripts(t *testing.T) {
 				ts.Check(err)
 			},
 		},
-	})
+	}
 }
