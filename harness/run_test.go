@@ -36,8 +36,16 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervise.Subcommand {
 		os.Exit(supervise.Main(os.Args[2:], os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, d := range sharedDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
 }
+
+// sharedDirs hold what the package's tests share (sharedGoRepo), made on
+// first use and removed once every test has run.
+var sharedDirs []string
 
 type env map[string]string
 

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,20 +41,61 @@ type goRepo struct {
 	hostEnv                   []string // the host's environment for a direct `go test`
 }
 
+// sharedGoRepo is the goRepo the package's tests copy: warming a fresh
+// GOCACHE compiles the standard library's test dependencies, half a minute
+// of a 2-core machine, so it is made once per test binary (in a directory
+// TestMain removes) and each test gets a copy of its own (cp -a), which
+// it may change as it likes.
+var sharedGoRepo struct {
+	once sync.Once
+	root string // empty until made
+}
+
+// newGoRepo copies the shared repository and caches into a temporary
+// directory of t's.
 func newGoRepo(t testing.TB) goRepo {
 	t.Helper()
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command on PATH")
 	}
+	sharedGoRepo.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cto-harness-gorepo-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedDirs = append(sharedDirs, dir)
+		makeGoRepo(t, dir)
+		sharedGoRepo.root = dir
+	})
+	if sharedGoRepo.root == "" {
+		t.Fatal("the shared Go repository could not be made: see the first test that made it")
+	}
 	root := t.TempDir()
-	proxy := filepath.Join(root, "proxy")
+	if out, err := exec.Command("cp", "-a", sharedGoRepo.root+"/.", root).CombinedOutput(); err != nil {
+		t.Fatalf("copy the shared Go repository: %v\n%s", err, out)
+	}
+	return goRepoAt(root)
+}
+
+// goRepoAt is the goRepo laid out under root.
+func goRepoAt(root string) goRepo {
 	g := goRepo{src: filepath.Join(root, "owned", "app"), modCache: filepath.Join(root, "host", "gomod"), buildCache: filepath.Join(root, "host", "gobuild")}
+	g.hostEnv = append(os.Environ(), "GOMODCACHE="+g.modCache, "GOCACHE="+g.buildCache, "GOPROXY=file://"+filepath.Join(root, "proxy"),
+		"GOSUMDB=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
+	return g
+}
+
+// makeGoRepo lays out the module, its dependency's proxy and the warmed
+// host caches under root.
+func makeGoRepo(t testing.TB, root string) {
+	t.Helper()
+	g := goRepoAt(root)
 	dep := map[string]string{
 		"go.mod":       "module example.com/greet\n\ngo 1.21\n",
 		"greet.go":     "package greet\n\nimport \"strings\"\n\n// Hello greets name.\nfunc Hello(name string) string { return \"hello, \" + strings.TrimSpace(name) }\n",
 		"greet/doc.go": "// Package greet is a sub-package that nothing imports.\npackage greet\n",
 	}
-	writeModule(t, proxy, "example.com/greet", "v1.0.0", dep)
+	writeModule(t, filepath.Join(root, "proxy"), "example.com/greet", "v1.0.0", dep)
 	app := map[string]string{
 		"go.mod":         "module example.com/app\n\ngo 1.21\n\nrequire example.com/greet v1.0.0\n",
 		"app.go":         "package app\n\nimport \"example.com/greet\"\n\n// Greeting is the app's greeting.\nfunc Greeting() string { return greet.Hello(\" world \") }\n",
@@ -63,14 +105,11 @@ func newGoRepo(t testing.TB) goRepo {
 	for name, data := range app {
 		writeFile(t, filepath.Join(g.src, name), data)
 	}
-	g.hostEnv = append(os.Environ(), "GOMODCACHE="+g.modCache, "GOCACHE="+g.buildCache, "GOPROXY=file://"+proxy,
-		"GOSUMDB=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local")
 	g.run(t, g.src, "go", "mod", "tidy")
 	g.run(t, g.src, "go", "test", "./...")
 	g.run(t, g.src, "git", "init", "-q", "-b", "main")
 	g.run(t, g.src, "git", "add", "-A")
 	g.run(t, g.src, "git", "-c", "user.name=t", "-c", "user.email=t@invalid", "commit", "-q", "-m", "app")
-	return g
 }
 
 func (g goRepo) run(t testing.TB, dir, name string, args ...string) time.Duration {
