@@ -5,7 +5,7 @@ RUNS    ?= runs
 
 AGENT   ?= qwen-code
 
-.PHONY: all build demo demo-agents test test-agents lint bench validate-stage3 clean
+.PHONY: all build demo demo-agents test test-e2e test-agents lint bench validate-stage3 clean
 
 all: build
 
@@ -28,6 +28,15 @@ validate-stage3: build
 
 test:
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The end-to-end tests `make test` leaves out, minutes each: the stage 3
+# validator's command line on a full replay of the failure matrix, and the
+# demo from an empty directory (cli/testdata/e2e). Every package listed
+# must have a TestE2E test, so that this target never passes running none.
+E2E_PKGS := ./cli/
+test-e2e:
+	@for p in $(E2E_PKGS); do $(GO) test -list '^TestE2E' $$p | grep -q '^TestE2E' || { echo "test-e2e: $$p has no TestE2E test: nothing would run there" >&2; exit 1; }; done
+	CTO_HARNESS_E2E_TESTS=1 $(GO) test -count=1 -timeout 45m -run '^TestE2E' $(E2E_PKGS)
 
 # The four pinned coding agents, installed with npm (cached in
 # $$XDG_CACHE_HOME/cto-harness/agents between runs), each run end to end
