@@ -20,6 +20,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/backend"
 	"github.com/cto-harness/cto-harness/harness/backend/fakecase"
 	"github.com/cto-harness/cto-harness/harness/evidence"
+	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/supervise"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -488,6 +489,15 @@ func TestStage3(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(res.FailureArtifactPaths[row.Name], evidence.ReportJSON)); err != nil {
 			t.Errorf("row %s: the evidence the replay names is gone: %v", row.Name, err)
 		}
+	}
+	// The replay is recorded as the latest, which supersedes every earlier
+	// one: pruning keeps all its folders. (The command line's pruning of
+	// what it supersedes is cli/testdata/e2e/validate_stage3.txtar.)
+	if !res.MatrixReplayed {
+		t.Error("the full replay was not recorded as the latest")
+	}
+	if p, err := runlist.PruneMatrix(runs, true); err != nil || len(p.Removed) != 0 || len(p.Kept) == 0 {
+		t.Errorf("pruning after the full replay would remove %v and keep %d folders (%v)", p.Removed, len(p.Kept), err)
 	}
 	// Its record now opens stage 4? No: stage 4 is never approved, but the record itself verifies.
 	rc := gates.RecordCheck{Dir: harness.RecordsDir(runs), RunsDir: runs, MaxAge: time.Hour, Now: time.Now(),
