@@ -87,7 +87,7 @@ func TestEgressAllowedEndpoint(t *testing.T) {
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
 	url := "http://" + addr + "/"
-	base, _ := stage3(t, set)
+	base, _ := sharedStage3(t, set)
 	probes := "net-probes=get " + url + ";proxyget " + url
 	// The verification command uses whatever unmodified clients the machine
 	// has: curl honours the proxy variables (and --noproxy bypasses them),
@@ -231,7 +231,7 @@ func TestEgressNonLoopbackAddress(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	addr := ln.Addr().String()
 	o.Scenario = "net-probes=get http://" + addr + "/"
 	o.AllowNetCase = []string{addr}
@@ -259,7 +259,7 @@ func TestEgressNonLoopbackAddress(t *testing.T) {
 // task's.
 func TestTaskNetworkNarrowedByConfig(t *testing.T) {
 	set := compile(t)
-	base, _ := stage3(t, set)
+	base, _ := sharedStage3(t, set)
 
 	t.Run("not granted", func(t *testing.T) {
 		o := base
@@ -325,7 +325,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 	requireEgress(t)
 	port, otherPort := helloAndClosedPorts(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
 	o.Scenario = "net-probes=get http://localhost:" + port + "/;dial 192.0.2.7:" + port + ";dial localhost:" + otherPort + ";dns 8.8.8.8:53;dns 127.0.0.1:53;tfo 192.0.2.8:" + port + ";sendmsg 192.0.2.9:5353;sendmsg 127.0.0.1:5353;sendmmsg 192.0.2.10:5353"
 	rep, err := harness.Run(context.Background(), o)
@@ -380,7 +380,7 @@ func TestEgressRefusedAttemptsAreRecorded(t *testing.T) {
 func TestEgressRefusalRecordsAreCapped(t *testing.T) {
 	requireEgress(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.AllowNetCase = []string{"localhost:8080"}
 	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080", egress.MaxRecords+50)
 	rep, err := harness.Run(context.Background(), o)
@@ -410,7 +410,7 @@ func TestEgressRefusalRecordsAreCapped(t *testing.T) {
 // list, and the same command is refused as dangerous.
 func TestVerifyAllowlistQuietsTheScanner(t *testing.T) {
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	spec := *o.Spec
 	spec.Verification.Command = "curl -fsS https://proxy.example.com/m/@v/list && go test ./..."
 	o.Spec = &spec
@@ -451,7 +451,7 @@ func TestEgressAndExecWatchTogether(t *testing.T) {
 	requireEgress(t)
 	port, otherPort := helloAndClosedPorts(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.AllowNetCase = []string{"localhost:" + port}
 	o.Scenario = "net-probes=execs 40;dial localhost:" + otherPort + ";get http://localhost:" + port + "/"
 	rep, err := harness.Run(context.Background(), o)
@@ -491,7 +491,7 @@ func TestEgressAndExecWatchTogether(t *testing.T) {
 func TestRefusedSocketsAreRecorded(t *testing.T) {
 	requireEgress(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.Scenario = "net-probes=sockets 3"
 	verify := ""
 	if _, err := exec.LookPath("python3"); err == nil {
@@ -546,7 +546,7 @@ except PermissionError:
 func TestSocketRecordsShareTheCap(t *testing.T) {
 	requireEgress(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.AllowNetCase = []string{"localhost:8080"}
 	half := egress.MaxRecords/2 + 25
 	o.Scenario = fmt.Sprintf("net-probes=dials %d@192.0.2.7:8080;sockets %d", half, half)

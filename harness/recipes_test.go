@@ -45,7 +45,7 @@ func recipeRun(t *testing.T, src, spec string, cfg config.Config, getenv func(fu
 	t.Helper()
 	requireSandbox(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.Source = src
 	cfg.OwnedSources = []string{src}
 	o.Config = cfg

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,8 +44,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sharedDirs hold what the package's tests share (sharedGoRepo), made on
-// first use and removed once every test has run.
+// sharedDirs hold what the package's tests share (sharedGoRepo,
+// sharedStage2), made on first use and removed once every test has run.
 var sharedDirs []string
 
 type env map[string]string
@@ -189,12 +190,54 @@ func codeStrings(cs []ctoharness.BlockerCode) []string {
 func stage3(t *testing.T, set *schemas.Set) (harness.Options, string) {
 	t.Helper()
 	runs := t.TempDir()
-	exe, _ := os.Executable()
 	keys := testKeys(t)
+	validateStage2(t, set, runs, keys)
+	return stage3In(t, set, runs, keys)
+}
+
+// validateStage2 validates stage 2 (and so stage 1) in runs.
+func validateStage2(t *testing.T, set *schemas.Set, runs string, keys attest.Keys) {
+	t.Helper()
+	exe, _ := os.Executable()
 	res := validators.Stage(context.Background(), 2, validators.StageOptions{RunsDir: runs, Schemas: set, SelfExe: exe, HostEnv: os.Getenv, Signing: keys})
 	if !res.OK {
 		t.Fatalf("stage 2 validation: %v", res.Errors)
 	}
+}
+
+// sharedStage2 is a runs directory whose stage 2 is validated once per test
+// binary (in a directory TestMain removes), with its keys.
+var sharedStage2 struct {
+	once sync.Once
+	runs string // empty until validated
+	keys attest.Keys
+}
+
+// sharedStage3 is stage3 in the shared runs directory: for the tests that
+// read only their own runs' evidence, never the runs directory around it
+// (what another test's runs or kept layers there could change).
+func sharedStage3(t *testing.T, set *schemas.Set) (harness.Options, string) {
+	t.Helper()
+	sharedStage2.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cto-harness-stage2-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedDirs = append(sharedDirs, dir)
+		keys := testKeys(t)
+		validateStage2(t, set, dir, keys)
+		sharedStage2.runs, sharedStage2.keys = dir, keys
+	})
+	if sharedStage2.runs == "" {
+		t.Fatal("the shared stage 2 validation failed: see the first test that made it")
+	}
+	return stage3In(t, set, sharedStage2.runs, sharedStage2.keys)
+}
+
+// stage3In is a stage 3 run's options in runs, where stage 2 is validated,
+// on a fresh owned copy of the sample repository with its task.
+func stage3In(t *testing.T, set *schemas.Set, runs string, keys attest.Keys) (harness.Options, string) {
+	t.Helper()
 	src := materialize(t, fixtures.SampleOwned, filepath.Join(t.TempDir(), "owned"))
 	o := options(t, set, runs, 3, env{gates.EnvAllowCase: "1", gates.EnvCaseStage: "3"})
 	o.Signing = keys
