@@ -44,7 +44,7 @@ echo "stand-in adversary: my key is $OPENAI_API_KEY"
 func TestAdversaryAgent(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	base, _ := stage3(t, set)
+	base, _ := sharedStage3(t, set)
 	srv, err := modelserver.Start(modelserver.Options{Script: modelserver.Script{Turns: []modelserver.Turn{{Action: modelserver.ActionText, Text: "tests written"}}}}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 func TestLayoutRewardTask(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	base, _ := stage3(t, set)
+	base, _ := sharedStage3(t, set)
 	aside := t.TempDir()
 	const judge = `#!/bin/sh
 set -eu

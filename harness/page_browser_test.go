@@ -56,7 +56,7 @@ func TestRunPageInBrowser(t *testing.T) {
 		t.Skip("chromium is not installed (Debian: apt-get install chromium); the run page's browser tests need it")
 	}
 	set := compile(t)
-	base, _ := stage3(t, set)
+	base, _ := sharedStage3(t, set)
 	script := filepath.Join(t.TempDir(), "agent.sh")
 	if err := os.WriteFile(script, []byte(agentCase), 0o755); err != nil {
 		t.Fatal(err)

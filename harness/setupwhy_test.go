@@ -27,7 +27,7 @@ exit 1
 		"docs/README.md": "notes\n",
 	})
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.Source = src
 	o.Config = config.Config{OwnedSources: []string{src}}
 	s, err := task.Parse([]byte(`{"task": "Add a note under docs.", "allowed_paths": ["docs/**"],

@@ -20,7 +20,7 @@ import (
 func TestToolchainsAndEnv(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	home := filepath.Join(t.TempDir(), "home")
 	tool := filepath.Join(home, ".faketool")
 	if err := os.MkdirAll(filepath.Join(tool, "bin"), 0o755); err != nil {

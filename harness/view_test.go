@@ -28,7 +28,7 @@ func requireSandbox(t *testing.T) {
 func TestViewFailsClosedBeforeCase(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	base, src := stage3(t, set)
+	base, src := sharedStage3(t, set)
 	cases := []struct {
 		name string
 		edit func(o *harness.Options)
@@ -70,7 +70,7 @@ func TestViewFailsClosedBeforeCase(t *testing.T) {
 func TestViewRecorded(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	o, src := stage3(t, set)
+	o, src := sharedStage3(t, set)
 	extra := t.TempDir()
 	if err := os.WriteFile(filepath.Join(extra, "tool"), []byte("tool\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func TestViewRecorded(t *testing.T) {
 func TestVerificationViewFailsClosed(t *testing.T) {
 	requireSandbox(t)
 	set := compile(t)
-	o, _ := stage3(t, set)
+	o, _ := sharedStage3(t, set)
 	o.Config.Sandbox = &config.Sandbox{Verification: &config.ViewPaths{ReadPaths: []string{filepath.Join(t.TempDir(), "gone")}}}
 	rep, err := harness.Run(context.Background(), o)
 	if err != nil {
