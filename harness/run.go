@@ -3,8 +3,6 @@ package harness
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -240,19 +238,8 @@ func (r *run) leaveWork() {
 }
 
 // RemoveTree removes p and everything under it, also trees with read-only
-// directories (a Go module cache is made read-only by go itself).
-func RemoveTree(p string) error {
-	if err := os.RemoveAll(p); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(q, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(p)
-}
+// directories (runlist.RemoveTree).
+func RemoveTree(p string) error { return runlist.RemoveTree(p) }
 
 // A SIGTERM or SIGINT reaches a run as a cancelled context. It stops Case (or
 // the verification command) and every step still to come that is optional,

@@ -146,7 +146,7 @@ func PruneMatrix(runsDir string, dryRun bool) (MatrixPruned, error) {
 			continue
 		}
 		if !dryRun {
-			if err := removeAll(dir); err != nil {
+			if err := RemoveTree(dir); err != nil {
 				return p, fmt.Errorf("remove the failure-matrix replay %s: %w", dir, err)
 			}
 		}

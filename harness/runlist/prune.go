@@ -52,7 +52,7 @@ func PruneCaches(runsDir string, dryRun bool) ([]string, int64, error) {
 		p := filepath.Join(dir, e.Name())
 		size := diskUse(p)
 		if !dryRun {
-			if err := removeAll(p); err != nil {
+			if err := RemoveTree(p); err != nil {
 				return out, freed, fmt.Errorf("remove the kept build cache %s: %w", p, err)
 			}
 		}
@@ -90,11 +90,11 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 			continue
 		}
 		if !dryRun {
-			if err := removeAll(r.Dir); err != nil {
+			if err := RemoveTree(r.Dir); err != nil {
 				return p, fmt.Errorf("remove run %s: %w", r.Dir, err)
 			}
 			for _, w := range []string{WorkDir, legacyWorkDir} {
-				if err := removeAll(filepath.Join(runsDir, w, filepath.Base(r.Dir))); err != nil {
+				if err := RemoveTree(filepath.Join(runsDir, w, filepath.Base(r.Dir))); err != nil {
 					return p, fmt.Errorf("remove the workspace of run %s: %w", r.RunID, err)
 				}
 			}
@@ -109,7 +109,7 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 	for _, w := range orphans {
 		size := diskUse(w)
 		if !dryRun {
-			if err := removeAll(w); err != nil {
+			if err := RemoveTree(w); err != nil {
 				return p, fmt.Errorf("remove the orphaned workspace %s: %w", w, err)
 			}
 		}
@@ -146,9 +146,10 @@ func orphanWorkspaces(runsDir string) ([]string, error) {
 	return out, nil
 }
 
-// removeAll also removes trees with read-only directories (a Go module cache
-// in a run's scratch is made read-only by go itself).
-func removeAll(p string) error {
+// RemoveTree removes p and everything under it, also trees with read-only
+// directories (a Go module cache in a run's scratch is made read-only by go
+// itself).
+func RemoveTree(p string) error {
 	if err := os.RemoveAll(p); err == nil {
 		return nil
 	}

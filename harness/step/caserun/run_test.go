@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/harness/evidence"
@@ -17,8 +16,8 @@ import (
 	"github.com/cto-harness/cto-harness/harness/notify"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runsink"
+	"github.com/cto-harness/cto-harness/harness/runsink/runsinktest"
 	"github.com/cto-harness/cto-harness/harness/task"
-	"github.com/cto-harness/cto-harness/schemas"
 )
 
 // caseRun is one change step with a real /bin/sh as Case, launched as is
@@ -36,21 +35,9 @@ func newCaseRun(t *testing.T, script string) *caseRun {
 	if err != nil {
 		t.Skip("no sh on PATH")
 	}
-	set, err := schemas.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := t.TempDir()
-	tr := evidence.NewTrace("run-1")
-	dir, err := evidence.Create(context.Background(), filepath.Join(base, "run-1"), set, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rep := &ctoharness.Report{Blockers: []ctoharness.Blocker{}, Case: ctoharness.CaseRecord{Argv: []string{}, EnvKeys: []string{}}}
-	s := runsink.New("run-1", "n", dir, tr, rep, time.Now, nil)
-	if s.Events, err = dir.OpenEvents("run-1", "n", time.Now); err != nil {
-		t.Fatal(err)
-	}
+	s := runsinktest.New(t, rep)
+	base := t.TempDir()
 	prof, err := profile.Lookup("fast")
 	if err != nil {
 		t.Fatal(err)

@@ -2,35 +2,16 @@ package gate
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
 	"github.com/cto-harness/cto-harness/gates"
-	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/runsink"
-	"github.com/cto-harness/cto-harness/schemas"
+	"github.com/cto-harness/cto-harness/harness/runsink/runsinktest"
 )
 
-func newSink(t *testing.T) *runsink.Sink {
-	t.Helper()
-	set, err := schemas.Compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := evidence.NewTrace("run-1")
-	dir, err := evidence.Create(context.Background(), filepath.Join(t.TempDir(), "run-1"), set, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := runsink.New("run-1", "n", dir, tr, &ctoharness.Report{Blockers: []ctoharness.Blocker{}}, time.Now, nil)
-	if s.Events, err = dir.OpenEvents("run-1", "n", time.Now); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSink(t *testing.T) *runsink.Sink { return runsinktest.New(t, nil) }
 
 // hooks records which of the other steps' checks the gate asked, in order.
 func hooks(called *[]string, caseCmd []string) Hooks {
