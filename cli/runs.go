@@ -149,7 +149,9 @@ record names a run in, any folder holding a file named 'kept' ('fixtures replay 
 any folder a replay in progress holds. --keep counts runs only. Then it removes the snapshots of commits
 (RUNS_DIR/snapshots, the read-only trees sandboxed runs show Case), least recently used first, until the
 rest take at most the cap (--snapshots-max-bytes, else the config's snapshots.max_bytes, else 2 GiB); a
-snapshot a run in progress holds is never removed. The last line says how much was freed.`
+snapshot a run in progress holds is never removed. The shared closures (RUNS_DIR/closures, the base
+histories runs' stores name) go once no remaining run's store names them, and none while a run is in
+progress. The last line says how much was freed.`
 }
 
 // Run executes the command.
@@ -206,6 +208,12 @@ func (c *RunsPruneCmd) Run(g *Globals, env *Env) error {
 	}
 	for _, f := range p.Matrix.Removed {
 		fmt.Fprintf(env.Stdout, "%s the failure-matrix replay %s\n", verb, term(f.Dir))
+	}
+	for _, d := range p.Closures.Removed {
+		fmt.Fprintf(env.Stdout, "%s the shared closure %s (no run's store names it)\n", verb, term(d))
+	}
+	if p.Closures.Waiting != "" {
+		fmt.Fprintf(env.Stdout, "kept the shared closures: %s\n", p.Closures.Waiting)
 	}
 	for _, sn := range p.Snapshots.Removed {
 		fmt.Fprintf(env.Stdout, "%s the snapshot %s (%s, last used %s)\n", verb, term(sn.Dir), humanBytes(sn.Bytes), sn.LastUsed.UTC().Format(time.RFC3339))

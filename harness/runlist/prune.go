@@ -28,6 +28,8 @@ type Pruned struct {
 	Matrix MatrixPruned `json:"matrix"`
 	// Snapshots is what became of the snapshots (snapshot.Prune).
 	Snapshots snapshot.Pruned `json:"snapshots"`
+	// Closures is what became of the shared closures (PruneClosures).
+	Closures ClosuresPruned `json:"closures"`
 	// FreedBytes is the disk space given back: removed runs with their
 	// workspaces, orphaned workspaces, matrix replays and caches.
 	FreedBytes int64 `json:"freed_bytes"`
@@ -64,7 +66,8 @@ func PruneCaches(runsDir string, dryRun bool) ([]string, int64, error) {
 
 // Prune keeps the newest keep runs and every run a stage validation record
 // names, and removes the rest with their runtime workspaces, then the
-// failure-matrix replays nothing needs (see PruneMatrix). Mounts a killed
+// shared closures no remaining run's store names (see PruneClosures), then
+// the failure-matrix replays nothing needs (see PruneMatrix). Mounts a killed
 // run left below runsDir (no live process holds its directory, see Hold) are
 // detached first. With dryRun it only reports. Directories without a
 // readable report are never removed.
@@ -116,6 +119,10 @@ func Prune(runsDir string, keep int, dryRun bool) (Pruned, error) {
 		p.Orphans = append(p.Orphans, w)
 		p.FreedBytes += size
 	}
+	if p.Closures, err = PruneClosures(runsDir, p.Removed, dryRun); err != nil {
+		return p, err
+	}
+	p.FreedBytes += p.Closures.FreedBytes
 	p.Matrix, err = PruneMatrix(runsDir, dryRun)
 	p.FreedBytes += p.Matrix.FreedBytes
 	return p, err
