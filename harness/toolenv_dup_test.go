@@ -24,6 +24,16 @@ func TestToolEnvWarmCachesReplaceScratch(t *testing.T) {
 		t.Skipf("no go command on PATH: %v", err)
 	}
 	host := t.TempDir()
+	// The go command the gate asks keeps telemetry in HOME, in a process
+	// that can outlive it; off, as `go telemetry off` leaves it, nothing
+	// writes there while the test's directory is removed.
+	tel := filepath.Join(host, ".config", "go", "telemetry")
+	if err := os.MkdirAll(tel, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tel, "mode"), []byte("off\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	build, mod := filepath.Join(host, "a-build"), filepath.Join(host, "a-mod")
 	for _, d := range []string{build, mod} {
 		if err := os.MkdirAll(d, 0o700); err != nil {

@@ -153,7 +153,8 @@ func TestLookupAdversarial(t *testing.T) {
 		"write-source-abs=/x", "symlink-escape=/x", "connect=127.0.0.1:1", "daemon=/x", "read-secret=X",
 		"chmod-source=/x", "touch-source=/x", "setxattr-source=/x", "chown-source=/x", "read-leak=/x", "list-dir=/x", "net-probes=get http://x/",
 		"proc-args=/x", "keyring=x", "unix-dgram=/x", "vsock", "write-fd=9", "socket-families", "poison-go-cache=x_test.go",
-		"write-file=check.sh", "plant-tap=results.tap", "search-git=MARKER", "apply-patch=x.patch", "run-script=solve.sh"} {
+		"write-file=check.sh", "plant-tap=results.tap", "search-git=MARKER", "apply-patch=x.patch", "run-script=solve.sh",
+		"write-snapshot=/x", "await-copy=/x"} {
 		if _, ok := fakecase.LookupAdversarial(name); !ok {
 			t.Errorf("%s not found", name)
 		}
@@ -163,8 +164,8 @@ func TestLookupAdversarial(t *testing.T) {
 			t.Errorf("%s found", name)
 		}
 	}
-	if n := len(fakecase.AdversarialScenarios()); n != 28 {
-		t.Errorf("%d adversarial scenarios, want 28: each one named in the list above", n)
+	if n := len(fakecase.AdversarialScenarios()); n != 30 {
+		t.Errorf("%d adversarial scenarios, want 30: each one named in the list above", n)
 	}
 }
 
