@@ -81,14 +81,17 @@ func timed(f func()) time.Duration {
 	return time.Since(start)
 }
 
-// BenchmarkPassRouteGoTree measures one stage 3 pass-route run (fake lane,
+// BenchmarkPassRouteGoTree measures stage 3 pass-route runs (fake lane,
 // trivial change, trivial verification) side by side with the git CLI
-// pipeline and with a bare cp -a of the same tree, and fails when the
-// targets are missed: run ≤ 0.5× git pipeline and ≤ 3× cp -a, peak RSS ≤ 256 MiB.
+// pipeline and with a bare cp -a of the same tree: the first run at a
+// commit in a runs directory (which makes the commit's snapshot and the
+// shared closure of its history) and the second (which reuses both, as
+// every later run and trial at that commit does). It fails when the
+// targets are missed: a second run ≤ 0.5× the git pipeline and ≤ 3× cp -a,
+// a first run ≤ 1.5× the git pipeline, and peak RSS ≤ 256 MiB.
 func BenchmarkPassRouteGoTree(b *testing.B) {
 	repo := goTreeRepo(b)
-	o := stage3Options(b, repo, "test -f CASE_NOTES.md", 60*time.Second)
-	var harnessT, gitT, cpT time.Duration
+	var firstT, secondT, gitT, cpT time.Duration
 	// Deleting many files makes file creation slow for a while on some
 	// filesystems; settle after set-up, and rotate the order of the three
 	// measurements so none always pays for the others' deletions.
@@ -97,14 +100,19 @@ func BenchmarkPassRouteGoTree(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		scratch := b.TempDir()
+		b.StopTimer()
+		o := stage3Options(b, repo, "test -f CASE_NOTES.md", 60*time.Second) // a runs directory of its own
+		b.StartTimer()
+		pass := func() {
+			rep, err := harness.Run(context.Background(), o)
+			if err != nil || rep.Status != ctoharness.StatusPass {
+				b.Fatalf("run: %v %v", err, rep.Blockers)
+			}
+		}
 		measures := []func(){
 			func() {
-				harnessT += timed(func() {
-					rep, err := harness.Run(context.Background(), o)
-					if err != nil || rep.Status != ctoharness.StatusPass {
-						b.Fatalf("run: %v %v", err, rep.Blockers)
-					}
-				})
+				firstT += timed(pass)
+				secondT += timed(pass)
 			},
 			func() {
 				gitT += timed(func() {
@@ -125,18 +133,24 @@ func BenchmarkPassRouteGoTree(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	vsGit, vsCp := float64(harnessT)/float64(gitT), float64(harnessT)/float64(cpT)
-	b.ReportMetric(vsGit, "x-git-pipeline")
+	first, second, vsCp := float64(firstT)/float64(gitT), float64(secondT)/float64(gitT), float64(secondT)/float64(cpT)
+	b.ReportMetric(first, "x-git-pipeline-first")
+	b.ReportMetric(second, "x-git-pipeline")
 	b.ReportMetric(vsCp, "x-cp-a")
+	b.ReportMetric(float64(secondT)/float64(firstT), "second/first")
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	rss := float64(ru.Maxrss) / 1024
 	b.ReportMetric(rss, "peak-RSS-MiB")
-	if vsGit > 0.5 {
-		b.Errorf("a pass-route run took %.2f× the git CLI pipeline; the target is ≤ 0.5×", vsGit)
+	b.Logf("first run %.2f× git pipeline, second %.2f× (%.2f× cp -a, %.2f× the first), peak RSS %.0f MiB", first, second, vsCp, float64(secondT)/float64(firstT), rss)
+	if second > 0.5 {
+		b.Errorf("a second pass-route run at a commit took %.2f× the git CLI pipeline; the target is ≤ 0.5×", second)
 	}
 	if vsCp > 3 {
-		b.Errorf("a pass-route run took %.2f× cp -a; the target is ≤ 3×", vsCp)
+		b.Errorf("a second pass-route run at a commit took %.2f× cp -a; the target is ≤ 3×", vsCp)
+	}
+	if first > 1.5 {
+		b.Errorf("the first pass-route run at a commit took %.2f× the git CLI pipeline; the target is ≤ 1.5×", first)
 	}
 	if rss > 256 {
 		b.Errorf("peak RSS %.0f MiB; the target is ≤ 256 MiB", rss)
