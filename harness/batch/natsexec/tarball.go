@@ -149,6 +149,11 @@ func unpack(ctx context.Context, r io.Reader, dest, wantRunID string) (string, s
 		if clean != wantRunID && !strings.HasPrefix(clean, wantRunID+"/") {
 			return "", "", fmt.Errorf("%w: entry %q is outside %s/", ErrUnsafeTar, hdr.Name, wantRunID)
 		}
+		if clean == path.Join(wantRunID, evidence.StoreDir, "objects", "info", "alternates") {
+			// pack sends a store whole; one that borrows objects would have the
+			// validation read an objects directory of the coordinator's own.
+			return "", "", fmt.Errorf("%w: entry %q makes the run's store borrow objects from outside the archive", ErrUnsafeTar, hdr.Name)
+		}
 		target := filepath.Join(dest, filepath.FromSlash(clean))
 		if err := noLinkOnPath(dest, filepath.Dir(target)); err != nil {
 			return "", "", err

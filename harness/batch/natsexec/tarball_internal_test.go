@@ -66,6 +66,11 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 		// hung the coordinator in openat: no link is unpacked at all.
 		{"report is a link to a FIFO", []entry{dir(id + "/"), {name: id + "/report.json", typ: tar.TypeSymlink, link: "/tmp/fifo"}}},
 		{"a FIFO", []entry{dir(id + "/"), {name: id + "/report.json", typ: tar.TypeFifo}}},
+		// A store that borrows objects would make the coordinator's
+		// validation read an objects directory on its own disk (its runs'
+		// closures, a repository of its own): a worker sends its store whole.
+		{"a store that borrows objects", []entry{dir(id + "/"), dir(id + "/store/"), dir(id + "/store/objects/"), dir(id + "/store/objects/info/"),
+			{name: id + "/store/objects/info/alternates", typ: tar.TypeReg, body: "../../../closures/" + strings.Repeat("a", 64) + "/objects\n"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dest := filepath.Join(t.TempDir(), "dest")
