@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/go-git/go-billy/v5"
@@ -15,6 +16,8 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"github.com/go-git/go-git/v5/plumbing/cache"
+
+	"github.com/cto-harness/cto-harness/harness/packread"
 )
 
 // Open opens the repository at gitDir (worktree root) for reading objects
@@ -29,19 +32,78 @@ import (
 // A linked worktree's git directory (a nested repository made by git
 // worktree add) keeps its objects and shared refs in the common
 // directory its commondir file names.
+//
+// Objects are read in place (package packread): go-git's storage decodes
+// every pack index into the heap on each open, tens of MiB on a long
+// history. The packs stay open while the repository is reachable and are
+// released with it (a cleanup), so callers need not close it.
 func Open(root, gitDir string) (*git.Repository, error) {
 	var fs billy.Filesystem = osfs.New(gitDir)
-	if common := CommonDir(gitDir); common != gitDir {
+	common := CommonDir(gitDir)
+	if common != gitDir {
 		fs = dotgit.NewRepositoryFilesystem(fs, osfs.New(common))
 	}
-	// Alternates (clone --shared) are absolute paths: go-git resolves them
-	// against this filesystem, so it gets the whole one.
-	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(), filesystem.Options{AlternatesFS: osfs.New("/")})
-	r, err := git.Open(noConfig{st}, osfs.New(root))
+	dirs, err := ObjectDirs(filepath.Join(common, "objects"))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", root, err)
 	}
+	objs, err := packread.Open(dirs...)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", root, err)
+	}
+	st := &packread.Storer{Storage: filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.MiByte), filesystem.Options{}), Objects: objs}
+	r, err := git.Open(noConfig{st}, osfs.New(root))
+	if err != nil {
+		_ = objs.Close()
+		return nil, fmt.Errorf("open %s: %w", root, err)
+	}
+	runtime.AddCleanup(r, func(o *packread.Objects) { _ = o.Close() }, objs)
 	return r, nil
+}
+
+// ObjectDirs are the objects directories a repository whose own is
+// objects reads, as git reads them: its own, then each one its
+// info/alternates names (a relative line is relative to the directory
+// naming it; '#' starts a comment), theirs after them, five deep at most.
+// A named directory that does not exist is an error, as in git.
+func ObjectDirs(objects string) ([]string, error) {
+	out := []string{objects}
+	seen := map[string]bool{filepath.Clean(objects): true}
+	for depth, level := 0, []string{objects}; len(level) > 0; depth++ {
+		var next []string
+		for _, d := range level {
+			data, err := os.ReadFile(filepath.Join(d, "info", "alternates"))
+			if os.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				l = strings.TrimRight(l, "\r")
+				if l == "" || strings.HasPrefix(l, "#") {
+					continue
+				}
+				if !filepath.IsAbs(l) {
+					l = filepath.Join(d, l)
+				}
+				l = filepath.Clean(l)
+				if seen[l] {
+					continue
+				}
+				if depth >= 5 {
+					return nil, fmt.Errorf("%s names alternates more than five deep (%s)", objects, l)
+				}
+				if fi, err := os.Stat(l); err != nil || !fi.IsDir() {
+					return nil, fmt.Errorf("the alternate object directory %s named by %s is not a directory", l, d)
+				}
+				seen[l] = true
+				out, next = append(out, l), append(next, l)
+			}
+		}
+		level = next
+	}
+	return out, nil
 }
 
 // noConfig is a storer that shows go-git a default configuration instead

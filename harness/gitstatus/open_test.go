@@ -2,8 +2,12 @@ package gitstatus
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // TestGitDirOf: .git as a directory is itself; a gitfile names the git
@@ -32,5 +36,58 @@ func TestGitDirOf(t *testing.T) {
 		if got := GitDirOf(wt); got != want {
 			t.Errorf("gitfile %q: %s, want %s", content, got, want)
 		}
+	}
+}
+
+// TestOpenReadsAlternates opens a chain of repositories borrowing objects
+// as git clone --shared leaves them (a relative alternate, an absolute
+// one, a comment) and reads the first repository's commit through the
+// last; ObjectDirs lists the directories in git's order and refuses a
+// line naming no directory.
+func TestOpenReadsAlternates(t *testing.T) {
+	root := t.TempDir()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	a := filepath.Join(root, "a")
+	os.MkdirAll(a, 0o755)
+	git(a, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(a, "f"), []byte("from a\n"), 0o644)
+	git(a, "add", "f")
+	git(a, "commit", "-q", "-m", "a")
+	git(a, "repack", "-adq")
+	head := git(a, "rev-parse", "HEAD")
+	git(root, "clone", "-q", "--shared", "a", "b")
+	git(root, "clone", "-q", "--shared", "b", "c")
+	// b names a's objects relative to its own, c names b's absolutely.
+	bObjects, aObjects := filepath.Join(root, "b", ".git", "objects"), filepath.Join(a, ".git", "objects")
+	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte("# a comment\n../../../a/.git/objects\n"), 0o644)
+	c := filepath.Join(root, "c")
+	dirs, err := ObjectDirs(filepath.Join(c, ".git", "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(c, ".git", "objects"), bObjects, aObjects}; strings.Join(dirs, " ") != strings.Join(want, " ") {
+		t.Fatalf("ObjectDirs = %v, want %v", dirs, want)
+	}
+	r, err := Open(c, filepath.Join(c, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := r.CommitObject(plumbing.NewHash(head))
+	if err != nil || commit.Message != "a\n" {
+		t.Fatalf("the commit made in a, read through c: %v %v", commit, err)
+	}
+	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte(filepath.Join(root, "gone")+"\n"), 0o644)
+	if _, err := ObjectDirs(filepath.Join(c, ".git", "objects")); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("an alternate naming no directory: %v", err)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	cp "github.com/otiai10/copy"
 
 	ctoharness "github.com/cto-harness/cto-harness"
+	"github.com/cto-harness/cto-harness/harness/packread"
 )
 
 // Branch is the store's branch: the baseline, then the result.
@@ -220,13 +221,17 @@ func Open(gitDir, worktree string) (*git.Repository, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open repository %s: %w", gitDir, err)
 	}
-	objects := cache.NewObjectLRU(objectCache)
-	st := fsStorage(gitDir, objects)
-	var s closingStorer = st
+	// The store is the harness's own: its objects are read in place
+	// (package packread), the closure's first, which holds nearly all.
+	dirs := []string{filepath.Join(gitDir, "objects")}
 	if closure != "" {
-		s = &sharedStorage{Storage: st, shared: fsStorage(filepath.Dir(closure), objects)}
+		dirs = []string{closure, dirs[0]}
 	}
-	return open(gitDir, worktree, s)
+	objs, err := packread.Open(dirs...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open repository %s: %w", gitDir, err)
+	}
+	return open(gitDir, worktree, &packread.Storer{Storage: fsStorage(gitDir, cache.NewObjectLRU(objectCache)), Objects: objs})
 }
 
 // OpenPlain opens the repository whose git directory is gitDir, with
