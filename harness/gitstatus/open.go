@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/go-git/go-billy/v5"
@@ -35,8 +34,9 @@ import (
 //
 // Objects are read in place (package packread): go-git's storage decodes
 // every pack index into the heap on each open, tens of MiB on a long
-// history. The packs stay open while the repository is reachable and are
-// released with it (a cleanup), so callers need not close it.
+// history. The packs stay open while anything can read through them (the
+// repository, an object or tree it gave) and are released after, so
+// callers need not close it.
 func Open(root, gitDir string) (*git.Repository, error) {
 	var fs billy.Filesystem = osfs.New(gitDir)
 	common := CommonDir(gitDir)
@@ -57,7 +57,7 @@ func Open(root, gitDir string) (*git.Repository, error) {
 		_ = objs.Close()
 		return nil, fmt.Errorf("open %s: %w", root, err)
 	}
-	runtime.AddCleanup(r, func(o *packread.Objects) { _ = o.Close() }, objs)
+	objs.CloseUnreachable()
 	return r, nil
 }
 

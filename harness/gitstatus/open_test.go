@@ -1,13 +1,18 @@
 package gitstatus
 
 import (
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
 // TestGitDirOf: .git as a directory is itself; a gitfile names the git
@@ -89,5 +94,65 @@ func TestOpenReadsAlternates(t *testing.T) {
 	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte(filepath.Join(root, "gone")+"\n"), 0o644)
 	if _, err := ObjectDirs(filepath.Join(c, ".git", "objects")); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("an alternate naming no directory: %v", err)
+	}
+}
+
+// TestTreesReadAfterTheRepositoryIsGone walks a tree whose repository is
+// no longer referenced, collecting between reads: the packs Open reads
+// must stay open while a tree or object can still read through them.
+func TestTreesReadAfterTheRepositoryIsGone(t *testing.T) {
+	dir := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q", "-b", "main")
+	for i := range 40 {
+		p := filepath.Join(dir, "d"+strconv.Itoa(i%8), "e"+strconv.Itoa(i%3), "f"+strconv.Itoa(i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(strconv.Itoa(i)), 0o644)
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "c")
+	git("repack", "-adq")
+	want := strings.Count(git("ls-tree", "-r", "-t", "HEAD"), "\n")
+	tree := func() *object.Tree {
+		r, err := Open(dir, filepath.Join(dir, ".git"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _ := r.Head()
+		c, err := r.CommitObject(head.Hash())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := c.Tree()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}()
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	n := 0
+	for ; ; n++ {
+		runtime.GC()
+		_, _, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != want {
+		t.Fatalf("walked %d entries with the repository gone; git lists %d", n, want)
 	}
 }

@@ -40,6 +40,7 @@ func (o *object) Reader() (io.ReadCloser, error)  { return io.NopCloser(bytes.Ne
 
 // streamed is a large object inflated each time it is read.
 type streamed struct {
+	keep *Objects // its packs stay open while the object can be read
 	h    plumbing.Hash
 	t    plumbing.ObjectType
 	size int64

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
 )
@@ -19,6 +20,7 @@ type pack struct {
 	f    *os.File
 	size int64 // the file's size, its 20-byte trailer included
 	name string
+	once sync.Once
 }
 
 // Pack entry types (git's object types 1 to 4, and the two deltas).
@@ -78,11 +80,16 @@ func (p *pack) check() error {
 	return nil
 }
 
+// close releases the pack once, however often it is called (a cleanup
+// may follow a Close): a second unmap could hit another mapping.
 func (p *pack) close() error {
-	err := p.f.Close()
-	if e := p.ix.close(); err == nil {
-		err = e
-	}
+	var err error
+	p.once.Do(func() {
+		err = p.f.Close()
+		if e := p.ix.close(); err == nil {
+			err = e
+		}
+	})
 	return err
 }
 

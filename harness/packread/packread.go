@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -75,6 +76,17 @@ func Open(dirs ...string) (*Objects, error) {
 		}
 	}
 	return o, nil
+}
+
+// CloseUnreachable releases o's packs once nothing can read through o any
+// more (o, a Storer holding it, an object streaming from it): for a
+// repository handed out without a Close. Close may still be called first.
+func (o *Objects) CloseUnreachable() {
+	runtime.AddCleanup(o, func(ps []*pack) {
+		for _, p := range ps {
+			_ = p.close()
+		}
+	}, o.packs)
 }
 
 // Close releases the packs and their mapped indexes.
@@ -139,7 +151,7 @@ func (o *Objects) packed(p *pack, off int64, h plumbing.Hash) (plumbing.EncodedO
 		return nil, err
 	}
 	if hd.typ <= 4 && hd.size > streamAbove {
-		return &streamed{h: h, t: plumbing.ObjectType(hd.typ), size: hd.size, open: func() (readCloser, error) { return p.inflater(hd) }}, nil
+		return &streamed{keep: o, h: h, t: plumbing.ObjectType(hd.typ), size: hd.size, open: func() (readCloser, error) { return p.inflater(hd) }}, nil
 	}
 	t, data, err := o.resolve(p, off)
 	if err != nil {
