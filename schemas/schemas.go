@@ -97,7 +97,7 @@ type Set struct {
 	schemas map[Kind]*jsonschema.Schema
 	// items are each kind's arrays validated one item at a time in a
 	// large document (see itemwise).
-	items map[Kind]map[string]*jsonschema.Schema
+	items map[Kind]map[string]itemSchema
 }
 
 // Compile compiles every embedded schema with format assertions on. The
@@ -151,7 +151,7 @@ func compileFS(fsys fs.FS) (*Set, error) {
 		}
 	}
 
-	s := &Set{schemas: make(map[Kind]*jsonschema.Schema, len(Kinds())), items: map[Kind]map[string]*jsonschema.Schema{}}
+	s := &Set{schemas: make(map[Kind]*jsonschema.Schema, len(Kinds())), items: map[Kind]map[string]itemSchema{}}
 	for _, k := range Kinds() {
 		sch, err := compileOne(c, k)
 		if err != nil {

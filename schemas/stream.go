@@ -23,7 +23,7 @@ const streamAbove = 256 << 10
 // and that no top-level rule (if/then/else, allOf, …) names, so that its
 // items checked alone and the document checked with an empty array there
 // are exactly the checks of the whole document.
-func itemwise(c *jsonschema.Compiler, k Kind, src []byte) (map[string]*jsonschema.Schema, error) {
+func itemwise(c *jsonschema.Compiler, k Kind, src []byte) (map[string]itemSchema, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(src, &top); err != nil {
 		return nil, err
@@ -40,7 +40,7 @@ func itemwise(c *jsonschema.Compiler, k Kind, src []byte) (map[string]*jsonschem
 			rules.Write(v)
 		}
 	}
-	out := map[string]*jsonschema.Schema{}
+	out := map[string]itemSchema{}
 	for name, p := range props {
 		if string(p["type"]) != `"array"` || p["items"] == nil || bytes.Contains(rules.Bytes(), []byte(strconv.Quote(name))) {
 			continue
@@ -56,9 +56,16 @@ func itemwise(c *jsonschema.Compiler, k Kind, src []byte) (map[string]*jsonschem
 		if err != nil {
 			return nil, err
 		}
-		out[name] = sch
+		out[name] = itemSchema{full: sch, fast: fastItems(src, name)}
 	}
 	return out, nil
+}
+
+// itemSchema checks the items of one array: fast accepts the items it is
+// sure of (nil: none), full decides the rest.
+type itemSchema struct {
+	full *jsonschema.Schema
+	fast fastCheck
 }
 
 func pointerToken(s string) string {
@@ -74,7 +81,7 @@ var errNotStreamable = errors.New("not streamable")
 // the document (those arrays left empty) against sch. The problems are
 // the whole validation's: pointers into the document, keywords into the
 // kind's schema.
-func validateItemwise(sch *jsonschema.Schema, items map[string]*jsonschema.Schema, data []byte) ([]Problem, error) {
+func validateItemwise(sch *jsonschema.Schema, items map[string]itemSchema, data []byte) ([]Problem, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -106,7 +113,10 @@ func validateItemwise(sch *jsonschema.Schema, items map[string]*jsonschema.Schem
 			if err := dec.Decode(&v); err != nil {
 				return nil, errNotStreamable
 			}
-			for _, p := range problemsOf(itemSch.Validate(v)) {
+			if itemSch.fast != nil && itemSch.fast(v) {
+				continue
+			}
+			for _, p := range problemsOf(itemSch.full.Validate(v)) {
 				p.Pointer = prefix + "/" + strconv.Itoa(i) + p.Pointer
 				p.Keyword = keyword + strings.TrimPrefix(p.Keyword, "#")
 				problems = append(problems, p)
