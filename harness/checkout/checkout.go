@@ -63,8 +63,21 @@ type Input struct {
 	// the source's history, and nothing else of it.
 	History fixture.History
 	// Base is the fixture's base when it is not the source's HEAD: the
-	// baseline is then written from the object store, never an overlay.
+	// baseline is then written from the object store, or shown from its
+	// snapshot, never an overlay of the worktree.
 	Base string
+	// Snapshot is the base's snapshot the fixture's overlay shows (package
+	// snapshot), held by the caller until Stop; an overlay checkout shows
+	// it too rather than the source worktree. nil: none.
+	Snapshot *Snapshot
+}
+
+// Snapshot is a snapshot's tree, as the caller opened and checked it.
+type Snapshot struct {
+	Tree    string                     // the directory holding exactly the base's tree
+	Listing []ctoharness.ManifestEntry // its lstat listing, checked against its record
+	// Checkout are the conversions it was written with.
+	Checkout fixture.CheckoutInputs
 }
 
 // Result is the checkout that was made.
@@ -126,7 +139,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.M
 	if err := os.MkdirAll(filepath.Dir(in.Dest), 0o755); err != nil {
 		return fixture.CopyResult{}, nil, failed(err, "create the directory of the verification checkout %s", in.Dest)
 	}
-	if in.Overlay && in.Base == "" {
+	if in.Overlay && (in.Base == "" || in.Snapshot != nil) {
 		cp, mounted, err := overlayBaseline(ctx, in)
 		if !errors.Is(err, overlay.ErrUnavailable) {
 			return cp, mounted, err

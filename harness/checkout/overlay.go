@@ -27,6 +27,9 @@ func overlayDirs(dest string) (upper, work string) {
 // fixture.Adopt). Where no overlay can be made it returns an error wrapping
 // overlay.ErrUnavailable and leaves nothing behind.
 func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.Mount, error) {
+	if in.Snapshot != nil {
+		return snapshotBaseline(ctx, in)
+	}
 	if in.SourceManifest == nil {
 		return fixture.CopyResult{}, nil, fmt.Errorf("%w: no source proof to hold the source's files to", overlay.ErrUnavailable)
 	}
@@ -46,6 +49,27 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		}
 		return res, nil, fmt.Errorf("%w: %v", overlay.ErrUnavailable, err)
 	}
+	if err != nil {
+		return res, m, failed(err, "make the overlay checkout %s a repository", in.Dest)
+	}
+	return res, m, nil
+}
+
+// snapshotBaseline shows the base's snapshot at in.Dest, as the fixture's
+// overlay does: nothing is walked to hide, and nothing is hashed (the
+// files' stat data are held to the snapshot's listing; fixture.AdoptSnapshot).
+func snapshotBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.Mount, error) {
+	upper, work := overlayDirs(in.Dest)
+	m, err := overlay.Lower(ctx, overlay.Input{Source: in.Snapshot.Tree, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
+	if err != nil {
+		if errors.Is(err, overlay.ErrUnavailable) {
+			return fixture.CopyResult{}, nil, err
+		}
+		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s on the snapshot %s", in.Dest, in.Snapshot.Tree)
+	}
+	ci := in.Snapshot.Checkout
+	res, err := fixture.AdoptSnapshot(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
+		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, Checkout: &ci})
 	if err != nil {
 		return res, m, failed(err, "make the overlay checkout %s a repository", in.Dest)
 	}

@@ -83,9 +83,11 @@ type Copy struct {
 	// Conversions are the source's checkout settings the copy used, for
 	// the collect to hash Case's changes as git add would.
 	Conversions gitstatus.CheckoutSettings
-	// Checkout is the verification checkout's baseline, copied from the
-	// source alongside the fixture (the source is out of Case's reach), so
-	// that the verification later only writes the change.
+	// Checkout is the verification checkout's baseline, begun once the
+	// fixture is made and finished while Case works: an overlay of the
+	// base's snapshot when the fixture is one, else of the source worktree
+	// or a copy (the source is out of Case's reach), so that the
+	// verification later only writes the change.
 	Checkout *checkout.Baseline
 	// History and Base are what every checkout of the source takes: how
 	// much of the base's history reaches it, and the base when it is not
@@ -95,6 +97,8 @@ type Copy struct {
 
 	mount *overlay.Mount     // the overlay the fixture is, when it is one (nil: a copy)
 	snap  *snapshot.Snapshot // its lower layer, held until Release (nil: none)
+	// snapInputs are the conversions snap was written with.
+	snapInputs fixture.CheckoutInputs
 	// linksOut are the baseline's symlinks leading out of the fixture: the
 	// clean-end proof of an overlay lists them without walking it.
 	linksOut []string
@@ -128,17 +132,21 @@ func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
 	dst := s.Dir.Path(evidence.FixtureDir)
 	in.Progress.Step("copy")
 	c := Copy{BaselineAt: s.Clock(), History: history(in.Spec), Base: otherBase(s.Report.Commits), in: in}
-	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
-		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
-		// Unsandboxed, Case can write the source, the overlay's lower layer:
-		// the copy is at least a snapshot.
-		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest})
 	res, mnt, err := c.makeFixture(ctx, s, dst)
 	c.mount = mnt
 	if mnt == nil {
 		c.snap.Release() // a copy took the overlay's place
 		c.snap = nil
 	}
+	var snap *checkout.Snapshot
+	if c.snap != nil {
+		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs}
+	}
+	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
+		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
+		// Unsandboxed, Case can write the source, the overlay's lower layer:
+		// the copy is at least a snapshot.
+		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		c.Path = dst
 		if in.Hooks.Made != nil {
@@ -290,7 +298,7 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		c.snapErr = err.Error()
 		return res, nil, errNoOverlay
 	}
-	c.snap = snap
+	c.snap, c.snapInputs = snap, ci
 	m, err := overlay.Lower(ctx, overlay.Input{Source: snap.TreeDir(), Dest: in.Dest, Upper: upper, Work: work, Tracer: s.Trace})
 	if errors.Is(err, overlay.ErrUnavailable) {
 		return res, nil, errNoOverlay
