@@ -269,3 +269,33 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 }
+
+// TestRenderCountsProofEntries: the proofs table counts each proof's
+// manifest and status entries and shows its HEAD, and marks what differs.
+func TestRenderCountsProofEntries(t *testing.T) {
+	entry := func(p string) map[string]any {
+		return map[string]any{"path": p, "type": "file", "mode": 420, "size": 1, "mtime_ns": 1, "ctime_ns": 1, "inode": 1}
+	}
+	proof := func(n int, commit string) string {
+		var m []any
+		for i := range n {
+			m = append(m, entry("f"+strings.Repeat("x", i)))
+		}
+		raw, _ := json.Marshal(map[string]any{"root": "/src", "head": map[string]any{"symbolic_ref": "refs/heads/main", "commit": commit, "tree": "t"},
+			"status": []any{map[string]any{"path": "a", "staging": "?", "worktree": "?"}}, "manifest": m, "manifest_digest": "d"})
+		return string(raw)
+	}
+	raw, dir := writeRun(t, baseReport(ctoharness.StatusPass, nil, nil), map[string]string{
+		"proofs/source-before.json": proof(3, "c0ffee"), "proofs/source-after.json": proof(4, "c0ffee")})
+	page, err := htmlreport.Render(raw, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(page)
+	for _, want := range []string{`<th>manifest entries</th><td class="mono">3</td><td class="mono">4</td>`,
+		`<th>status entries</th><td class="mono">1</td><td class="mono">1</td>`, `<th>HEAD commit</th><td class="mono">c0ffee</td>`, `<tr class="differs"><th>manifest entries`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+}

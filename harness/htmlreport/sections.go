@@ -27,13 +27,22 @@ type proofRow struct {
 	Differs              bool
 }
 
+// proofSummary is what the page shows of a source proof: its manifest
+// and status are only counted, so their entries are not decoded (a proof
+// of a large tree lists every file).
+type proofSummary struct {
+	ctoharness.SourceProof
+	Manifest []struct{} `json:"manifest"`
+	Status   []struct{} `json:"status"`
+}
+
 func (r reader) proofs() proofView {
 	var v proofView
-	var before, after ctoharness.SourceProof
+	var before, after proofSummary
 	v.HaveBefore = r.json("proofs/source-before.json", &before)
 	v.HaveAfter = r.json("proofs/source-after.json", &after)
 	if v.HaveBefore || v.HaveAfter {
-		side := func(p *ctoharness.SourceProof, ok bool) []string {
+		side := func(p *proofSummary, ok bool) []string {
 			if !ok {
 				return make([]string, 11)
 			}
