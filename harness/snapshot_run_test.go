@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,4 +150,50 @@ func TestSnapshotAcrossRuns(t *testing.T) {
 		}
 		mustValidate(t, set, rep, false)
 	})
+}
+
+// TestCheckoutTakesTheFixturesClosure: with the whole history kept, the
+// verification checkout's store holds the base's history as the fixture's
+// does (its commits all there and connected), though it is copied from the
+// closure the fixture shared rather than walked again; the second run at
+// the commit, reusing the snapshot and the closure, holds it too.
+func TestCheckoutTakesTheFixturesClosure(t *testing.T) {
+	set := compile(t)
+	o, src := stage3(t, set)
+	gitSrc := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "gc.auto=0"}, args...)...)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(src, "HISTORY.txt"), []byte(strings.Repeat("x", i+1)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitSrc("add", "HISTORY.txt")
+		gitSrc("commit", "-q", "-m", "history "+string(rune('a'+i)))
+	}
+	n := gitSrc("rev-list", "--count", "HEAD")
+	spec := *o.Spec
+	spec.History = "full"
+	// The result's commit on the baseline on the base: two more than the
+	// source's.
+	spec.Verification.Command = `test "$(git rev-list --count HEAD)" -eq "$((` + n + ` + 2))" && git fsck --connectivity-only --no-progress && ` + spec.Verification.Command
+	o.Spec = &spec
+	for _, name := range []string{"first", "second"} {
+		rep := runOnce(t, o)
+		if copiedSnapshot(t, rep) == nil {
+			t.Skip("this machine cannot mount an overlay: no snapshot, no shared closure for the checkout")
+		}
+		if rep.Status != ctoharness.StatusPass {
+			log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+			t.Fatalf("%s run: status %s blockers %v\n%s", name, rep.Status, rep.Blockers, log)
+		}
+		mustValidate(t, set, rep, true)
+	}
 }

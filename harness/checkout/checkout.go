@@ -78,6 +78,9 @@ type Snapshot struct {
 	Listing []ctoharness.ManifestEntry // its lstat listing, checked against its record
 	// Checkout are the conversions it was written with.
 	Checkout fixture.CheckoutInputs
+	// Closure is the base's closure the fixture's baseline shared (nil:
+	// the checkout's store walks the history itself).
+	Closure *fixture.SharedClosure
 }
 
 // Result is the checkout that was made.

@@ -113,7 +113,9 @@ type Copy struct {
 // is left empty (and removed with the run's work); the overlay's layer,
 // which holds what Case wrote, stays in the workspace until then.
 func (c Copy) Release() {
-	c.Checkout.Stop()
+	if c.Checkout != nil {
+		c.Checkout.Stop()
+	}
 	_ = c.mount.Unmount()
 	c.snap.Release()
 }
@@ -138,15 +140,6 @@ func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
 		c.snap.Release() // a copy took the overlay's place
 		c.snap = nil
 	}
-	var snap *checkout.Snapshot
-	if c.snap != nil {
-		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs}
-	}
-	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
-		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
-		// Unsandboxed, Case can write the source, the overlay's lower layer:
-		// the copy is at least a snapshot.
-		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap})
 	if _, statErr := os.Lstat(dst); statErr == nil {
 		c.Path = dst
 		if in.Hooks.Made != nil {
@@ -155,21 +148,44 @@ func Make(ctx context.Context, s *runsink.Sink, in Input) (Copy, bool) {
 		s.Report.FixturePath = dst
 	}
 	if err != nil {
-		c.Release() // no verification will need the checkout; no step will read the fixture
+		c.Release() // no verification will need a checkout; no step will read the fixture
 		s.BlockErr(err, ctoharness.StepCopy)
 		return c, c.Path != ""
 	}
-	c.baseline(ctx, s, dst, res)
+	closure := c.baseline(ctx, s, dst, res)
+	c.beginCheckout(ctx, s, closure)
 	return c, true
 }
 
+// beginCheckout begins the verification checkout, to be finished while
+// Case works: on the base's snapshot when the fixture shows one, its store
+// then copied from the closure the baseline shared (proven by this run a
+// moment ago, so not walked again).
+func (c *Copy) beginCheckout(ctx context.Context, s *runsink.Sink, closure *fixture.SharedClosure) {
+	in := c.in
+	var snap *checkout.Snapshot
+	if c.snap != nil {
+		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs, Closure: closure}
+	}
+	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
+		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
+		// Unsandboxed, Case can write the source, the overlay's lower layer:
+		// the copy is at least a snapshot.
+		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap})
+}
+
 // baseline makes the store from the fixture's baseline commit, snapshots
-// the fixture's .git, and records the copy and the baseline.
-func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fixture.CopyResult) {
+// the fixture's .git, and records the copy and the baseline. It returns the
+// base's closure as it shared it (nil when it could not).
+func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fixture.CopyResult) *fixture.SharedClosure {
 	storeDir := s.Dir.Path(evidence.StoreDir)
 	gitDir := filepath.Join(dst, ".git")
 	// The base's history is shared by the runs beside this one, not copied.
 	closure, err := fixture.ShareClosure(ctx, gitDir, filepath.Join(filepath.Dir(s.Dir.Root()), store.ClosuresDir), res.Closure, res.BaselineCommit, s.Trace)
+	var shared *fixture.SharedClosure
+	if err == nil {
+		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure}
+	}
 	if err != nil {
 		s.BlockErr(err, ctoharness.StepBaseline)
 	} else if err = store.Create(ctx, gitDir, storeDir, res.BaselineCommit, closure, s.Trace); err != nil {
@@ -211,6 +227,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 		s.Block(ctoharness.Blocker{Code: ctoharness.BlockCopyUnfaithful, Step: ctoharness.StepBaseline,
 			Message: fmt.Sprintf("baseline tree %s differs from the tree %s of the base %s", res.BaselineTree, s.Report.Commits.BaseTree, s.Report.Commits.BaseCommit)})
 	}
+	return shared
 }
 
 // makeFixture shows the base's tree at dst for Case to work in. Where it
