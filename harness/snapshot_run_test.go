@@ -23,6 +23,13 @@ import (
 // when the fixture was not an overlay of one (this machine cannot mount).
 func copiedSnapshot(t *testing.T, rep *ctoharness.Report) map[string]any {
 	t.Helper()
+	snap, _ := fixtureCopied(t, rep)["snapshot"].(map[string]any)
+	return snap
+}
+
+// fixtureCopied is the data of the run's fixture_copied event.
+func fixtureCopied(t *testing.T, rep *ctoharness.Report) map[string]any {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.EventsFile))
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +43,7 @@ func copiedSnapshot(t *testing.T, rep *ctoharness.Report) map[string]any {
 			t.Fatal(err)
 		}
 		if e.Type == ctoharness.EvFixtureCopied {
-			snap, _ := e.Data["snapshot"].(map[string]any)
-			return snap
+			return e.Data
 		}
 	}
 	t.Fatal("no fixture_copied event")
@@ -156,7 +162,8 @@ func TestSnapshotAcrossRuns(t *testing.T) {
 // verification checkout's store holds the base's history as the fixture's
 // does (its commits all there and connected), though it is copied from the
 // closure the fixture shared rather than walked again; the second run at
-// the commit, reusing the snapshot and the closure, holds it too.
+// the commit copies the fixture's store too from the closure the first
+// recorded, and holds the same history.
 func TestCheckoutTakesTheFixturesClosure(t *testing.T) {
 	set := compile(t)
 	o, src := stage3(t, set)
@@ -185,10 +192,15 @@ func TestCheckoutTakesTheFixturesClosure(t *testing.T) {
 	// source's.
 	spec.Verification.Command = `test "$(git rev-list --count HEAD)" -eq "$((` + n + ` + 2))" && git fsck --connectivity-only --no-progress && ` + spec.Verification.Command
 	o.Spec = &spec
-	for _, name := range []string{"first", "second"} {
+	for i, name := range []string{"first", "second"} {
 		rep := runOnce(t, o)
 		if copiedSnapshot(t, rep) == nil {
 			t.Skip("this machine cannot mount an overlay: no snapshot, no shared closure for the checkout")
+		}
+		// The first run walks the history and records its closure; the
+		// second copies the fixture's store from it.
+		if reused := fixtureCopied(t, rep)["closure_reused"]; reused != (i == 1) {
+			t.Fatalf("%s run: closure_reused %v", name, reused)
 		}
 		if rep.Status != ctoharness.StatusPass {
 			log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))

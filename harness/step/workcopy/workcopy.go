@@ -99,6 +99,10 @@ type Copy struct {
 	snap  *snapshot.Snapshot // its lower layer, held until Release (nil: none)
 	// snapInputs are the conversions snap was written with.
 	snapInputs fixture.CheckoutInputs
+	// closureReused: the fixture's store was copied from a closure an
+	// earlier run recorded (with the source's shallow file's digest then).
+	closureReused bool
+	shallow       string
 	// linksOut are the baseline's symlinks leading out of the fixture: the
 	// clean-end proof of an overlay lists them without walking it.
 	linksOut []string
@@ -181,10 +185,14 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	storeDir := s.Dir.Path(evidence.StoreDir)
 	gitDir := filepath.Join(dst, ".git")
 	// The base's history is shared by the runs beside this one, not copied.
-	closure, err := fixture.ShareClosure(ctx, gitDir, filepath.Join(filepath.Dir(s.Dir.Root()), store.ClosuresDir), res.Closure, res.BaselineCommit, s.Trace)
+	closure, err := fixture.ShareClosure(ctx, gitDir, closures(s), res.Closure, res.BaselineCommit, s.Trace)
 	var shared *fixture.SharedClosure
 	if err == nil {
 		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure}
+		// The next run at this base need not walk its history again.
+		if c.snap != nil && !c.closureReused {
+			err = fixture.RecordClosure(ctx, closures(s), fixture.ClosureRecord{Base: res.BaseCommit, History: c.History.String(), Shallow: c.shallow, Objects: res.Closure}, c.in.Signer, s.Trace)
+		}
 	}
 	if err != nil {
 		s.BlockErr(err, ctoharness.StepBaseline)
@@ -209,7 +217,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 		}
 	}
 	copied := map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
-		"overlay": c.mount != nil}
+		"overlay": c.mount != nil, "closure_reused": c.closureReused}
 	if c.snapErr != "" {
 		copied["snapshot_unavailable"] = c.snapErr
 	}
@@ -324,8 +332,33 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
 	}
 	in.Snapshot, in.Checkout = snap.Listing, &ci
+	if in.Closure, err = c.recordedClosure(ctx, s); err != nil {
+		return res, m, err
+	}
 	res, err = fixture.AdoptSnapshot(ctx, in)
 	return res, m, err
+}
+
+// closures is the runs directory's shared closures.
+func closures(s *runsink.Sink) string {
+	return filepath.Join(filepath.Dir(s.Dir.Root()), store.ClosuresDir)
+}
+
+// recordedClosure is the base's closure as an earlier run walked and
+// recorded it (fixture.LookupClosure), nil when none did: the fixture's
+// store is then copied from it, and the history not walked again.
+func (c *Copy) recordedClosure(ctx context.Context, s *runsink.Sink) (*fixture.SharedClosure, error) {
+	gitDir := c.in.Repo.GitDir
+	if gitDir == "" {
+		gitDir = filepath.Join(c.in.Repo.Root, ".git")
+	}
+	var err error
+	if c.shallow, err = fixture.SourceShallow(gitDir); err != nil {
+		return nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "read the shallow file of source %s", c.in.Repo.Root)
+	}
+	cl, err := fixture.LookupClosure(ctx, closures(s), s.Report.Commits.BaseCommit, c.History.String(), c.shallow, c.in.Signer, s.Trace)
+	c.closureReused = cl != nil
+	return cl, err
 }
 
 // discard gives up an overlay fixture so that a copy can take its place.
