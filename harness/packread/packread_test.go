@@ -367,3 +367,42 @@ func TestStorerServesGoGit(t *testing.T) {
 		t.Fatalf("iterated %d objects, the two directories hold %d", count, want)
 	}
 }
+
+// TestConcurrentReads reads every object from four goroutines at once
+// through one Objects (its base cache shared), each holding what it reads
+// to git's.
+func TestConcurrentReads(t *testing.T) {
+	dir := history(t)
+	gitIn(t, dir, "repack", "-adfq", "--depth=50", "--window=50")
+	want := catAll(t, dir)
+	o, err := packread.Open(filepath.Join(dir, ".git", "objects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for h, w := range want {
+				obj, err := o.Read(h)
+				if err != nil {
+					errs <- err
+					return
+				}
+				r, _ := obj.Reader()
+				got, err := io.ReadAll(r)
+				r.Close()
+				if err != nil || !bytes.Equal(got, w.data) {
+					errs <- fmt.Errorf("%s: %v, %d bytes, git reads %d", h, err, len(got), len(w.data))
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
