@@ -17,6 +17,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/snapshot"
+	"github.com/cto-harness/cto-harness/harness/task"
 )
 
 // copiedSnapshot is the snapshot the run's fixture_copied event names; nil
@@ -186,13 +187,9 @@ func TestCheckoutTakesTheFixturesClosure(t *testing.T) {
 		gitSrc("commit", "-q", "-m", "history "+string(rune('a'+i)))
 	}
 	n := gitSrc("rev-list", "--count", "HEAD")
-	spec := *o.Spec
-	spec.History = "full"
-	// The result's commit on the baseline on the base: two more than the
-	// source's.
-	spec.Verification.Command = `test "$(git rev-list --count HEAD)" -eq "$((` + n + ` + 2))" && git fsck --connectivity-only --no-progress && ` + spec.Verification.Command
-	o.Spec = &spec
+	o.Spec = historySpec(o.Spec, n)
 	for i, name := range []string{"first", "second"} {
+
 		rep := runOnce(t, o)
 		if copiedSnapshot(t, rep) == nil {
 			t.Skip("this machine cannot mount an overlay: no snapshot, no shared closure for the checkout")
@@ -208,4 +205,23 @@ func TestCheckoutTakesTheFixturesClosure(t *testing.T) {
 		}
 		mustValidate(t, set, rep, true)
 	}
+	// A kept fixture is a copy, with no snapshot: the checkout still takes
+	// the closure the baseline shared (no submodule's objects joined it).
+	o.KeepWork = true
+	rep := runOnce(t, o)
+	if rep.Status != ctoharness.StatusPass || fixtureCopied(t, rep)["overlay"] != false {
+		log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+		t.Fatalf("kept work: status %s blockers %v, fixture_copied %v\n%s", rep.Status, rep.Blockers, fixtureCopied(t, rep), log)
+	}
+	mustValidate(t, set, rep, true)
+}
+
+// historySpec keeps the whole history and checks, in the verification
+// checkout, that it holds the source's n commits plus the baseline and the
+// result, all connected.
+func historySpec(s *task.Spec, n string) *task.Spec {
+	spec := *s
+	spec.History = "full"
+	spec.Verification.Command = `test "$(git rev-list --count HEAD)" -eq "$((` + n + ` + 2))" && git fsck --connectivity-only --no-progress && ` + spec.Verification.Command
+	return &spec
 }

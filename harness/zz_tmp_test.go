@@ -11,22 +11,27 @@ import (
 	"github.com/cto-harness/cto-harness/harness"
 )
 
-func BenchmarkTmpSecond(b *testing.B) {
-	repo := goTreeRepo(b)
-	o := stage3Options(b, repo, "test -f CASE_NOTES.md", 60*time.Second)
-	pass := func() {
+func TestTmpRealRepo(t *testing.T) {
+	repo := os.Getenv("TMP_REPO")
+	if repo == "" {
+		t.Skip()
+	}
+	o := stage3Options(t, repo, "true", 120*time.Second)
+	spec := *o.Spec
+	spec.History = "full"
+	o.Spec = &spec
+	pass := func() time.Duration {
+		t0 := time.Now()
 		rep, err := harness.Run(context.Background(), o)
 		if err != nil || rep.Status != ctoharness.StatusPass {
-			b.Fatalf("run: %v %v", err, rep.Blockers)
+			t.Fatalf("run: %v %v", err, rep.Blockers)
 		}
+		return time.Since(t0)
 	}
-	pass()
-	f, _ := os.Create("/tmp/second.cpu")
+	t.Logf("first %v", pass())
+	f, _ := os.Create("/tmp/real.cpu")
 	pprof.StartCPUProfile(f)
-	b.ResetTimer()
-	for b.Loop() {
-		pass()
-	}
+	t.Logf("second %v", pass())
 	pprof.StopCPUProfile()
 	f.Close()
 }

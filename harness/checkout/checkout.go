@@ -70,6 +70,10 @@ type Input struct {
 	// snapshot), held by the caller until Stop; an overlay checkout shows
 	// it too rather than the source worktree. nil: none.
 	Snapshot *Snapshot
+	// Closure is the base's closure the fixture's baseline shared: the
+	// checkout's store is copied from it where the copy allows
+	// (fixture.CopyInput.Closure); nil: it walks the history itself.
+	Closure *fixture.SharedClosure
 }
 
 // Snapshot is a snapshot's tree, as the caller opened and checked it.
@@ -78,9 +82,6 @@ type Snapshot struct {
 	Listing []ctoharness.ManifestEntry // its lstat listing, checked against its record
 	// Checkout are the conversions it was written with.
 	Checkout fixture.CheckoutInputs
-	// Closure is the base's closure the fixture's baseline shared (nil:
-	// the checkout's store walks the history itself).
-	Closure *fixture.SharedClosure
 }
 
 // Result is the checkout that was made.
@@ -148,7 +149,7 @@ func copyBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.M
 			return cp, mounted, err
 		}
 	}
-	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv, History: in.History, Base: in.Base})
+	cp, err := fixture.Copy(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress, Getenv: in.Getenv, History: in.History, Base: in.Base, Closure: in.Closure})
 	if err != nil {
 		return cp, nil, failed(err, "copy the baseline into the verification checkout %s", in.Dest)
 	}

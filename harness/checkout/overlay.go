@@ -42,7 +42,7 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s", in.Dest)
 	}
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		SourceManifest: in.SourceManifest, Getenv: in.Getenv, History: in.History})
+		SourceManifest: in.SourceManifest, Getenv: in.Getenv, History: in.History, Closure: in.Closure})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 		if derr := m.Discard(); derr != nil {
 			return res, nil, failed(derr, "give up the overlay checkout")
@@ -69,7 +69,7 @@ func snapshotBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overl
 	}
 	ci := in.Snapshot.Checkout
 	res, err := fixture.AdoptSnapshot(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, Checkout: &ci, Closure: in.Snapshot.Closure})
+		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, Checkout: &ci, Closure: in.Closure})
 	if err != nil {
 		return res, m, failed(err, "make the overlay checkout %s a repository", in.Dest)
 	}

@@ -169,13 +169,13 @@ func (c *Copy) beginCheckout(ctx context.Context, s *runsink.Sink, closure *fixt
 	in := c.in
 	var snap *checkout.Snapshot
 	if c.snap != nil {
-		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs, Closure: closure}
+		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs}
 	}
 	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
 		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
-		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap})
+		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap, Closure: closure})
 }
 
 // baseline makes the store from the fixture's baseline commit, snapshots
@@ -188,7 +188,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	closure, err := fixture.ShareClosure(ctx, gitDir, closures(s), res.Closure, res.BaselineCommit, s.Trace)
 	var shared *fixture.SharedClosure
 	if err == nil {
-		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure}
+		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure, Exact: !res.SubmodulesMerged}
 		// The next run at this base need not walk its history again.
 		if c.snap != nil && !c.closureReused {
 			err = fixture.RecordClosure(ctx, closures(s), fixture.ClosureRecord{Base: res.BaseCommit, History: c.History.String(), Shallow: c.shallow, Objects: res.Closure}, c.in.Signer, s.Trace)
