@@ -143,7 +143,7 @@ func (c *BatchRunCmd) Run(g *Globals, env *Env) error {
 			return usagef("the tasks %s have an adversary, whose tests run only once someone confirms them, and a batch asks nobody: run with --auto-confirm (or \"auto_confirm\": true in the config)", strings.Join(tasks, ", "))
 		}
 		local := batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set, AutoConfirm: c.AutoConfirm,
-			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}
+			VerifyRun: validators.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}
 		// What would stop a trial is found before any runs: a missing agent
 		// would otherwise fail every trial as infra_failed, retried.
 		problems, err := local.Precheck(env.Ctx, plan, st)

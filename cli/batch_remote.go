@@ -126,7 +126,7 @@ func (c *WorkerCmd) Run(g *Globals, env *Env) error {
 	fmt.Fprintf(env.Stdout, "worker: key %s, runs directory %s, %d trials at once\n", keys.Signer.Public().ID, runs, slots)
 	w := natsexec.Worker{URL: c.NATS, Auth: c.NATSAuth.auth(), AckWait: c.AckWait, Log: termWriter{env.Stderr}, Coordinators: coordinators, Slots: slots,
 		Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: env.Getenv, SelfExe: env.Self, Schemas: set,
-			VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
+			VerifyRun: validators.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(env.Self), ViewTrials: sandbox.NewTrials()}}}
 	if err := w.Run(env.Ctx); err != nil {
 		return usageError{err}
 	}

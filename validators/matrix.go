@@ -24,6 +24,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/evidence"
 	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/sandbox"
 	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
@@ -49,6 +50,35 @@ type ReplayOptions struct {
 	// Signing signs the rows' runs and verifies them; the stage 2 record's
 	// signature is copied with the record.
 	Signing attest.Keys
+
+	// shared is what the rows of one ReplayAll share; nil for one row.
+	shared *rowShare
+}
+
+// rowShare is what the rows of one replay share, as the trials of a batch
+// do (docs/batch.md): one sandbox probe, the view trials of each view
+// shape, and the check of the stage-2 run behind every row's gate, done
+// again whenever that run's directory changed. Each row's run still proves
+// everything else on its own.
+type rowShare struct {
+	probe  func() sandbox.Facts
+	trials *sandbox.Trials
+	verify RunVerifier
+}
+
+// share returns o with a rowShare for a replay of many rows.
+func (o ReplayOptions) share() ReplayOptions {
+	o.shared = &rowShare{probe: sandbox.Reuse(o.SelfExe), trials: sandbox.NewTrials(),
+		verify: RememberStageRuns(StageRunVerifier(o.Schemas))}
+	return o
+}
+
+// verifier is the gate's check of the stage-2 run for a row's runs.
+func (o ReplayOptions) verifier() RunVerifier {
+	if o.shared != nil {
+		return o.shared.verify
+	}
+	return StageRunVerifier(o.Schemas)
 }
 
 // RowResult is the outcome of one replay: expected against actual.
@@ -651,7 +681,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		NewRunID: func(int, time.Time) string { return runID },
 		// The row's stage 2 record is a copy (perhaps damaged) of the real
 		// one, which names the real stage 2 run in the main runs directory.
-		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
+		RecordsDir: records, RecordRunsDir: o.RunsDir, VerifyRun: o.verifier(),
 		AllowNetCase: att.net.fill(st.AllowNet), AllowNetVerify: att.net.fill(st.VerifyAllowNet),
 		AllowNetSetup: att.net.fill(st.SetupAllowNet)}
 	if st.ClockStepMs != 0 {
@@ -682,6 +712,9 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	}
 	if st.Stage2Record == "resealed-run" {
 		opts.RecordRunsDir = runs // the forged record names a run in the row's own runs directory
+	}
+	if o.shared != nil {
+		opts.SandboxProbe, opts.ViewTrials = o.shared.probe, o.shared.trials
 	}
 	if o.Harness != nil {
 		o.Harness(&opts)
@@ -764,7 +797,7 @@ func steppedClock(clock func() time.Time, step time.Duration) func() time.Time {
 func unsignedStage2Run(ctx context.Context, o ReplayOptions, runs string) (*ctoharness.Report, error) {
 	rep, err := harness.Run(ctx, harness.Options{Stage: 2, Lane: ctoharness.LaneFake, RunsDir: runs,
 		Getenv: gateEnv(o.HostEnv, "1", "2"), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,
-		RecordsDir: harness.RecordsDir(o.RunsDir), RecordRunsDir: o.RunsDir, VerifyRun: StageRunVerifier(o.Schemas),
+		RecordsDir: harness.RecordsDir(o.RunsDir), RecordRunsDir: o.RunsDir, VerifyRun: o.verifier(),
 		Signing: attest.Keys{Trusted: o.Signing.Trusted}})
 	if err != nil {
 		return nil, err

@@ -548,10 +548,11 @@ func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowRes
 
 // ReplayAll replays rows, matrixJobs at a time, and returns their results
 // in rows' order; a row that sets process-wide state holds the others off
-// while it runs. ended, when set, is called (one call at a time) as each
+// while it runs. The rows share what the trials of a batch share (rowShare). ended, when set, is called (one call at a time) as each
 // row ends, with how many have.
 func ReplayAll(ctx context.Context, rows []fixtures.Row, o ReplayOptions, ended func(done int, row fixtures.Row)) []RowResult {
 	results := make([]RowResult, len(rows))
+	o = o.share()
 	var (
 		wg    sync.WaitGroup
 		alone sync.RWMutex

@@ -99,7 +99,7 @@ func newWorld(t testing.TB, sources int) *world {
 		}
 		w.sources = append(w.sources, src)
 	}
-	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}
+	w.base = harness.Options{RunsDir: w.runs, Config: cfg, Getenv: env, SelfExe: exe, Schemas: set, VerifyRun: validators.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}
 	return w
 }
 

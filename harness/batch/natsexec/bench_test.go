@@ -151,7 +151,7 @@ func (w *world) local(b *testing.B) batch.Local {
 	if err := validators.EnsureStage2(context.Background(), validators.StageOptions{RunsDir: runs, Schemas: w.set, SelfExe: exe, HostEnv: os.Getenv, Config: cfg, Signing: keys}); err != nil {
 		b.Fatal(err)
 	}
-	return batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}
+	return batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: w.set, VerifyRun: validators.RememberStageRuns(validators.StageRunVerifier(w.set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}
 }
 
 // fresh is the world's plan as a batch of its own (a new id, a new store),

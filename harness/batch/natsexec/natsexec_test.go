@@ -120,7 +120,7 @@ func newWorkerOn(set *schemas.Set, runs, owned string, signer *attest.Signer) na
 		panic(err)
 	}
 	return natsexec.Worker{Local: batch.Local{Base: harness.Options{RunsDir: runs, Config: cfg, Getenv: gateEnv, SelfExe: exe, Schemas: set,
-		VerifyRun: batch.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}}
+		VerifyRun: validators.RememberStageRuns(validators.StageRunVerifier(set)), Signing: keys, SandboxProbe: sandbox.Reuse(exe), ViewTrials: sandbox.NewTrials()}}}
 }
 
 type world struct {

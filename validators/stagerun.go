@@ -1,4 +1,4 @@
-package batch
+package validators
 
 import (
 	"context"
@@ -12,20 +12,21 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 )
 
-// StageRunVerifier is a stage gate's check of the run a previous stage's
-// record names (validators.StageRunVerifier).
-type StageRunVerifier func(ctx context.Context, runDir string) (ctoharness.Report, error)
+// RunVerifier is a stage gate's check of the run a previous stage's
+// record names (StageRunVerifier).
+type RunVerifier func(ctx context.Context, runDir string) (ctoharness.Report, error)
 
-// RememberStageRuns wraps the gate's run check for the trials of one batch.
-// Every trial's gate checks the same stage-2 run, and validating it in full
-// is a large share of a fake-lane trial's processor time. A run that passed
+// RememberStageRuns wraps the gate's run check for the runs of one batch
+// (or one failure-matrix replay). Every run's gate checks the same stage-2
+// run, and validating it in full is a large share of a fake-lane run's
+// processor time. A run that passed
 // is checked again only when something in its directory changed since: its
 // fingerprint covers every entry's path, type, mode, size, inode, and
 // modification and change times. The change time cannot be set by a
 // process; every write, rename, link or mode change moves it. A failed check
 // is never remembered, and the gate still reads and verifies the stage
 // record itself (signature, age, claims) for every trial.
-func RememberStageRuns(verify StageRunVerifier) StageRunVerifier {
+func RememberStageRuns(verify RunVerifier) RunVerifier {
 	var mu sync.Mutex
 	type passed struct {
 		print [32]byte

@@ -1,4 +1,4 @@
-package batch_test
+package validators_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	ctoharness "github.com/cto-harness/cto-harness"
-	"github.com/cto-harness/cto-harness/harness/batch"
+	"github.com/cto-harness/cto-harness/validators"
 )
 
 // The stage-2 run is checked once for many trials, and again as soon as
@@ -22,7 +22,7 @@ func TestRememberStageRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls, fail := 0, false
-	verify := batch.RememberStageRuns(func(ctx context.Context, runDir string) (ctoharness.Report, error) {
+	verify := validators.RememberStageRuns(func(ctx context.Context, runDir string) (ctoharness.Report, error) {
 		calls++
 		if fail {
 			return ctoharness.Report{}, errors.New("the run does not validate")
