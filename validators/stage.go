@@ -534,9 +534,14 @@ func (s *stageRun) failureMatrix(ctx context.Context) {
 	s.res.MatrixReplayed = true
 }
 
-// matrixJobs is how many rows replay at once: the cores, at most four
-// (each row is a whole run, sandbox and verification included).
-func matrixJobs() int { return max(1, min(runtime.NumCPU(), 4)) }
+// matrixJobs is how many rows replay at once: two per core, at most 16.
+// Each row is a whole run, sandbox and verification included, and it is
+// on a processor only part of its time: it waits on fsync, on the sleeps
+// of a timeout or a stalled model, on its child processes' start. One row
+// at a time takes about 1.6 times the processor time it uses.
+func matrixJobs() int {
+	return max(2, min(2*runtime.NumCPU(), 16))
+}
 
 // replayRows replays the matrix for the stage, showing each row as it ends.
 func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowResult {
@@ -547,41 +552,42 @@ func (s *stageRun) replayRows(ctx context.Context, rows []fixtures.Row) []RowRes
 }
 
 // ReplayAll replays rows, matrixJobs at a time, and returns their results
-// in rows' order; a row that sets process-wide state holds the others off
-// while it runs. The rows share what the trials of a batch share (rowShare). ended, when set, is called (one call at a time) as each
-// row ends, with how many have.
+// in rows' order. A row that sets process-wide state runs alone, before the
+// others start; slow rows start first (fixtures.ReplayOrder). The rows
+// share what the trials of a batch share (rowShare). ended, when set, is
+// called (one call at a time) as each row ends, with how many have.
 func ReplayAll(ctx context.Context, rows []fixtures.Row, o ReplayOptions, ended func(done int, row fixtures.Row)) []RowResult {
 	results := make([]RowResult, len(rows))
 	o = o.share()
-	var (
-		wg    sync.WaitGroup
-		alone sync.RWMutex
-		mu    sync.Mutex
-		done  int
-	)
+	var mu sync.Mutex
+	done := 0
+	replay := func(i int) {
+		r := Replay(ctx, rows[i], o)
+		mu.Lock()
+		defer mu.Unlock()
+		results[i] = r
+		done++
+		if ended != nil {
+			ended(done, rows[i])
+		}
+	}
+	order := fixtures.ReplayOrder(rows)
+	for len(order) > 0 && rows[order[0]].ProcessWide() {
+		replay(order[0])
+		order = order[1:]
+	}
 	next := make(chan int)
+	var wg sync.WaitGroup
 	for range matrixJobs() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				lock, unlock := alone.RLock, alone.RUnlock
-				if rows[i].ProcessWide() {
-					lock, unlock = alone.Lock, alone.Unlock
-				}
-				lock()
-				results[i] = Replay(ctx, rows[i], o)
-				unlock()
-				mu.Lock()
-				done++
-				if ended != nil {
-					ended(done, rows[i])
-				}
-				mu.Unlock()
+				replay(i)
 			}
 		}()
 	}
-	for i := range rows {
+	for _, i := range order {
 		next <- i
 	}
 	close(next)
