@@ -26,7 +26,7 @@ func (r *run) newLauncher() *launch.Launcher {
 	if s := o.Signing.Signer; s != nil {
 		signer = s.File()
 	}
-	return launch.New(launch.Input{SelfExe: o.SelfExe, Unsandboxed: o.Unsandboxed, Probe: o.SandboxProbe, Trials: o.ViewTrials,
+	return launch.New(launch.Input{SelfExe: o.SelfExe, Unsandboxed: o.Unsandboxed, Probe: o.SandboxProbe, Trials: o.ViewTrials, TrialsRoot: o.ViewTrialsRoot,
 		Clock: o.Clock, ValidateNet: o.Schemas.Validator(schemas.NetworkRecord),
 		NetLimits: egress.Limits{MaxConns: r.profile.NetConns, MaxBytes: r.profile.NetBytes},
 		Config:    o.Config, SignerFile: signer, RunsDir: o.RunsDir,

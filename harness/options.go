@@ -147,6 +147,12 @@ type Options struct {
 	// tried in a throwaway launcher (sandbox.Trials).
 	ViewTrials *sandbox.Trials
 
+	// ViewTrialsRoot, with ViewTrials, is a directory taken out of the view
+	// shapes as the run id is: each row of a failure-matrix replay works in
+	// a folder of its own, laid out as the others are, and shares one
+	// sandbox.Trials with them.
+	ViewTrialsRoot string
+
 	// Sync replaces fsync(2) for the run's evidence (evidence.Syncer): the
 	// benchmark times it. A run with one never qualifies as stage evidence.
 	Sync evidence.Syncer

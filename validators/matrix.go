@@ -714,7 +714,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 		opts.RecordRunsDir = runs // the forged record names a run in the row's own runs directory
 	}
 	if o.shared != nil {
-		opts.SandboxProbe, opts.ViewTrials = o.shared.probe, o.shared.trials
+		opts.SandboxProbe, opts.ViewTrials, opts.ViewTrialsRoot = o.shared.probe, o.shared.trials, work
 	}
 	if o.Harness != nil {
 		o.Harness(&opts)

@@ -36,6 +36,7 @@ type Input struct {
 	Unsandboxed bool                             // --unsandboxed: only the supervisor
 	Probe       func() sandbox.Facts             // what the sandbox can enforce; nil probes this machine
 	Trials      *sandbox.Trials                  // views already tried by other runs of a batch; nil tries each
+	TrialsRoot  string                           // a directory taken out of the view shapes as well ("": none)
 	Clock       func() time.Time                 // the run's clock, for network records
 	ValidateNet func([]byte) error               // checks each network.jsonl record
 	NetLimits   egress.Limits                    // the execution profile's connection and byte limits

@@ -160,11 +160,35 @@ func TestPlanViewNarrowsOnly(t *testing.T) {
 // the view once.
 func TestViewShapeMasksRunID(t *testing.T) {
 	shape := func(id string) string {
-		return viewShape(sandbox.Policy{Writable: []string{"/runs/" + id + "/fixture"}, View: &sandbox.View{Cwd: "/runs/" + id + "/fixture"}}, id)
+		return viewShape(sandbox.Policy{Writable: []string{"/runs/" + id + "/fixture"}, View: &sandbox.View{Cwd: "/runs/" + id + "/fixture"}}, id, "")
 	}
 	a, b := shape("run-a"), shape("run-b")
 	if a != b || strings.Contains(a, "run-a") || !strings.Contains(a, "{run}") {
 		t.Errorf("shapes %s and %s", a, b)
+	}
+}
+
+// With a root, the shape leaves it out too, but only as a whole path or a
+// path's leading directories: runs in folders of their own, laid out
+// alike, share a shape; a path that merely begins with the root's name
+// stays, and so does everything else that differs.
+func TestViewShapeMasksRoot(t *testing.T) {
+	shape := func(root, id string, extra ...string) string {
+		return viewShape(sandbox.Policy{Writable: []string{root + "/runs/" + id + "/fixture"},
+			View: &sandbox.View{Cwd: root + "/runs/" + id + "/fixture", Protected: append([]string{root}, extra...)}}, id, root)
+	}
+	a, b := shape("/m/row-1", "run-a"), shape("/m/row-22", "run-b")
+	if a != b || strings.Contains(a, "row-1") || !strings.Contains(a, `"{root}/runs/{run}/fixture"`) || !strings.Contains(a, `"{root}"`) {
+		t.Errorf("shapes %s and %s", a, b)
+	}
+	if c := shape("/m/row-1", "run-a", "/m/row-12/x"); c == a || !strings.Contains(c, "/m/row-12/x") {
+		t.Errorf("a path that only begins with the root's name is taken out: %s", c)
+	}
+	if d := shape("/m/row-1", "run-a", "/m/row-1/hidden"); d == a {
+		t.Errorf("a view that differs inside the root has the same shape: %s", d)
+	}
+	if e := viewShape(sandbox.Policy{Writable: []string{"/m/row-1/w"}}, "run-a", "relative"); strings.Contains(e, "{root}") {
+		t.Errorf("a relative root is taken out: %s", e)
 	}
 }
 

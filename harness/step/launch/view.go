@@ -46,7 +46,7 @@ func (l *Launcher) View(ctx context.Context, verification bool, argv []string, f
 	work, _ := l.Roots(verification)
 	var trial sandbox.Trial
 	if l.in.Trials != nil {
-		trial, err = l.in.Trials.Try(ctx, l.in.SelfExe, pol, work, viewShape(pol, l.sink.RunID))
+		trial, err = l.in.Trials.Try(ctx, l.in.SelfExe, pol, work, viewShape(pol, l.sink.RunID, l.in.TrialsRoot))
 	} else {
 		trial, err = sandbox.Try(ctx, l.in.SelfExe, pol, work)
 	}
@@ -81,8 +81,11 @@ func (l *Launcher) View(ctx context.Context, verification bool, argv []string, f
 
 // viewShape is what pol's view has in common with the same kind of view of
 // another run: its lists and writable directories, with this run's id
-// (runID, which names its run and work directories) taken out.
-func viewShape(pol sandbox.Policy, runID string) string {
+// (runID, which names its run and work directories) taken out, and root
+// too when set (a directory of the run's own that other runs have one like,
+// as each row of a failure-matrix replay does). root is replaced only as a
+// whole path or a path's leading directories.
+func viewShape(pol sandbox.Policy, runID, root string) string {
 	b, err := json.Marshal(struct {
 		View     *sandbox.View
 		Writable []string
@@ -90,7 +93,13 @@ func viewShape(pol sandbox.Policy, runID string) string {
 	if err != nil {
 		return "" // never equal to a real shape's JSON: tried every time
 	}
-	return strings.ReplaceAll(string(b), runID, "{run}")
+	s := strings.ReplaceAll(string(b), runID, "{run}")
+	if root != "" && filepath.IsAbs(root) {
+		q, _ := json.Marshal(filepath.Clean(root))
+		open := strings.TrimSuffix(string(q), `"`)
+		s = strings.NewReplacer(open+`"`, `"{root}"`, open+"/", `"{root}/`).Replace(s)
+	}
+	return s
 }
 
 // PlanView assembles the view's lists: the defaults, the config's lists for
