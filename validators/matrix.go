@@ -57,8 +57,9 @@ type ReplayOptions struct {
 
 // rowShare is what the rows of one replay share, as the trials of a batch
 // do (docs/batch.md): one sandbox probe, the view trials of each view
-// shape, and the check of the stage-2 run behind every row's gate, done
-// again whenever that run's directory changed. Each row's run still proves
+// shape (with the row's folder taken out of the shape, as the run id is),
+// and the check of the stage-2 run behind every row's gate, done again
+// whenever that run's directory changed. Each row's run still proves
 // everything else on its own.
 type rowShare struct {
 	probe  func() sandbox.Facts
