@@ -15,7 +15,9 @@ import (
 // BenchmarkFailureMatrix replays the whole failure matrix as
 // validate-case-stage3 does, rows side by side, and reports its wall time
 // beside the sum of the rows' own times (the time one row at a time would
-// take) and their ratio. The target is 30 s wall on a quiet 2-core machine.
+// take) and their ratio, and logs the slowest rows (the ones the matrix
+// should mark slow, so that the replay starts them first). The target is
+// 30 s wall on a quiet 2-core machine.
 func BenchmarkFailureMatrix(b *testing.B) {
 	runs := b.TempDir()
 	so, set := stageOpts(b, runs)
