@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -30,6 +31,8 @@ const memRunEnv = "CTO_MEMORY_RUN_HELPER"
 // memProfileEnv, when set beside memRunEnv, names a file the helper writes
 // a heap profile to each time the heap passes its last high mark: the
 // profile of the run's peak (go tool pprof -sample_index=inuse_space).
+// Each earlier mark is kept beside it, numbered (name.1, name.2, …), so
+// the steps on the way to the peak can be told apart.
 const memProfileEnv = "CTO_MEMORY_RUN_PROFILE"
 
 // TestMemoryRunHelper is not a test: the peak-RSS benchmarks run it in a
@@ -38,6 +41,10 @@ func TestMemoryRunHelper(t *testing.T) {
 	repo := os.Getenv(memRunEnv)
 	if repo == "" {
 		t.Skip("run by the peak-RSS benchmarks only")
+	}
+	// The command's own soft target, so the peak is the command's.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(harness.MemoryLimit)
 	}
 	if p := os.Getenv(memProfileEnv); p != "" {
 		stop := profileHeapPeaks(p)
@@ -66,6 +73,7 @@ func profileHeapPeaks(path string) (stop func()) {
 	go func() {
 		defer close(ended)
 		var mark uint64
+		n := 0
 		for {
 			select {
 			case <-done:
@@ -78,6 +86,10 @@ func profileHeapPeaks(path string) (stop func()) {
 				continue
 			}
 			mark = ms.HeapInuse
+			n++
+			if n > 1 {
+				_ = os.Rename(path, fmt.Sprintf("%s.%d", path, n-1))
+			}
 			if f, err := os.Create(path); err == nil {
 				_ = pprof.Lookup("heap").WriteTo(f, 0)
 				f.Close()

@@ -31,6 +31,13 @@ import (
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
+// MemoryLimit is the collector's soft target for a process that runs the
+// harness (the command sets it unless GOMEMLIMIT is set): what a run holds
+// is far less, and what it reads and lets go (a long history's trees, a
+// copy's buffers) would otherwise grow the heap to twice its peak before
+// it is collected.
+const MemoryLimit = 192 << 20
+
 // Options configure one run. Clock and the id generators are injected so that
 // tests are deterministic.
 type Options struct {

@@ -7,17 +7,14 @@ import (
 	"runtime/debug"
 
 	"github.com/cto-harness/cto-harness/cli"
+	"github.com/cto-harness/cto-harness/harness"
 )
 
-// memoryLimit is the collector's soft target: what a run holds is far
-// less, and what it reads and lets go (a long history's trees, a copy's
-// buffers) would otherwise grow the heap to twice its peak before it is
-// collected. GOMEMLIMIT, when set, wins.
-const memoryLimit = 192 << 20
-
 func main() {
+	// The collector's soft target (harness.MemoryLimit); GOMEMLIMIT, when
+	// set, wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
+		debug.SetMemoryLimit(harness.MemoryLimit)
 	}
 	ctx, stop := cli.SignalContext()
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
