@@ -204,15 +204,25 @@ func settle(parts []part) (int, error) {
 	return n, first
 }
 
+// flatten appends the parts' entries to out in order, letting each part go
+// once copied, so that the walk's output and the manifest are held at once
+// only part by part.
 func flatten(out []ctoharness.ManifestEntry, parts []part) []ctoharness.ManifestEntry {
-	for _, p := range parts {
-		out = append(out, p.entries...)
-		if p.sub != nil {
-			out = flatten(out, p.sub.parts)
+	for i := range parts {
+		out = append(out, parts[i].entries...)
+		parts[i].entries = nil
+		if sub := parts[i].sub; sub != nil {
+			out = flatten(out, sub.parts)
+			sub.parts = nil
 		}
 	}
 	return out
 }
+
+// manifestChunk is how many entries a walker gathers before it sets them
+// aside as a part: a manifest of a million entries is then grown in
+// chunks, not by doubling one slice (twice its size at the last copy).
+const manifestChunk = 8192
 
 // fork walks the directory fd (named abs) on another goroutine if a slot
 // is free, leaving a placeholder for its output; it reports whether it
@@ -358,6 +368,10 @@ func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) err
 		e.SHA256 = sum
 	}
 	w.cur = append(w.cur, e)
+	if len(w.cur) >= manifestChunk {
+		w.parts = append(w.parts, part{entries: w.cur})
+		w.cur = nil
+	}
 	return nil
 }
 
