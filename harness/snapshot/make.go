@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -78,13 +80,13 @@ func writeRecord(ctx context.Context, dir string, rec Record, listing []ctoharne
 		return err
 	}
 	recData = append(recData, '\n')
-	listData, err := json.Marshal(listing)
+	listSum, err := writeListing(filepath.Join(dir, ListingFile), listing)
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{RecordFile: recData, ListingFile: listData}
+	files := map[string][]byte{RecordFile: recData}
 	if signer != nil {
-		payload, err := attest.NewStatement([]attest.Subject{{Name: RecordFile, SHA256: sum(recData)}, {Name: ListingFile, SHA256: sum(listData)}},
+		payload, err := attest.NewStatement([]attest.Subject{{Name: RecordFile, SHA256: sum(recData)}, {Name: ListingFile, SHA256: listSum}},
 			PredicateType, rec)
 		if err != nil {
 			return err
@@ -99,6 +101,53 @@ func writeRecord(ctx context.Context, dir string, rec Record, listing []ctoharne
 		}
 	}
 	return nil
+}
+
+// writeListing writes listing to path as json.Marshal would, entry by
+// entry, and returns the file's sha256: a listing of a million files is
+// never held as one document beside the entries it encodes.
+func writeListing(path string, listing []ctoharness.ManifestEntry) (string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	w := bufio.NewWriterSize(io.MultiWriter(f, h), 64<<10)
+	err = encodeListing(w, listing)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write the snapshot's listing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// encodeListing writes the bytes json.Marshal(listing) gives: null, or the
+// entries, each as json.Marshal encodes it, between brackets and commas.
+func encodeListing(w *bufio.Writer, listing []ctoharness.ManifestEntry) error {
+	if listing == nil {
+		_, err := w.WriteString("null")
+		return err
+	}
+	w.WriteByte('[')
+	for i := range listing {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		data, err := json.Marshal(&listing[i])
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+	}
+	_, err := w.WriteString("]")
+	return err
 }
 
 // load reads the snapshot at dir and checks it: the record intact (and
