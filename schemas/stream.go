@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"strconv"
@@ -148,4 +149,36 @@ func problemsOf(err error) []Problem {
 		return []Problem{{Message: err.Error()}}
 	}
 	return leaves(ve)
+}
+
+// ItemWise reports whether key is an array of kind's documents that is
+// validated one item at a time (see itemwise): a writer may then validate
+// the document with that array empty and each item with ValidateItem, and
+// has checked exactly what Validate of the whole document checks.
+func (s *Set) ItemWise(kind Kind, key string) bool {
+	_, ok := s.items[kind][key]
+	return ok
+}
+
+// ValidateItem validates data as item i of the item-wise array key of
+// kind's documents; the problems point into the whole document.
+func (s *Set) ValidateItem(kind Kind, key string, i int, data []byte) error {
+	sch, ok := s.items[kind][key]
+	if !ok {
+		return fmt.Errorf("%s is not an item-wise array of %s documents", key, kind)
+	}
+	v, err := decode(data)
+	if err != nil {
+		return &ValidationError{Kind: kind, Problems: []Problem{{Pointer: "/" + pointerToken(key) + "/" + strconv.Itoa(i), Message: "malformed JSON: " + err.Error()}}}
+	}
+	problems := problemsOf(sch.Validate(v))
+	if len(problems) == 0 {
+		return nil
+	}
+	prefix, keyword := "/"+pointerToken(key)+"/"+strconv.Itoa(i), "/properties/"+pointerToken(key)+"/items"
+	for j := range problems {
+		problems[j].Pointer = prefix + problems[j].Pointer
+		problems[j].Keyword = keyword + strings.TrimPrefix(problems[j].Keyword, "#")
+	}
+	return &ValidationError{Kind: kind, Problems: problems}
 }

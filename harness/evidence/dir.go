@@ -4,6 +4,8 @@
 package evidence
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -140,6 +142,57 @@ func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v a
 		return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
 	}
 	return d.WriteFile(ctx, name, data)
+}
+
+// WriteJSONItems writes doc as WriteJSON writes it, with its top-level
+// array key holding n items (item(i) is the i-th), each encoded and
+// validated on its own (schemas.Set.ItemWise) and written as it comes: a
+// source proof of a million files is never one document in memory. doc
+// must encode that array empty ("[]"); the bytes written are those
+// WriteJSON would write for the whole document.
+func (d *Dir) WriteJSONItems(ctx context.Context, name string, kind schemas.Kind, doc any, key string, n int, item func(i int) any) error {
+	head, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
+	}
+	head = append(head, '\n')
+	if err := d.schemas.Validate(kind, head); err != nil {
+		return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
+	}
+	quoted, _ := json.Marshal(key)
+	marker := append(append([]byte("\n  "), quoted...), ": []"...)
+	at := bytes.Index(head, marker)
+	if !d.schemas.ItemWise(kind, key) || at < 0 || bytes.LastIndex(head, marker) != at {
+		return fmt.Errorf("%w: %s: %q is not one item-wise array of a %s document encoded empty", ErrWrite, name, key, kind)
+	}
+	if n == 0 {
+		return d.WriteFile(ctx, name, head)
+	}
+	open := at + len(marker) - 1 // the "]" of "[]"
+	return d.WriteStream(ctx, name, func(f io.Writer) error {
+		w := bufio.NewWriterSize(f, 64<<10)
+		w.Write(head[:open])
+		for i := range n {
+			if i%4096 == 0 && ctx.Err() != nil {
+				return fmt.Errorf("%w: %s: %w", ErrWrite, name, ctx.Err())
+			}
+			data, err := json.MarshalIndent(item(i), "    ", "  ")
+			if err != nil {
+				return fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
+			}
+			if err := d.schemas.ValidateItem(kind, key, i, data); err != nil {
+				return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
+			}
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString("\n    ")
+			w.Write(data)
+		}
+		w.WriteString("\n  ")
+		w.Write(head[open:])
+		return w.Flush()
+	})
 }
 
 // WriteFile writes data atomically (a temp file renamed into place): a

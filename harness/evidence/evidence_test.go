@@ -112,3 +112,45 @@ func TestDigestsSkipReportAndFixture(t *testing.T) {
 		t.Fatal("a symlink among the artifacts was accepted")
 	}
 }
+
+// TestWriteJSONItemsIsWriteJSON holds a source proof written item by item
+// to the bytes WriteJSON writes for it whole, and to the same refusal of
+// an item its schema does not allow.
+func TestWriteJSONItemsIsWriteJSON(t *testing.T) {
+	d, _ := newDir(t)
+	ctx := context.Background()
+	p := ctoharness.SourceProof{SchemaVersion: "1.0.0", RunID: "20261121T000000Z-s1-00000000", Kind: "before", Root: "/src",
+		TakenAt: time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), Head: ctoharness.HeadState{SymbolicRef: "refs/heads/main", Commit: strings.Repeat("a", 40), Tree: strings.Repeat("b", 40)},
+		RefsDigest: strings.Repeat("c", 64), StatusClean: true, Status: []ctoharness.StatusEntry{}, StatusRoute: "fast", ManifestDigest: strings.Repeat("d", 64)}
+	for _, n := range []int{0, 1, 3} {
+		p.Manifest = []ctoharness.ManifestEntry{
+			{Path: ".", Type: ctoharness.EntryDir, Mode: 0o20000000755, Size: 4096, MtimeNs: 1, CtimeNs: 2, Inode: 3},
+			{Path: "a <b> & \"c\"\u2028é", Type: ctoharness.EntryFile, Mode: 0o644, Size: 12, Inode: 1 << 63, SHA256: strings.Repeat("e", 64)},
+			{Path: "link", Type: ctoharness.EntrySymlink, Mode: 0o1000000777, Target: "../out\tside"},
+		}[:n]
+		if err := d.WriteJSON(ctx, "whole.json", schemas.SourceProof, p); err != nil {
+			t.Fatal(err)
+		}
+		doc := p
+		doc.Manifest = []ctoharness.ManifestEntry{}
+		if err := d.WriteJSONItems(ctx, "items.json", schemas.SourceProof, doc, "manifest", n, func(i int) any { return &p.Manifest[i] }); err != nil {
+			t.Fatal(err)
+		}
+		whole, _ := os.ReadFile(d.Path("whole.json"))
+		items, _ := os.ReadFile(d.Path("items.json"))
+		if string(whole) != string(items) {
+			t.Errorf("%d entries: WriteJSONItems wrote\n%s\nWriteJSON wrote\n%s", n, items, whole)
+		}
+	}
+	bad := p.Manifest[0]
+	bad.Type = "nonsense"
+	doc := p
+	doc.Manifest = []ctoharness.ManifestEntry{}
+	err := d.WriteJSONItems(ctx, "bad.json", schemas.SourceProof, doc, "manifest", 1, func(int) any { return bad })
+	if !errors.Is(err, evidence.ErrWrite) || !strings.Contains(err.Error(), "/manifest/0") {
+		t.Fatalf("a manifest entry of an unknown type was written or refused without its place: %v", err)
+	}
+	if _, err := os.Stat(d.Path("bad.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused document was left behind: %v", err)
+	}
+}

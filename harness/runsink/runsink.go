@@ -157,6 +157,16 @@ func (s *Sink) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v 
 	return true
 }
 
+// WriteJSONItems is WriteJSON for a document with one large top-level
+// array, written item by item (evidence.Dir.WriteJSONItems).
+func (s *Sink) WriteJSONItems(ctx context.Context, name string, kind schemas.Kind, doc any, key string, n int, item func(int) any, step ctoharness.Step) bool {
+	if err := s.Dir.WriteJSONItems(ctx, name, kind, doc, key, n, item); err != nil {
+		s.BlockWrite(err, step)
+		return false
+	}
+	return true
+}
+
 // NoSpace reports whether err says the filesystem is full. Some layers keep
 // only the message of the system error, so the message counts too.
 func NoSpace(err error) bool {

@@ -52,7 +52,7 @@ func Before(ctx context.Context, s *runsink.Sink, in BeforeInput) (p *ctoharness
 	c := &s.Report.Commits
 	c.SourceHead, c.SourceTree = got.Head.Commit, got.Head.Tree
 	c.BaseCommit, c.BaseTree = got.Head.Commit, got.Head.Tree
-	if s.WriteJSON(ctx, evidence.SourceBefore, schemas.SourceProof, got, ctoharness.StepSourceProof) {
+	if writeProof(ctx, s, evidence.SourceBefore, got, ctoharness.StepSourceProof) {
 		s.Emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": got.Head.Commit,
 			"status_clean": got.StatusClean, "manifest_digest": got.ManifestDigest, "entries": len(got.Manifest)})
 	}
@@ -112,16 +112,27 @@ func After(ctx context.Context, s *runsink.Sink, in Input, before *ctoharness.So
 		return
 	}
 	s.FreeSpace()
-	wrote := s.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+	wrote := writeProof(ctx, s, evidence.SourceAfter, after, ctoharness.StepSourceAfter)
 	if !wrote && s.DiskFull() && !s.Freed() {
 		s.FreeSpace()
-		wrote = s.WriteJSON(ctx, evidence.SourceAfter, schemas.SourceProof, after, ctoharness.StepSourceAfter)
+		wrote = writeProof(ctx, s, evidence.SourceAfter, after, ctoharness.StepSourceAfter)
 	}
 	if wrote {
 		s.Emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
 			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
 	}
 	compare(ctx, s, in.Repo.Root, *before, after)
+}
+
+// writeProof writes a source proof, its manifest entry by entry: the
+// proof of a tree of a million files is never one document in memory.
+func writeProof(ctx context.Context, s *runsink.Sink, name string, p ctoharness.SourceProof, step ctoharness.Step) bool {
+	if p.Manifest == nil {
+		return s.WriteJSON(ctx, name, schemas.SourceProof, p, step)
+	}
+	doc := p
+	doc.Manifest = []ctoharness.ManifestEntry{}
+	return s.WriteJSONItems(ctx, name, schemas.SourceProof, doc, "manifest", len(p.Manifest), func(i int) any { return &p.Manifest[i] }, step)
 }
 
 // compare writes the non-mutation record of before against after.
