@@ -188,8 +188,15 @@ func (b *Baseline) Finish(ctx context.Context, in Input) (Result, error) {
 			return out, err
 		}
 	}
-	got, err := fixture.Collect(ctx, fixture.CollectInput{Root: in.Dest, Store: filepath.Join(in.Dest, ".git"), Baseline: cp.BaselineCommit,
-		When: in.ResultTime, Tracer: in.Tracer, Allowed: func(string) (bool, string) { return true, "" }, Checkout: cp.Checkout})
+	ci := fixture.CollectInput{Root: in.Dest, Store: filepath.Join(in.Dest, ".git"), Baseline: cp.BaselineCommit,
+		When: in.ResultTime, Tracer: in.Tracer, Allowed: func(string) (bool, string) { return true, "" }, Checkout: cp.Checkout}
+	if b.mounted != nil {
+		// An overlay checkout is collected as an overlay fixture is: from
+		// what its layer holds (the change just written, the untracked
+		// paths hidden), not by a walk of every file of the tree.
+		ci.Upper, ci.UserXattr = b.mounted.Upper(), b.mounted.UserXattr()
+	}
+	got, err := fixture.Collect(ctx, ci)
 	if err != nil {
 		return out, failed(err, "commit the verification checkout %s", in.Dest)
 	}

@@ -336,6 +336,9 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		return res, m, err
 	}
 	res, err = fixture.AdoptSnapshot(ctx, in)
+	// The listing has vouched for the fixture's files; the run holds the
+	// snapshot (its lock) until Release, not a second listing of the tree.
+	snap.Listing = nil
 	return res, m, err
 }
 
