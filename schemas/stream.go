@@ -171,7 +171,10 @@ func (s *Set) ValidateItem(kind Kind, key string, i int, data []byte) error {
 	if err != nil {
 		return &ValidationError{Kind: kind, Problems: []Problem{{Pointer: "/" + pointerToken(key) + "/" + strconv.Itoa(i), Message: "malformed JSON: " + err.Error()}}}
 	}
-	problems := problemsOf(sch.Validate(v))
+	if sch.fast != nil && sch.fast(v) {
+		return nil // surely valid (see fastCheck); the full validator decides the rest
+	}
+	problems := problemsOf(sch.full.Validate(v))
 	if len(problems) == 0 {
 		return nil
 	}

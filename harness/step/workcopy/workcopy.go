@@ -170,6 +170,10 @@ func (c *Copy) beginCheckout(ctx context.Context, s *runsink.Sink, closure *fixt
 	var snap *checkout.Snapshot
 	if c.snap != nil {
 		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs}
+		// The listing has vouched for the fixture's files and is the
+		// checkout's now, which lets it go once its own are adopted; the
+		// run holds the snapshot (its lock) until Release, not the listing.
+		c.snap.Listing = nil
 	}
 	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
 		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
@@ -336,9 +340,6 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		return res, m, err
 	}
 	res, err = fixture.AdoptSnapshot(ctx, in)
-	// The listing has vouched for the fixture's files; the run holds the
-	// snapshot (its lock) until Release, not a second listing of the tree.
-	snap.Listing = nil
 	return res, m, err
 }
 
