@@ -51,17 +51,7 @@ func TestGitDirOf(t *testing.T) {
 // line naming no directory.
 func TestOpenReadsAlternates(t *testing.T) {
 	root := t.TempDir()
-	git := func(dir string, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	git := func(dir string, args ...string) string { t.Helper(); return strings.TrimSpace(gitOut(t, dir, args...)) }
 	a := filepath.Join(root, "a")
 	os.MkdirAll(a, 0o755)
 	git(a, "init", "-q", "-b", "main")
@@ -102,17 +92,7 @@ func TestOpenReadsAlternates(t *testing.T) {
 // must stay open while a tree or object can still read through them.
 func TestTreesReadAfterTheRepositoryIsGone(t *testing.T) {
 	dir := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	git := func(args ...string) string { t.Helper(); return gitOut(t, dir, args...) }
 	git("init", "-q", "-b", "main")
 	for i := range 40 {
 		p := filepath.Join(dir, "d"+strconv.Itoa(i%8), "e"+strconv.Itoa(i%3), "f"+strconv.Itoa(i))
@@ -155,4 +135,17 @@ func TestTreesReadAfterTheRepositoryIsGone(t *testing.T) {
 	if n != want {
 		t.Fatalf("walked %d entries with the repository gone; git lists %d", n, want)
 	}
+}
+
+// gitOut runs the git CLI in dir with no system or global configuration.
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
 }
