@@ -62,10 +62,10 @@ func Open(root, gitDir string) (*git.Repository, error) {
 }
 
 // ObjectDirs are the objects directories a repository whose own is
-// objects reads, as git reads them: its own, then each one its
-// info/alternates names (a relative line is relative to the directory
-// naming it; '#' starts a comment), theirs after them, five deep at most.
-// A named directory that does not exist is an error, as in git.
+// objects reads: its own, then each one its info/alternates names (read
+// by ParseAlternates, as classification reads them), theirs after them,
+// five deep at most. A named directory that does not exist is an error,
+// as in git.
 func ObjectDirs(objects string) ([]string, error) {
 	out := []string{objects}
 	seen := map[string]bool{filepath.Clean(objects): true}
@@ -79,15 +79,11 @@ func ObjectDirs(objects string) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			for _, l := range strings.Split(string(data), "\n") {
-				l = strings.TrimRight(l, "\r")
-				if l == "" || strings.HasPrefix(l, "#") {
-					continue
-				}
-				if !filepath.IsAbs(l) {
-					l = filepath.Join(d, l)
-				}
-				l = filepath.Clean(l)
+			alts, err := ParseAlternates(data)
+			if err != nil {
+				return nil, fmt.Errorf("%s/info/alternates: %w", d, err)
+			}
+			for _, l := range alts {
 				if seen[l] {
 					continue
 				}

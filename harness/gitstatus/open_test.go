@@ -45,10 +45,10 @@ func TestGitDirOf(t *testing.T) {
 }
 
 // TestOpenReadsAlternates opens a chain of repositories borrowing objects
-// as git clone --shared leaves them (a relative alternate, an absolute
-// one, a comment) and reads the first repository's commit through the
-// last; ObjectDirs lists the directories in git's order and refuses a
-// line naming no directory.
+// as git clone --shared leaves them (absolute alternates, a comment) and
+// reads the first repository's commit through the last; ObjectDirs lists
+// the directories in git's order and refuses a line naming no directory
+// and a relative one (classification refuses it too).
 func TestOpenReadsAlternates(t *testing.T) {
 	root := t.TempDir()
 	git := func(dir string, args ...string) string { t.Helper(); return strings.TrimSpace(gitOut(t, dir, args...)) }
@@ -62,9 +62,9 @@ func TestOpenReadsAlternates(t *testing.T) {
 	head := git(a, "rev-parse", "HEAD")
 	git(root, "clone", "-q", "--shared", "a", "b")
 	git(root, "clone", "-q", "--shared", "b", "c")
-	// b names a's objects relative to its own, c names b's absolutely.
+	// c borrows from b, which borrows from a.
 	bObjects, aObjects := filepath.Join(root, "b", ".git", "objects"), filepath.Join(a, ".git", "objects")
-	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte("# a comment\n../../../a/.git/objects\n"), 0o644)
+	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte("# a comment\n"+aObjects+"\n"), 0o644)
 	c := filepath.Join(root, "c")
 	dirs, err := ObjectDirs(filepath.Join(c, ".git", "objects"))
 	if err != nil {
@@ -81,7 +81,11 @@ func TestOpenReadsAlternates(t *testing.T) {
 	if err != nil || commit.Message != "a\n" {
 		t.Fatalf("the commit made in a, read through c: %v %v", commit, err)
 	}
-	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte(filepath.Join(root, "gone")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte("../../../a/.git/objects\n"), 0o644)
+	if _, err := ObjectDirs(filepath.Join(c, ".git", "objects")); err == nil || !strings.Contains(err.Error(), "not a plain absolute path") {
+		t.Fatalf("a relative alternate: %v", err)
+	}
+	os.WriteFile(filepath.Join(bObjects, "info", "alternates"), []byte(filepath.Join(root, "gone", "objects")+"\n"), 0o644)
 	if _, err := ObjectDirs(filepath.Join(c, ".git", "objects")); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("an alternate naming no directory: %v", err)
 	}
