@@ -69,6 +69,21 @@ type itemSchema struct {
 	fast fastCheck
 }
 
+// problems are item i of the array key, decoded as v, checked: pointers
+// into the whole document, keywords into the kind's schema.
+func (it itemSchema) problems(key string, i int, v any) []Problem {
+	if it.fast != nil && it.fast(v) {
+		return nil // surely valid (see fastCheck)
+	}
+	problems := problemsOf(it.full.Validate(v))
+	prefix, keyword := "/"+pointerToken(key)+"/"+strconv.Itoa(i), "/properties/"+pointerToken(key)+"/items"
+	for j := range problems {
+		problems[j].Pointer = prefix + problems[j].Pointer
+		problems[j].Keyword = keyword + strings.TrimPrefix(problems[j].Keyword, "#")
+	}
+	return problems
+}
+
 func pointerToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
@@ -108,20 +123,12 @@ func validateItemwise(sch *jsonschema.Schema, items map[string]itemSchema, data 
 		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
 			return nil, errNotStreamable // not an array: the whole path says so
 		}
-		prefix, keyword := "/"+pointerToken(key), "/properties/"+pointerToken(key)+"/items"
 		for i := 0; dec.More(); i++ {
 			var v any
 			if err := dec.Decode(&v); err != nil {
 				return nil, errNotStreamable
 			}
-			if itemSch.fast != nil && itemSch.fast(v) {
-				continue
-			}
-			for _, p := range problemsOf(itemSch.full.Validate(v)) {
-				p.Pointer = prefix + "/" + strconv.Itoa(i) + p.Pointer
-				p.Keyword = keyword + strings.TrimPrefix(p.Keyword, "#")
-				problems = append(problems, p)
-			}
+			problems = append(problems, itemSch.problems(key, i, v)...)
 		}
 		if _, err := dec.Token(); err != nil {
 			return nil, errNotStreamable
@@ -171,17 +178,8 @@ func (s *Set) ValidateItem(kind Kind, key string, i int, data []byte) error {
 	if err != nil {
 		return &ValidationError{Kind: kind, Problems: []Problem{{Pointer: "/" + pointerToken(key) + "/" + strconv.Itoa(i), Message: "malformed JSON: " + err.Error()}}}
 	}
-	if sch.fast != nil && sch.fast(v) {
-		return nil // surely valid (see fastCheck); the full validator decides the rest
+	if problems := sch.problems(key, i, v); len(problems) > 0 {
+		return &ValidationError{Kind: kind, Problems: problems}
 	}
-	problems := problemsOf(sch.full.Validate(v))
-	if len(problems) == 0 {
-		return nil
-	}
-	prefix, keyword := "/"+pointerToken(key)+"/"+strconv.Itoa(i), "/properties/"+pointerToken(key)+"/items"
-	for j := range problems {
-		problems[j].Pointer = prefix + problems[j].Pointer
-		problems[j].Keyword = keyword + strings.TrimPrefix(problems[j].Keyword, "#")
-	}
-	return &ValidationError{Kind: kind, Problems: problems}
+	return nil
 }
