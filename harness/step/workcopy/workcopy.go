@@ -99,10 +99,11 @@ type Copy struct {
 	snap  *snapshot.Snapshot // its lower layer, held until Release (nil: none)
 	// snapInputs are the conversions snap was written with.
 	snapInputs fixture.CheckoutInputs
-	// closureReused: the fixture's store was copied from a closure an
-	// earlier run recorded (with the source's shallow file's digest then).
-	closureReused bool
-	shallow       string
+	// recorded is the closure an earlier run recorded that the fixture's
+	// store was copied from (nil: its history was walked); shallow is the
+	// digest of the source's shallow file it was looked up with.
+	recorded *fixture.SharedClosure
+	shallow  string
 	// linksOut are the baseline's symlinks leading out of the fixture: the
 	// clean-end proof of an overlay lists them without walking it.
 	linksOut []string
@@ -189,12 +190,20 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	storeDir := s.Dir.Path(evidence.StoreDir)
 	gitDir := filepath.Join(dst, ".git")
 	// The base's history is shared by the runs beside this one, not copied.
-	closure, err := fixture.ShareClosure(ctx, gitDir, closures(s), res.Closure, res.BaselineCommit, s.Trace)
+	// A recorded closure is already there: the fixture's store was copied
+	// from it and listed against its record a moment ago.
+	var closure string
+	var err error
+	if c.recorded != nil {
+		closure = c.recorded.Objects
+	} else {
+		closure, err = fixture.ShareClosure(ctx, gitDir, closures(s), res.Closure, res.BaselineCommit, s.Trace)
+	}
 	var shared *fixture.SharedClosure
 	if err == nil {
 		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure, Exact: !res.SubmodulesMerged}
 		// The next run at this base need not walk its history again.
-		if c.snap != nil && !c.closureReused {
+		if c.snap != nil && c.recorded == nil {
 			err = fixture.RecordClosure(ctx, closures(s), fixture.ClosureRecord{Base: res.BaseCommit, History: c.History.String(), Shallow: c.shallow, Objects: res.Closure}, c.in.Signer, s.Trace)
 		}
 	}
@@ -221,7 +230,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 		}
 	}
 	copied := map[string]any{"fixture": dst, "files": res.Files, "symlinks_outside": nonNil(res.SymlinksOutside),
-		"overlay": c.mount != nil, "closure_reused": c.closureReused}
+		"overlay": c.mount != nil, "closure_reused": c.recorded != nil}
 	if c.snapErr != "" {
 		copied["snapshot_unavailable"] = c.snapErr
 	}
@@ -360,9 +369,8 @@ func (c *Copy) recordedClosure(ctx context.Context, s *runsink.Sink) (*fixture.S
 	if c.shallow, err = fixture.SourceShallow(gitDir); err != nil {
 		return nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "read the shallow file of source %s", c.in.Repo.Root)
 	}
-	cl, err := fixture.LookupClosure(ctx, closures(s), s.Report.Commits.BaseCommit, c.History.String(), c.shallow, c.in.Signer, s.Trace)
-	c.closureReused = cl != nil
-	return cl, err
+	c.recorded, err = fixture.LookupClosure(ctx, closures(s), s.Report.Commits.BaseCommit, c.History.String(), c.shallow, c.in.Signer, s.Trace)
+	return c.recorded, err
 }
 
 // discard gives up an overlay fixture so that a copy can take its place.
