@@ -12,13 +12,23 @@ import (
 )
 
 // CleanStart proves the fixture clean after the baseline commit, before
-// Case sees it; a run already blocked is not proven.
+// Case sees it; a run already blocked is not proven. An overlay of the
+// base's snapshot is proven from its layer (fixture.StartProof).
 func (c Copy) CleanStart(ctx context.Context, s *runsink.Sink) bool {
 	if !s.OK() {
 		return false
 	}
 	s.SetStep(ctoharness.StepCleanStart)
-	p, err := fixture.CleanProof(ctx, s.RunID, "clean_start", c.Path, s.Report.Commits.BaseTree, s.Clock(), s.Trace)
+	var p ctoharness.FixtureProof
+	var err error
+	if upper, userXattr := c.layer(); upper != "" && c.snap != nil {
+		// The snapshot's overlay is read from its layer, as the adoption
+		// and the clean end read it: nothing else is the base's tree.
+		p, err = fixture.StartProof(ctx, fixture.StartInput{RunID: s.RunID, Root: c.Path, ExpectedTree: s.Report.Commits.BaseTree,
+			Upper: upper, UserXattr: userXattr, Checkout: c.Conversions, SymlinksOutside: c.linksOut, Now: s.Clock(), Tracer: s.Trace})
+	} else {
+		p, err = fixture.CleanProof(ctx, s.RunID, "clean_start", c.Path, s.Report.Commits.BaseTree, s.Clock(), s.Trace)
+	}
 	if err != nil {
 		s.BlockErr(err, ctoharness.StepCleanStart)
 		return false

@@ -344,7 +344,7 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 	if err != nil {
 		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
 	}
-	in.Snapshot, in.Checkout = snap.Listing, &ci
+	in.Snapshot, in.Checkout, in.Upper, in.UserXattr = snap.Listing, &ci, m.Upper(), m.UserXattr()
 	if in.Closure, err = c.recordedClosure(ctx, s); err != nil {
 		return res, m, err
 	}
