@@ -2,7 +2,9 @@ package harness_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,4 +226,113 @@ func historySpec(s *task.Spec, n string) *task.Spec {
 	spec.History = "full"
 	spec.Verification.Command = `test "$(git rev-list --count HEAD)" -eq "$((` + n + ` + 2))" && git fsck --connectivity-only --no-progress && ` + spec.Verification.Command
 	return &spec
+}
+
+// TestClosureShownNotCopied: a run at a base whose closure an earlier run
+// recorded shows the closure's objects below the snapshot, in the fixture
+// and in the verification checkout, rather than copying them; a Case that
+// rewrites every object its .git holds changes only its own copies, and
+// one that writes into the runs directory's closures is denied: the
+// closure is byte for byte what it was, and the checkout's history (all
+// its commits connected) still checks.
+func TestClosureShownNotCopied(t *testing.T) {
+	set := compile(t)
+	o, _ := stage3(t, set)
+	o.Spec = historySpec(o.Spec, "1")
+	rep := runOnce(t, o)
+	if copiedSnapshot(t, rep) == nil {
+		t.Skip("this machine cannot mount an overlay: no snapshot, no shared closure")
+	}
+	if rep.Status != ctoharness.StatusPass {
+		t.Fatalf("first run: %s %v", rep.Status, rep.Blockers)
+	}
+	closures := filepath.Join(o.RunsDir, "closures")
+	layers, _ := filepath.Glob(filepath.Join(closures, "*", "layer", ".git", "objects"))
+	if len(layers) == 0 {
+		t.Fatalf("no closure in %s has a layer to show", closures)
+	}
+	before := treeState(t, closures)
+
+	o.Scenario = "write-objects=" + filepath.Dir(filepath.Dir(filepath.Dir(layers[0])))
+	rep = runOnce(t, o)
+	if rep.Status != ctoharness.StatusPass || fixtureCopied(t, rep)["closure_reused"] != true {
+		log, _ := os.ReadFile(filepath.Join(rep.RunArtifactDir, "test.log"))
+		t.Fatalf("second run: %s %v, fixture_copied %v\n%s", rep.Status, rep.Blockers, fixtureCopied(t, rep), log)
+	}
+	mustValidate(t, set, rep, true)
+	events, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, evidence.EventsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, closure := 0, 0
+	for line := range strings.Lines(string(events)) {
+		var e struct {
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Data["attempt"] {
+		case "list-closures":
+			n, _ := e.Data["own_objects_rewritten"].(float64)
+			own = int(n)
+			if e.Data["own_objects_failed"] != 0.0 {
+				t.Errorf("Case could not rewrite %v of its own objects", e.Data["own_objects_failed"])
+			}
+		case "write-closure":
+			closure++
+			if e.Data["denied"] != true {
+				t.Errorf("Case wrote %v in the runs directory's closures", e.Data["target"])
+			}
+		}
+	}
+	if own == 0 || closure < 3 {
+		t.Fatalf("the scenario rewrote %d of its objects and tried %d closure writes", own, closure)
+	}
+	trace, err := os.ReadFile(filepath.Join(rep.RunArtifactDir, "trace.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(trace)) {
+		var e ctoharness.TraceEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Op == ctoharness.TraceWrite && strings.HasSuffix(e.Path, "/.git/objects") {
+			t.Errorf("the run wrote %s: the closure's objects are shown there, not copied", e.Path)
+		}
+	}
+	if after := treeState(t, closures); after != before {
+		t.Fatalf("the closures changed under a run that showed them:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// treeState is every entry below root with its mode, size, inode and
+// content: what a change to any of them changes.
+func treeState(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %o %d %d", strings.TrimPrefix(p, root), st.Mode, st.Size, st.Ino)
+		if d.Type().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", sha256.Sum256(data))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

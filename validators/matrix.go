@@ -28,6 +28,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/snapshot"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
+	"github.com/cto-harness/cto-harness/harness/store"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/testresults"
 	"github.com/cto-harness/cto-harness/schemas"
@@ -674,7 +675,7 @@ func prepareRow(ctx context.Context, row fixtures.Row, o ReplayOptions, work str
 	// the run's scratch directory.
 	runID := harness.DefaultRunID(stage, o.Clock())
 	scratch := filepath.Join(runs, runlist.WorkDir, runID, "scratch")
-	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{snapshots}", snapshot.Root(runs), "{listener}", att.listenAddr(),
+	scenario = strings.NewReplacer("{source}", srcDir, "{scratch}", scratch, "{snapshots}", snapshot.Root(runs), "{closures}", filepath.Join(runs, store.ClosuresDir), "{listener}", att.listenAddr(),
 		"{secret}", att.secretName).Replace(hiddenRepl.Replace(warmRepl.Replace(gitDirRepl.Replace(att.net.replacer().Replace(scenario)))))
 	opts := harness.Options{Stage: stage, Source: srcDir, Spec: &spec, Lane: ctoharness.LaneFake, RunsDir: runs, Config: cfg,
 		Getenv: withEnv(gateEnv(o.HostEnv, allow, caseStage), warmEnv), SelfExe: o.SelfExe, Schemas: o.Schemas, Clock: o.Clock,

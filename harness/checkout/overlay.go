@@ -60,7 +60,12 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 // files' stat data are held to the snapshot's listing; fixture.AdoptSnapshot).
 func snapshotBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overlay.Mount, error) {
 	upper, work := overlayDirs(in.Dest)
-	m, err := overlay.Lower(ctx, overlay.Input{Source: in.Snapshot.Tree, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
+	// The closure's objects are shown below the snapshot, not copied.
+	var below []string
+	if in.Closure != nil && in.Closure.Layer != "" {
+		below = []string{in.Closure.Layer}
+	}
+	m, err := overlay.Lower(ctx, overlay.Input{Source: in.Snapshot.Tree, Below: below, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
 	if err != nil {
 		if errors.Is(err, overlay.ErrUnavailable) {
 			return fixture.CopyResult{}, nil, err
@@ -69,7 +74,7 @@ func snapshotBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overl
 	}
 	ci := in.Snapshot.Checkout
 	res, err := fixture.AdoptSnapshot(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, Upper: m.Upper(), UserXattr: m.UserXattr(), Checkout: &ci, Closure: in.Closure})
+		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, Upper: m.Upper(), UserXattr: m.UserXattr(), Checkout: &ci, Closure: in.Closure, ObjectsShown: below != nil})
 	if err != nil {
 		return res, m, failed(err, "make the overlay checkout %s a repository", in.Dest)
 	}

@@ -46,7 +46,12 @@ type Input struct {
 	// directory (on one filesystem); created here, must not exist. Neither
 	// may be in any view: a command sees the layer only through the mount.
 	Upper, Work string
-	Tracer      ctoharness.Tracer
+	// Below are read-only layers under Source (Lower only), topmost
+	// first: a shared closure laid out as the fixture's .git/objects
+	// (fixture.SharedClosure.Layer), so that the objects are shown, not
+	// copied. overlayfs writes none of them either.
+	Below  []string
+	Tracer ctoharness.Tracer
 }
 
 // Mount is a mounted overlay; Unmount detaches it.
@@ -184,6 +189,17 @@ func mount(lower string, in Input, cleanup func()) (*Mount, error) {
 			opts += ","
 		}
 		opts += o
+		for _, b := range in.Below {
+			if i > 0 {
+				break
+			}
+			o, err := opt("", b)
+			if err != nil {
+				cleanup()
+				return nil, fmt.Errorf("%w: open %s: %v", ErrUnavailable, b, err)
+			}
+			opts += ":" + o[1:] // "=/proc/self/fd/N" without its "="
+		}
 	}
 	// Nothing but whiteouts and opaque directories may describe the upper
 	// layer, so that what changed can be read from it alone: redirects

@@ -190,12 +190,19 @@ func read(runsDir, name string) *Run {
 // sparse and small files count as they cost); 0 when it does not exist.
 func diskUse(p string) int64 {
 	var n int64
+	seen := map[uint64]bool{} // a file linked twice (a closure's layer) uses its blocks once
 	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}
 		if info, err := d.Info(); err == nil {
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				if st.Nlink > 1 && !d.IsDir() {
+					if seen[st.Ino] {
+						return nil
+					}
+					seen[st.Ino] = true
+				}
 				n += st.Blocks * 512
 			} else {
 				n += info.Size()

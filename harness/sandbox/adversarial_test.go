@@ -154,7 +154,7 @@ func TestLookupAdversarial(t *testing.T) {
 		"chmod-source=/x", "touch-source=/x", "setxattr-source=/x", "chown-source=/x", "read-leak=/x", "list-dir=/x", "net-probes=get http://x/",
 		"proc-args=/x", "keyring=x", "unix-dgram=/x", "vsock", "write-fd=9", "socket-families", "poison-go-cache=x_test.go",
 		"write-file=check.sh", "plant-tap=results.tap", "search-git=MARKER", "apply-patch=x.patch", "run-script=solve.sh",
-		"write-snapshot=/x", "await-copy=/x"} {
+		"write-snapshot=/x", "write-objects=/x", "await-copy=/x"} {
 		if _, ok := fakecase.LookupAdversarial(name); !ok {
 			t.Errorf("%s not found", name)
 		}
@@ -164,8 +164,8 @@ func TestLookupAdversarial(t *testing.T) {
 			t.Errorf("%s found", name)
 		}
 	}
-	if n := len(fakecase.AdversarialScenarios()); n != 30 {
-		t.Errorf("%d adversarial scenarios, want 30: each one named in the list above", n)
+	if n := len(fakecase.AdversarialScenarios()); n != 31 {
+		t.Errorf("%d adversarial scenarios, want 31: each one named in the list above", n)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -81,6 +82,7 @@ var adversarialParam = map[string]struct {
 	"poison-go-cache":  {"FILE", "overwrite every entry of $GOCACHE and add FILE, a Go test that does the same to the verification's build cache", poisonGoCache},
 	"proc-args":        {"NEEDLES", "look for the ;-separated NEEDLES (hidden paths) in every /proc/*/cmdline, environ and mountinfo, plain and base64-decoded", procArgs},
 	"write-snapshot":   {"DIR", "write into DIR (the runs directory's snapshots), and into the tree of every snapshot listed there", writeSnapshot},
+	"write-objects":    {"DIR", "append to every object file of the fixture's .git (made writable first), and write into DIR (the runs directory's closures, or one closure), its objects and its layer, and those of every closure listed there", writeObjects},
 	"await-copy":       {"PATH", "wait (at most a minute) until PATH exists, then copy what the fixture's README.md holds into the note", awaitCopy},
 }
 
@@ -398,6 +400,51 @@ func writeSnapshot(dir string) func(*caseRun) error {
 		for _, e := range ents {
 			t := filepath.Join(dir, e.Name(), "tree", "README.md")
 			c.attempt("write-snapshot", t, appendLine(t, "written into the snapshot by the fake Case\n"), nil)
+		}
+		return nil
+	}
+}
+
+// writeObjects tries to change the objects the fixture's .git shares with
+// other runs. Its own object files are made writable and appended to: the
+// overlay copies each up, so the run's copy changes and the shared closure
+// it shows does not. DIR (the runs directory's closures, or one of them),
+// its objects and its layer, and those of each closure listed there, are
+// written too: every attempt there must be denied (the runs directory is
+// outside the view).
+func writeObjects(dir string) func(*caseRun) error {
+	return func(c *caseRun) error {
+		if err := c.edit(); err != nil {
+			return err
+		}
+		// Its own objects are Case's to change: counted, not attempts.
+		n, failed := 0, 0
+		objects := filepath.Join(c.root, ".git", "objects")
+		_ = filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() || n >= 20 {
+				return nil
+			}
+			n++
+			err = os.Chmod(p, 0o644)
+			if err == nil {
+				err = appendLine(p, "written into a shared object by the fake Case\n")
+			}
+			if err != nil {
+				failed++
+			}
+			return nil
+		})
+		ents, err := os.ReadDir(dir)
+		c.attempt("list-closures", dir, err, map[string]any{"entries": len(ents), "own_objects_rewritten": n - failed, "own_objects_failed": failed})
+		dirs := []string{dir}
+		for _, e := range ents {
+			dirs = append(dirs, filepath.Join(dir, e.Name()))
+		}
+		for _, d := range dirs {
+			for _, sub := range []string{"", "objects", filepath.Join("layer", ".git", "objects")} {
+				t := filepath.Join(d, sub, "written-by-case")
+				c.attempt("write-closure", t, os.WriteFile(t, []byte("written by the fake Case\n"), 0o644), nil)
+			}
 		}
 		return nil
 	}

@@ -201,7 +201,7 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 	}
 	var shared *fixture.SharedClosure
 	if err == nil {
-		shared = &fixture.SharedClosure{Objects: closure, Proof: res.Closure, Exact: !res.SubmodulesMerged}
+		shared = &fixture.SharedClosure{Objects: closure, Layer: fixture.ClosureLayer(closure), Proof: res.Closure, Exact: !res.SubmodulesMerged}
 		// The next run at this base need not walk its history again.
 		if c.snap != nil && c.recorded == nil {
 			err = fixture.RecordClosure(ctx, closures(s), fixture.ClosureRecord{Base: res.BaseCommit, History: c.History.String(), Shallow: c.shallow, Objects: res.Closure}, c.in.Signer, s.Trace)
@@ -337,7 +337,15 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		return res, nil, errNoOverlay
 	}
 	c.snap, c.snapInputs = snap, ci
-	m, err := overlay.Lower(ctx, overlay.Input{Source: snap.TreeDir(), Dest: in.Dest, Upper: upper, Work: work, Tracer: s.Trace})
+	if in.Closure, err = c.recordedClosure(ctx, s); err != nil {
+		return res, nil, err
+	}
+	// A recorded closure's objects are shown below the snapshot, not copied.
+	var below []string
+	if in.Closure != nil && in.Closure.Layer != "" {
+		below, in.ObjectsShown = []string{in.Closure.Layer}, true
+	}
+	m, err := overlay.Lower(ctx, overlay.Input{Source: snap.TreeDir(), Below: below, Dest: in.Dest, Upper: upper, Work: work, Tracer: s.Trace})
 	if errors.Is(err, overlay.ErrUnavailable) {
 		return res, nil, errNoOverlay
 	}
@@ -345,9 +353,6 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
 	}
 	in.Snapshot, in.Checkout, in.Upper, in.UserXattr = snap.Listing, &ci, m.Upper(), m.UserXattr()
-	if in.Closure, err = c.recordedClosure(ctx, s); err != nil {
-		return res, m, err
-	}
 	res, err = fixture.AdoptSnapshot(ctx, in)
 	return res, m, err
 }
