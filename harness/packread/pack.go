@@ -21,6 +21,15 @@ type pack struct {
 	size int64 // the file's size, its 20-byte trailer included
 	name string
 	once sync.Once
+	// zlibs keeps inflaters between reads: a new one allocates a 32 KiB
+	// window, which was most of reading a tree of small objects.
+	zlibs sync.Pool
+}
+
+// zlibState is one reusable inflater and its buffered input.
+type zlibState struct {
+	br *bufio.Reader
+	zr io.ReadCloser // a zlib.Resetter
 }
 
 // Pack entry types (git's object types 1 to 4, and the two deltas).
@@ -176,14 +185,24 @@ func (p *pack) inflater(h header) (io.ReadCloser, error) {
 
 // inflate reads an entry's whole inflated data (h.size bytes).
 func (p *pack) inflate(h header) ([]byte, error) {
-	zr, err := p.inflater(h)
+	sr := io.NewSectionReader(p.f, h.data, p.size-20-h.data)
+	st, _ := p.zlibs.Get().(*zlibState)
+	var err error
+	switch {
+	case st == nil:
+		st = &zlibState{br: bufio.NewReaderSize(sr, 4096)}
+		st.zr, err = zlib.NewReader(st.br)
+	default:
+		st.br.Reset(sr)
+		err = st.zr.(zlib.Resetter).Reset(st.br, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: entry at %d: %v", ErrMalformed, p.name, h.data, err)
 	}
-	defer zr.Close()
 	out := make([]byte, h.size)
-	if _, err := io.ReadFull(zr, out); err != nil {
+	if _, err := io.ReadFull(st.zr, out); err != nil {
 		return nil, fmt.Errorf("%w: %s: entry at %d: %v", ErrMalformed, p.name, h.data, err)
 	}
+	p.zlibs.Put(st)
 	return out, nil
 }

@@ -244,6 +244,19 @@ func OpenPlain(gitDir, worktree string) (*git.Repository, func(), error) {
 	return open(gitDir, worktree, fsStorage(gitDir, cache.NewObjectLRU(objectCache)))
 }
 
+// OpenInPlace is OpenPlain (the repository's own objects, no alternates
+// followed) reading them where they lie (package packread: every object
+// hashed against its id) rather than decoding each pack's index: for a
+// repository only the harness writes while it is open, such as a fixture
+// before Case runs.
+func OpenInPlace(gitDir, worktree string) (*git.Repository, func(), error) {
+	objs, err := packread.Open(filepath.Join(gitDir, "objects"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open repository %s: %w", gitDir, err)
+	}
+	return open(gitDir, worktree, &packread.Storer{Storage: fsStorage(gitDir, cache.NewObjectLRU(objectCache)), Objects: objs})
+}
+
 func fsStorage(gitDir string, objects cache.Object) *filesystem.Storage {
 	return filesystem.NewStorageWithOptions(osfs.New(gitDir), objects, filesystem.Options{KeepDescriptors: true, LargeObjectThreshold: largeObject})
 }
