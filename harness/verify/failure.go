@@ -50,7 +50,7 @@ type goOutputEvent struct {
 // FirstFailure reads a test log and returns its first failing test: go test
 // (plain and -json), pytest, TAP, mocha, cargo and jest are recognised by
 // their failure lines. Without one, it returns the first line that speaks of
-// a failure or an error, with no test name. ok is false when the log names
+// a failure or an error (speaksOfFailure), with no test name. ok is false when the log names
 // no failure at all.
 func FirstFailure(r io.Reader) (f Failure, ok bool) {
 	sc := bufio.NewScanner(r)
@@ -135,7 +135,7 @@ func FirstFailure(r io.Reader) (f Failure, ok bool) {
 				break
 			}
 		}
-		if found == nil && generic == nil && genericFailure.MatchString(l) {
+		if found == nil && generic == nil && speaksOfFailure(l) {
 			generic = &Failure{Line: n, Lines: []string{clip(strings.TrimSpace(l))}}
 		}
 	}
@@ -146,6 +146,36 @@ func FirstFailure(r io.Reader) (f Failure, ok bool) {
 		return *generic, true
 	}
 	return Failure{}, false
+}
+
+// speaksOfFailure reports whether a line says that something failed: a
+// word of failure or error, or a program the shell did not find. A word
+// that is part of a file's name (make's "CC reftable/error.o", a test
+// script t/fail-fast.sh) says nothing of the kind.
+func speaksOfFailure(l string) bool {
+	for _, re := range notFoundLines {
+		if re.MatchString(strings.TrimSpace(l)) {
+			return true
+		}
+	}
+	for _, m := range genericFailure.FindAllStringIndex(l, -1) {
+		before, after := byte(' '), l[m[1]:]
+		if m[0] > 0 {
+			before = l[m[0]-1]
+		}
+		inName := strings.ContainsRune("/.-_", rune(before)) || strings.HasPrefix(after, "/") ||
+			len(after) > 1 && strings.ContainsRune(".-_", rune(after[0])) && isNameByte(after[1])
+		if !inName {
+			return true
+		}
+	}
+	return false
+}
+
+// isNameByte reports whether b can continue a file's name after a dot or
+// a dash (error.o, fail-fast).
+func isNameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
 }
 
 // FailureHint is what a failed verification's blocker says after its

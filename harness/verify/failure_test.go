@@ -63,6 +63,13 @@ func TestFirstFailureRunners(t *testing.T) {
 		{"cargo", "running 2 tests\ntest tests::adds ... ok\ntest tests::subtracts ... FAILED\n", "tests::subtracts", 3, ""},
 		{"mocha", "  2 passing\n  1 failing\n\n  1) math\n       subtracts:\n     AssertionError: expected 2 to equal 1\n", "math", 4, "subtracts:"},
 		{"no runner", "building...\nerror: linker failed\n", "", 2, "error: linker failed"},
+		// git's build: files named error.o or fail-fast.sh are not failures;
+		// the shell's line for the program it did not find is.
+		{"make", "    CC reftable/error.o\n    CC t/fail-fast.o\n    GEN t/helper/test-error\n    CC error_.o\n/bin/sh: 1: cargo: not found\nmake: *** [Makefile:3042: target/release/libgitcore.a] Error 127\n",
+			"", 5, "/bin/sh: 1: cargo: not found"},
+		{"make, bash", "    CC reftable/error.o\n/bin/sh: line 1: cargo: command not found\n", "", 2, "/bin/sh: line 1: cargo: command not found"},
+		{"a sentence ending in error", "    CC reftable/error.o\nsomething went wrong: error.\n", "", 2, "something went wrong: error."},
+		{"make's error line", "    CC reftable/error.o\nmake: *** [Makefile:12: all] Error 1\n", "", 2, "make: *** [Makefile:12: all] Error 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, ok := FirstFailure(strings.NewReader(tc.log))

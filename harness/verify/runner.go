@@ -237,11 +237,12 @@ func Execute(ctx context.Context, in Input, budget *Budget, reruns int) (Record,
 			if c := rec.Counts; c != nil && c.Passed+c.Failed+c.Skipped > 0 {
 				rec.Reason += fmt.Sprintf("; the output had reported %d failed, %d passed and %d skipped tests (%s)", c.Failed, c.Passed, c.Skipped, rec.CountsFormat)
 			}
-		case res.ExitCode != nil && *res.ExitCode == ExitNotFound:
-			// The shell's answer to a program it cannot find: the tests
-			// did not run, and a rerun would not find it either.
+		case res.ExitCode != nil && missingProgram(*res.ExitCode, rec.StderrInline) != "":
+			// The shell's answer to a program it cannot find, or make's
+			// for a recipe that ran one: the tests did not run, and a
+			// rerun would not find it either.
 			a.Classification = ctoharness.TestNotRun
-			rec.Classification, rec.Reason = ctoharness.TestNotRun, notFoundReason(rec.StderrInline)
+			rec.Classification, rec.Reason = ctoharness.TestNotRun, missingProgram(*res.ExitCode, rec.StderrInline)
 		case res.ExitCode != nil && *res.ExitCode != 0 && offlineReason(rec.StdoutInline, rec.StderrInline) != "":
 			// A dependency could not be resolved without the network: no
 			// test ran, and a rerun would not find it either.
@@ -518,26 +519,4 @@ func listed(out, prefix, suffix string) string {
 		return ""
 	}
 	return ": " + strings.Join(names, ", ")
-}
-
-// ExitNotFound is the shell's exit status for a command it cannot find
-// (POSIX: 127).
-const ExitNotFound = 127
-
-// notFoundReason is the reason of a verification that exited 127: the
-// shell's own "not found" line when stderr has one, and where to look.
-func notFoundReason(stderr string) string {
-	reason := "program not found in the sandbox (exit status 127)"
-	lines := strings.Split(stderr, "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		l := strings.TrimSpace(lines[i])
-		if strings.Contains(l, "not found") || strings.Contains(l, "No such file") {
-			if len(l) > 200 {
-				l = l[:200] + "…"
-			}
-			reason += ": " + l
-			break
-		}
-	}
-	return reason + "; the verification sees only the sandbox's view and PATH: declare the toolchain in the config's \"toolchains\" (see docs/real-repositories.md) and check with --dry-run"
 }

@@ -608,3 +608,57 @@ func TestTimeoutReasonNamesReportedCounts(t *testing.T) {
 		t.Errorf("reason %q", rec.Reason)
 	}
 }
+
+// TestMakeRecipeProgramMissing runs real make: a recipe that starts a
+// program the PATH does not have (git's Makefile and cargo, in a sandbox
+// without the rust toolchain) fails make with "Error 127" and exit status 2.
+// That is TEST_NOT_RUN naming the program, not rerun; make failing for any
+// other reason stays TESTS_FAILED.
+func TestMakeRecipeProgramMissing(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make on PATH")
+	}
+	const missing = "cto-absent-tool"
+	for _, tc := range []struct {
+		name, makefile, command string
+		notRun                  bool
+	}{
+		{"through the shell", "all: lib.a\n\techo built\nlib.a:\n\t" + missing + " build --release && touch $@\n", "make -j2 && echo tests", true},
+		{"without a shell", "all:\n\t" + missing + " build\n", "make", true},
+		{"in a sub-make", "all:\n\t$(MAKE) -C sub\n", "make", true},
+		{"a recipe that fails", "all:\n\texit 1\n", "make", false},
+		{"one recipe missing, another failing", "all: a b\na:\n\t" + missing + "\nb:\n\tsleep 0.2; exit 1\n", "make -k", false},
+		{"a program that exits 127 itself", "all:\n\tsh -c 'exit 127'\n", "make", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if err := os.WriteFile(filepath.Join(e.fixture, "Makefile"), []byte(tc.makefile), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(e.fixture, "sub"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(e.fixture, "sub", "Makefile"), []byte("all:\n\t"+missing+" --version\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := Execute(context.Background(), e.input(t, tc.command, 20*time.Second), budget(), 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.notRun {
+				if rec.Classification != ctoharness.TestFailure || rec.Reruns != 2 {
+					t.Fatalf("classification %s after %d reruns (%q), want TESTS_FAILED rerun twice\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+				}
+				return
+			}
+			if rec.Classification != ctoharness.TestNotRun || rec.Reruns != 0 {
+				t.Fatalf("classification %s after %d reruns (%q), want TEST_NOT_RUN and no rerun\n%s", rec.Classification, rec.Reruns, rec.Reason, e.log(t))
+			}
+			for _, want := range []string{"a make recipe runs is not in the sandbox: " + missing, "Error 127", "toolchains"} {
+				if !strings.Contains(rec.Reason, want) {
+					t.Errorf("reason %q does not say %q", rec.Reason, want)
+				}
+			}
+		})
+	}
+}
