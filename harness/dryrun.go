@@ -11,6 +11,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/step/adversary"
 	"github.com/cto-harness/cto-harness/harness/step/agentcase"
 	"github.com/cto-harness/cto-harness/harness/step/classify"
@@ -98,8 +99,8 @@ func planHooks(o Options) dryrun.Hooks {
 			return e.Env, nil
 		},
 		CacheWarnings: func(spec task.Spec, net egress.Policy) []string { return warm.Warnings(o.Config.Caches, spec, net) },
-		Unresolved: func(command string, tc toolenv.Set, env []string, found []config.Toolchain) []string {
-			return launch.Unresolved(o.Config, o.Getenv, command, tc, env, found)
+		Unresolved: func(progs []scan.Program, tc toolenv.Set, env []string, found []config.Toolchain) []string {
+			return launch.Unresolved(o.Config, o.Getenv, progs, tc, env, found)
 		},
 	}
 	if o.Agent.Name != "" {

@@ -342,6 +342,7 @@ func (s *scanner) command(u *unit, at *stmtRef, args []arg, e *env, depth int) {
 		s.add(u, line, PatDynamicCommand, cmd, "the command name is only known at run time")
 		return
 	}
+	s.program(u, line, args[0].s)
 	ops := args[1:]
 
 	// Checks that apply to any command, whatever it is.

@@ -395,7 +395,7 @@ func (v *makeVisit) recipe(r *makeRule, t string) {
 				continue
 			}
 			v.s.recipes[key] = true
-			v.s.shellSource(&unit{file: l.file, src: c, lineBase: l.line, depth: v.u.depth + 1, fixed: fixed}, v.env.clone())
+			v.s.shellSource(&unit{file: l.file, src: c, lineBase: l.line, depth: v.u.depth + 1, fixed: fixed, recipe: true}, v.env.clone())
 		}
 	}
 }

@@ -253,3 +253,41 @@ func FuzzMake(f *testing.F) {
 		}
 	})
 }
+
+// TestMakeRecipePrograms: the programs the built recipes start are listed
+// with their makefile line, by the names make's variables give them, once
+// each; builtins, the project's own ./scripts and recipes of targets that
+// are not built are not.
+func TestMakeRecipePrograms(t *testing.T) {
+	root := t.TempDir()
+	mk := "CC = cc\nQUIET_CARGO = @echo CARGO;\n" +
+		"all: lib.a gen\n" +
+		"\t$(CC) -o app main.c\n" + // line 4
+		"lib.a:\n" +
+		"\t$(QUIET_CARGO)cargo build --release && test -f $@\n" + // line 6
+		"gen:\n" +
+		"\tcd sub && ./gen.sh && env FOO=1 xgen out; cc -c x.c\n" + // line 8
+		"unused:\n" +
+		"\tspatch --sp-file x.cocci\n"
+	if err := os.WriteFile(filepath.Join(root, "Makefile"), []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Scan(context.Background(), "make -j2 && go test ./...", root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Programs {
+		got = append(got, fmt.Sprintf("%s %s:%d", p.Name, p.File, p.Line))
+	}
+	// Prerequisites are made first, so cc is first met in gen's recipe.
+	want := []string{"cargo Makefile:6", "env Makefile:8", "xgen Makefile:8", "cc Makefile:8"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("recipe programs\n got: %q\nwant: %q", got, want)
+	}
+	if res, err := Scan(context.Background(), "go test ./...", root, nil); err != nil || len(res.Programs) != 0 {
+		t.Fatalf("a command that runs no make lists recipe programs %v (%v)", res.Programs, err)
+	}
+}

@@ -36,3 +36,13 @@ func Programs(command string) []string {
 	})
 	return out
 }
+
+// CommandPrograms are Programs as Program values, with File CommandFile:
+// what a check of the command's programs and its recipes' takes.
+func CommandPrograms(command string) []Program {
+	var out []Program
+	for _, name := range Programs(command) {
+		out = append(out, Program{Name: name, File: CommandFile})
+	}
+	return out
+}

@@ -99,6 +99,19 @@ type Finding struct {
 type Result struct {
 	Findings []Finding `json:"findings"`
 	Files    []string  `json:"files"` // fixture-relative paths of every script read, sorted
+	// Programs are the programs the make recipes the command would run
+	// start by name, each once, in the order first met: a build that
+	// calls a tool the sandbox does not show (git's Makefile and cargo)
+	// can be warned of before it runs.
+	Programs []Program `json:"programs"`
+}
+
+// Program is a program a make recipe starts (`cargo build`, or `$(CC)`
+// once make's variables give it a name), and the recipe's line.
+type Program struct {
+	Name string `json:"name"`
+	File string `json:"file"` // the makefile, fixture-relative
+	Line int    `json:"line"`
 }
 
 // Blocking reports whether any finding is high or critical.
@@ -183,6 +196,7 @@ type scanner struct {
 	steps    int
 	makes    map[string]bool // make runs followed (makeRun.key)
 	recipes  map[string]bool // recipe commands scanned: file, line, cwd and text
+	programs []Program       // programs recipes start (Result.Programs)
 	aliases  [][2]string     // view path, host directory it links to
 }
 
@@ -257,9 +271,12 @@ func (s *scanner) result() (Result, error) {
 		files = append(files, f)
 	}
 	sort.Strings(files)
-	res := Result{Findings: s.findings, Files: files}
+	res := Result{Findings: s.findings, Files: files, Programs: s.programs}
 	if res.Findings == nil {
 		res.Findings = []Finding{}
+	}
+	if res.Programs == nil {
+		res.Programs = []Program{}
 	}
 	if err := s.ctx.Err(); err != nil {
 		return res, fmt.Errorf("scan interrupted: %w", err)
@@ -293,11 +310,28 @@ type unit struct {
 	src      string
 	lineBase int // the line in file of the source's first line
 	depth    int
-	fixed    int // when set, the line of every finding: src does not map line by line onto file
+	fixed    int  // when set, the line of every finding: src does not map line by line onto file
+	recipe   bool // a make recipe's command, or a string nested in one
 }
 
 func (u *unit) child(src string, line int) *unit {
-	return &unit{file: u.file, src: src, lineBase: line, depth: u.depth + 1, fixed: u.fixed}
+	return &unit{file: u.file, src: src, lineBase: line, depth: u.depth + 1, fixed: u.fixed, recipe: u.recipe}
+}
+
+// program records name as a program a make recipe starts at line of u: by
+// name only (a path relative to the recipe's directory is the project's
+// own), never a builtin, once per name.
+func (s *scanner) program(u *unit, line int, name string) {
+	if !u.recipe || name == "" || strings.Contains(name, "/") && !filepath.IsAbs(name) || slices.Contains(shellBuiltins, name) {
+		return
+	}
+	if slices.ContainsFunc(s.programs, func(p Program) bool { return p.Name == name }) {
+		return
+	}
+	if u.fixed > 0 {
+		line = u.fixed
+	}
+	s.programs = append(s.programs, Program{Name: name, File: u.file, Line: line})
 }
 
 // lineText is the text of line (a line of u.file) in u.src, or the first

@@ -348,6 +348,9 @@ type Plan struct {
 	Refusal          Refusal        `json:"refusal,omitempty"`
 	ScopeReason      string         `json:"scope_reason,omitempty"`
 	Reason           string         `json:"reason,omitempty"`
+	// Programs are what the command's make recipes start (scan.Result):
+	// the dry run warns of those the sandbox would not find.
+	Programs []scan.Program `json:"-"`
 }
 
 // Runnable reports whether the command may be executed.
@@ -376,7 +379,7 @@ func Preflight(ctx context.Context, in Input, pol Policy) (Plan, error) {
 		set(RefusedGovernance, "the verification command cannot be checked: "+err.Error())
 		return plan, nil
 	}
-	plan.Findings, plan.Scripts = res.Findings, res.Files
+	plan.Findings, plan.Scripts, plan.Programs = res.Findings, res.Files, res.Programs
 	if in.Tracer != nil {
 		for _, f := range res.Files {
 			in.Tracer.Trace(ctoharness.TraceRead, filepath.Join(in.Fixture, filepath.FromSlash(f)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/checkout"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/runlist"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
@@ -57,9 +59,9 @@ func (p *planning) planVerification(ctx context.Context) {
 	vdir, vscratch := checkout.Dirs(filepath.Join(in.RunsDir, runlist.WorkDir, in.RunID))
 	p.vscratch = vscratch
 	venv, senv, vset := p.verificationEnv(ctx, vscratch)
-	p.venv = venv
+	p.venv, p.vset = venv, vset
 	if !in.Unsandboxed {
-		plan.Warnings = append(plan.Warnings, in.Hooks.Unresolved(spec.Verification.Command, vset, venv, plan.ToolchainsFound)...)
+		plan.Warnings = append(plan.Warnings, in.Hooks.Unresolved(scan.CommandPrograms(spec.Verification.Command), vset, venv, plan.ToolchainsFound)...)
 		plan.Warnings = append(plan.Warnings, in.Hooks.CacheWarnings(*spec, netPol)...)
 	}
 	if seg := hiddenSegment(vdir); seg != "" {
@@ -153,12 +155,28 @@ func (p *planning) scan(ctx context.Context) error {
 		return err
 	}
 	p.plan.Verification = vp
+	if !in.Unsandboxed {
+		p.plan.Warnings = append(p.plan.Warnings, in.Hooks.Unresolved(recipeOnly(vp.Programs, spec.Verification.Command), p.vset, p.venv, p.plan.ToolchainsFound)...)
+	}
 	code := map[verify.Refusal]ctoharness.BlockerCode{verify.RefusedDangerous: ctoharness.BlockDangerousScript,
 		verify.RefusedScope: ctoharness.BlockTestScope, verify.RefusedGovernance: ctoharness.BlockGovernanceUnavailable}[vp.Refusal]
 	if code != "" {
 		p.block(ctoharness.Blocker{Code: code, Step: ctoharness.StepVerify, Message: vp.Reason})
 	}
 	return nil
+}
+
+// recipeOnly are the programs of make recipes that the command does not
+// start itself: those are warned of with the command.
+func recipeOnly(progs []scan.Program, command string) []scan.Program {
+	own := scan.Programs(command)
+	var out []scan.Program
+	for _, p := range progs {
+		if !slices.Contains(own, p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // separateGitDir is repo's git directory when it is kept outside the

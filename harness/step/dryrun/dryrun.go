@@ -22,6 +22,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/runlist"
 	"github.com/cto-harness/cto-harness/harness/sandbox"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/source"
 	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
@@ -148,9 +149,10 @@ type Hooks struct {
 	Eco func(ctx context.Context) (vars func(home string, allowed func(host string) bool) []string, err error)
 	// CacheWarnings are the caches' warnings for the task under its network.
 	CacheWarnings func(spec task.Spec, net egress.Policy) []string
-	// Unresolved warns of each program of command that would not resolve
-	// in the verification's view on the PATH env sets.
-	Unresolved func(command string, tc toolenv.Set, env []string, found []config.Toolchain) []string
+	// Unresolved warns of each of progs (the command's programs, then
+	// those its make recipes start) that would not resolve in the
+	// verification's view on the PATH env sets.
+	Unresolved func(progs []scan.Program, tc toolenv.Set, env []string, found []config.Toolchain) []string
 }
 
 // steps are what a run does, in order.
@@ -209,8 +211,9 @@ type planning struct {
 	repo     source.Repo
 	rl       sandbox.Rlimits
 	netPol   egress.Policy
-	venv     []string // the verification's environment
-	scratch  string   // Case's scratch
+	venv     []string    // the verification's environment
+	vset     toolenv.Set // the verification's toolchains
+	scratch  string      // Case's scratch
 	vscratch string
 }
 

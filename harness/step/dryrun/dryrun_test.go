@@ -16,6 +16,7 @@ import (
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
 	"github.com/cto-harness/cto-harness/harness/task"
+	"github.com/cto-harness/cto-harness/harness/scan"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/schemas"
 )
@@ -58,9 +59,13 @@ func stage1(t *testing.T, asked map[string]int) Input {
 				return func(home string, _ func(string) bool) []string { return []string{"NPM_CONFIG_CACHE=" + home + "/npm"} }, nil
 			},
 			CacheWarnings: func(task.Spec, egress.Policy) []string { asked["warnings"]++; return []string{"cache warning"} },
-			Unresolved: func(command string, _ toolenv.Set, env []string, _ []config.Toolchain) []string {
+			Unresolved: func(progs []scan.Program, _ toolenv.Set, env []string, _ []config.Toolchain) []string {
 				asked["unresolved"]++
-				return []string{"unresolved " + command}
+				var out []string
+				for _, p := range progs {
+					out = append(out, "unresolved "+p.Name+" at "+p.File)
+				}
+				return out
 			},
 		}}
 }
