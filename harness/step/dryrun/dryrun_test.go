@@ -15,8 +15,8 @@ import (
 	"github.com/cto-harness/cto-harness/harness/config"
 	"github.com/cto-harness/cto-harness/harness/egress"
 	"github.com/cto-harness/cto-harness/harness/profile"
-	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/scan"
+	"github.com/cto-harness/cto-harness/harness/task"
 	"github.com/cto-harness/cto-harness/harness/toolenv"
 	"github.com/cto-harness/cto-harness/schemas"
 )
