@@ -336,3 +336,49 @@ func treeState(t *testing.T, root string) string {
 	}
 	return b.String()
 }
+
+// TestUnpopulatedSubmoduleSnapshot: a tree with a submodule the source does
+// not populate (git/git's sha1collisiondetection, in most clones) has a
+// snapshot, in which the submodule is the empty directory git leaves: the
+// fixture is an overlay of it, the second run reuses the first's closure
+// instead of walking the history again, and a Case that writes inside the
+// submodule is refused at the collect, as a copied fixture's collect
+// refuses it.
+func TestUnpopulatedSubmoduleSnapshot(t *testing.T) {
+	set := compile(t)
+	o, src := stage3(t, set)
+	gitSrc := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, ".gitmodules"), []byte("[submodule \"vendor/sub\"]\n\tpath = vendor/sub\n\turl = https://example.invalid/sub.git\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitSrc("add", ".gitmodules")
+	gitSrc("update-index", "--add", "--cacheinfo", "160000,"+strings.Repeat("ab", 20)+",vendor/sub")
+	gitSrc("commit", "-q", "-m", "an unpopulated submodule")
+	if err := os.MkdirAll(filepath.Join(src, "vendor", "sub"), 0o755); err != nil { // as git clone leaves it
+		t.Fatal(err)
+	}
+	for i, name := range []string{"first", "second"} {
+		rep := runOnce(t, o)
+		if copiedSnapshot(t, rep) == nil {
+			t.Skip("this machine cannot mount an overlay: no snapshot")
+		}
+		if rep.Status != ctoharness.StatusPass || fixtureCopied(t, rep)["closure_reused"] != (i == 1) {
+			t.Fatalf("%s run: %s %v, fixture_copied %v", name, rep.Status, rep.Blockers, fixtureCopied(t, rep))
+		}
+		mustValidate(t, set, rep, true)
+	}
+	o.Scenario = "write-file=vendor/sub/x.txt"
+	rep := runOnce(t, o)
+	if rep.Status != ctoharness.StatusBlocked || len(rep.Blockers) == 0 || rep.Blockers[0].Code != ctoharness.BlockCollectFailed ||
+		!strings.Contains(rep.Blockers[0].Message, "submodule vendor/sub") {
+		t.Fatalf("a write inside the unpopulated submodule: %s %v, want %s naming vendor/sub", rep.Status, rep.Blockers, ctoharness.BlockCollectFailed)
+	}
+	mustValidate(t, set, rep, false)
+}

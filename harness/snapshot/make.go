@@ -56,7 +56,10 @@ func build(ctx context.Context, in Input, key, dir string) error {
 		return failed(err, "list the snapshot's tree %s", treeDir)
 	}
 	rec := Record{Version: recordVersion, Key: key, Tree: t.Tree, MadeFrom: t.Commit, Conversions: in.Checkout.Digest(),
-		Files: t.Files, Bytes: t.Bytes, Listing: source.ManifestDigest(listing), SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
+		Files: t.Files, Bytes: t.Bytes, Listing: source.ManifestDigest(listing), Submodules: t.Submodules, SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
+	if rec.Submodules == nil {
+		rec.Submodules = []string{}
+	}
 	if err := writeRecord(ctx, tmp, rec, listing, in.Signer); err != nil {
 		return failed(err, "write the snapshot's record in %s", tmp)
 	}

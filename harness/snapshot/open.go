@@ -12,8 +12,8 @@ import (
 	ctoharness "github.com/cto-harness/cto-harness"
 )
 
-// ErrNeedsCopy means the tree cannot have a snapshot (it has submodules,
-// whose files only a copy writes at their recorded commits): the caller
+// ErrNeedsCopy means the tree cannot have a snapshot (the source's store
+// holds a submodule's commit, whose files only a copy writes): the caller
 // copies instead. Nothing is left behind.
 var ErrNeedsCopy = errors.New("the tree has no snapshot")
 

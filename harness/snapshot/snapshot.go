@@ -46,7 +46,9 @@ const (
 	// PredicateType is the in-toto predicate type of a record's signature;
 	// the predicate is the record itself.
 	PredicateType = "https://cto-harness.invalid/attestation/snapshot/v1"
-	recordVersion = 1
+	// recordVersion 2: a tree with submodules has a snapshot (each an
+	// empty directory, listed in Record.Submodules).
+	recordVersion = 2
 )
 
 // Root is where the runs directory runsDir keeps its snapshots: inside
@@ -76,6 +78,9 @@ type Record struct {
 	Files       int    `json:"files"`
 	Bytes       int64  `json:"bytes"`
 	Listing     string `json:"listing_digest"`
+	// Submodules are the tree's gitlinks, each an empty directory: a run
+	// whose source populates one of them copies instead.
+	Submodules []string `json:"submodules"`
 	// SigningKeyID is the key record.dsse.json is signed with; "" when
 	// the snapshot is unsigned (no signing key was configured).
 	SigningKeyID string    `json:"signing_key_id"`

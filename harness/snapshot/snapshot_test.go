@@ -292,3 +292,27 @@ func writeKeepingTimes(t *testing.T, p, body string, mtime time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// A submodule whose commit the store lacks (one git leaves unpopulated)
+// is written as an empty directory and named in the record, so that a run
+// whose source populates it can copy instead.
+func TestUnpopulatedSubmoduleIsAnEmptyDirectory(t *testing.T) {
+	r := newRepo(t, sample)
+	missing := strings.Repeat("ab", 20)
+	git(t, r.dir, "update-index", "--add", "--cacheinfo", "160000,"+missing+",vendor/sub")
+	git(t, r.dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "sub")
+	r.commit, r.tree = git(t, r.dir, "rev-parse", "HEAD"), git(t, r.dir, "rev-parse", "HEAD^{tree}")
+	in := input(t, r, filepath.Join(t.TempDir(), snapshot.DirName), nil)
+	s, err := snapshot.Open(context.Background(), in)
+	if err != nil {
+		t.Fatalf("open of a tree with an unpopulated submodule: %v", err)
+	}
+	defer s.Release()
+	if len(s.Record.Submodules) != 1 || s.Record.Submodules[0] != "vendor/sub" {
+		t.Fatalf("the record names the submodules %v, want [vendor/sub]", s.Record.Submodules)
+	}
+	ents, err := os.ReadDir(filepath.Join(s.TreeDir(), "vendor", "sub"))
+	if err != nil || len(ents) != 0 {
+		t.Fatalf("vendor/sub in the snapshot: %v entries, %v; want an empty directory", len(ents), err)
+	}
+}

@@ -260,8 +260,8 @@ func (c *Copy) baseline(ctx context.Context, s *runsink.Sink, dst string, res fi
 // tree (fixture.AdoptHashed). It is a copy instead when the run is
 // unsandboxed (Case could then write the lower layer), when the work is
 // kept (a kept fixture must outlive the run, a mount must not), for trees
-// with submodules (and, on the worktree, filtered paths), and where the
-// machine cannot mount.
+// with submodules the source populates (and, on the worktree, any
+// submodule or filtered path), and where the machine cannot mount.
 func (c *Copy) makeFixture(ctx context.Context, s *runsink.Sink, dst string) (fixture.CopyResult, *overlay.Mount, error) {
 	repo := c.in.Repo
 	in := fixture.CopyInput{SourceRoot: repo.Root, SourceGitDir: repo.GitDir, Dest: dst, When: c.BaselineAt, Tracer: s.Trace, Progress: c.in.Progress,
@@ -305,7 +305,7 @@ func (c *Copy) makeFixture(ctx context.Context, s *runsink.Sink, dst string) (fi
 }
 
 // errNoOverlay: no overlay of a snapshot can be made here (no mount, or a
-// tree with submodules); the fixture is made another way.
+// submodule the source populates); the fixture is made another way.
 var errNoOverlay = errors.New("no snapshot overlay")
 
 // snapshotFixture mounts the fixture's overlay on the snapshot of the base
@@ -334,6 +334,16 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 		// fixture is made another way, which proves itself and reports
 		// what is wrong with the source as it always did.
 		c.snapErr = err.Error()
+		return res, nil, errNoOverlay
+	}
+	// The snapshot shows each submodule empty, as git leaves one it does
+	// not populate: a source that populates one gets a copy of its files.
+	srcGit := in.SourceGitDir
+	if srcGit == "" {
+		srcGit = filepath.Join(in.SourceRoot, ".git")
+	}
+	if fixture.SourcePopulates(in.SourceRoot, srcGit, snap.Record.Submodules, s.Trace) != "" {
+		snap.Release()
 		return res, nil, errNoOverlay
 	}
 	c.snap, c.snapInputs = snap, ci
