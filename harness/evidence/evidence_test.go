@@ -15,7 +15,7 @@ import (
 	"github.com/cto-harness/cto-harness/schemas"
 )
 
-func newDir(t *testing.T) (*evidence.Dir, *evidence.Trace) {
+func newDir(t testing.TB) (*evidence.Dir, *evidence.Trace) {
 	t.Helper()
 	set, err := schemas.Compile()
 	if err != nil {
