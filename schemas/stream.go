@@ -66,19 +66,24 @@ func itemwise(c *jsonschema.Compiler, k Kind, src []byte) (map[string]itemSchema
 // sure of (nil: none), full decides the rest.
 type itemSchema struct {
 	full *jsonschema.Schema
-	fast fastCheck
+	fast *fastNode
 }
 
-// problems are item i of the array key, decoded as v, checked: pointers
-// into the whole document, keywords into the kind's schema.
-func (it itemSchema) problems(key string, i int, v any) []Problem {
-	if it.fast != nil && it.fast(v) {
-		return nil // surely valid (see fastCheck)
+// problems are item i of the array key, encoded as data, checked:
+// pointers into the whole document, keywords into the kind's schema.
+func (it itemSchema) problems(key string, i int, data []byte) []Problem {
+	if it.fast != nil && it.fast.accepts(data) {
+		return nil // surely valid (see fastNode)
+	}
+	at := "/" + pointerToken(key) + "/" + strconv.Itoa(i)
+	v, err := decode(data)
+	if err != nil {
+		return []Problem{{Pointer: at, Message: "malformed JSON: " + err.Error()}}
 	}
 	problems := problemsOf(it.full.Validate(v))
-	prefix, keyword := "/"+pointerToken(key)+"/"+strconv.Itoa(i), "/properties/"+pointerToken(key)+"/items"
+	keyword := "/properties/" + pointerToken(key) + "/items"
 	for j := range problems {
-		problems[j].Pointer = prefix + problems[j].Pointer
+		problems[j].Pointer = at + problems[j].Pointer
 		problems[j].Keyword = keyword + strings.TrimPrefix(problems[j].Keyword, "#")
 	}
 	return problems
@@ -124,11 +129,11 @@ func validateItemwise(sch *jsonschema.Schema, items map[string]itemSchema, data 
 			return nil, errNotStreamable // not an array: the whole path says so
 		}
 		for i := 0; dec.More(); i++ {
-			var v any
-			if err := dec.Decode(&v); err != nil {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
 				return nil, errNotStreamable
 			}
-			problems = append(problems, itemSch.problems(key, i, v)...)
+			problems = append(problems, itemSch.problems(key, i, raw)...)
 		}
 		if _, err := dec.Token(); err != nil {
 			return nil, errNotStreamable
@@ -174,11 +179,7 @@ func (s *Set) ValidateItem(kind Kind, key string, i int, data []byte) error {
 	if !ok {
 		return fmt.Errorf("%s is not an item-wise array of %s documents", key, kind)
 	}
-	v, err := decode(data)
-	if err != nil {
-		return &ValidationError{Kind: kind, Problems: []Problem{{Pointer: "/" + pointerToken(key) + "/" + strconv.Itoa(i), Message: "malformed JSON: " + err.Error()}}}
-	}
-	if problems := sch.problems(key, i, v); len(problems) > 0 {
+	if problems := sch.problems(key, i, data); len(problems) > 0 {
 		return &ValidationError{Kind: kind, Problems: problems}
 	}
 	return nil
