@@ -172,22 +172,29 @@ func (d *Dir) WriteJSONItems(ctx context.Context, name string, kind schemas.Kind
 	return d.WriteStream(ctx, name, func(f io.Writer) error {
 		w := bufio.NewWriterSize(f, 64<<10)
 		w.Write(head[:open])
+		// Each item is encoded compact into one reused buffer, validated
+		// as it is, and laid out as MarshalIndent would lay it out.
+		var compact bytes.Buffer
+		enc := json.NewEncoder(&compact)
+		var out []byte
 		for i := range n {
 			if i%4096 == 0 && ctx.Err() != nil {
 				return fmt.Errorf("%w: %s: %w", ErrWrite, name, ctx.Err())
 			}
-			data, err := json.MarshalIndent(item(i), "    ", "  ")
-			if err != nil {
+			compact.Reset()
+			if err := enc.Encode(item(i)); err != nil {
 				return fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
 			}
+			data := bytes.TrimSuffix(compact.Bytes(), []byte("\n"))
 			if err := d.schemas.ValidateItem(kind, key, i, data); err != nil {
 				return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
 			}
+			out = out[:0]
 			if i > 0 {
-				w.WriteByte(',')
+				out = append(out, ',')
 			}
-			w.WriteString("\n    ")
-			w.Write(data)
+			out = appendIndented(append(out, "\n    "...), data, "    ", "  ")
+			w.Write(out)
 		}
 		w.WriteString("\n  ")
 		w.Write(head[open:])
