@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cto-harness/cto-harness/jsonscan"
 )
 
 // A fastNode accepts the encoded bytes of a JSON value that its schema
@@ -208,27 +210,23 @@ func (n *fastNode) prop(key []byte) int {
 // accepts reports whether data is one JSON value, alone but for white
 // space, that the node surely accepts.
 func (n *fastNode) accepts(data []byte) bool {
-	s := scanner{b: data}
-	if !n.check(&s) {
-		return false
-	}
-	s.ws()
-	return s.i == len(s.b)
+	s := jsonscan.New(data)
+	return n.check(&s) && s.End()
 }
 
 // check reads one value from s and reports whether the node surely
 // accepts it.
-func (n *fastNode) check(s *scanner) bool {
+func (n *fastNode) check(s *jsonscan.Scanner) bool {
 	switch n.kind {
 	case 'o':
 		return n.object(s)
 	case 's':
-		t, ok := s.text()
+		t, ok := s.Text()
 		return ok && n.text(t)
 	case 'b':
-		return s.literal("true") || s.literal("false")
+		return s.Literal("true") || s.Literal("false")
 	case 'i':
-		neg, digits, ok := s.integer()
+		neg, digits, ok := s.Integer()
 		return ok && (n.min == nil || n.min.cmp(neg, digits) >= 0) && (n.max == nil || n.max.cmp(neg, digits) <= 0)
 	}
 	return false
@@ -253,47 +251,24 @@ func (n *fastNode) text(t []byte) bool {
 	return n.pattern == nil || n.pattern.Match(t)
 }
 
-func (n *fastNode) object(s *scanner) bool {
-	if s.peek() != '{' {
-		return false
-	}
-	s.i++
+func (n *fastNode) object(s *jsonscan.Scanner) bool {
 	var seen uint64
-	if s.peek() == '}' {
-		s.i++
-		return n.required == 0
-	}
-	for {
-		key, esc, ok := s.str()
-		if !ok || esc || s.peek() != ':' {
+	return s.Members('}', func() bool {
+		key, esc, ok := s.Str()
+		if !ok || esc || s.Peek() != ':' {
 			return false // an escaped key is left to the full validator
 		}
-		s.i++
+		s.Next()
 		switch j := n.prop(key); {
-		case j < 0 && n.closed:
-			return false
 		case j < 0:
-			if !s.skip(0) {
-				return false
-			}
+			return !n.closed && s.Skip()
 		case seen&(1<<j) != 0:
 			return false // a key twice: the decoder keeps the last, the full validator decides
 		default:
 			seen |= 1 << j
-			if !n.props[j].node.check(s) {
-				return false
-			}
+			return n.props[j].node.check(s)
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return seen&n.required == n.required
-		default:
-			return false
-		}
-	}
+	}) && seen&n.required == n.required
 }
 
 // fastItems compiles the items schema of the top-level property name of a

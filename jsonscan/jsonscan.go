@@ -1,4 +1,9 @@
-package schemas
+// Package jsonscan reads JSON bytes strictly by RFC 8259's grammar
+// without decoding them: whatever a Scanner reads without complaint,
+// encoding/json decodes. The fast item checks of package schemas and the
+// run page's summary of a large source proof read the bytes the harness
+// wrote this way, where decoding them into values was most of the cost.
+package jsonscan
 
 import (
 	"bytes"
@@ -6,20 +11,35 @@ import (
 	"unicode/utf8"
 )
 
-// scanner reads JSON bytes strictly by RFC 8259's grammar, for the fast
-// checks: whatever it reads without complaint, encoding/json decodes.
-// Each method either consumes what it read and reports true, or reports
-// false (the value is then left to the full validator, which decodes it
-// and says what is wrong).
-type scanner struct {
+// Scanner reads one document's bytes. Each method either consumes what
+// it read and reports true, or reports false, and the caller then turns
+// to a decoder that says what is wrong; after false, what the Scanner has
+// consumed is unspecified.
+type Scanner struct {
 	b []byte
 	i int
 }
 
-// maxSkipDepth bounds the nesting of a value skipped whole.
-const maxSkipDepth = 32
+// New is a Scanner at the start of b.
+func New(b []byte) Scanner { return Scanner{b: b} }
 
-func (s *scanner) ws() {
+// MaxSkipDepth bounds the nesting of a value Skip reads: a deeper one is
+// refused (the caller's decoder, with a bound of its own, decides).
+const MaxSkipDepth = 32
+
+// Offset is the index in the document of the next byte to read.
+func (s *Scanner) Offset() int { return s.i }
+
+// Next consumes the byte Peek returned.
+func (s *Scanner) Next() { s.i++ }
+
+// End reports whether only white space is left.
+func (s *Scanner) End() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+func (s *Scanner) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
@@ -30,8 +50,8 @@ func (s *scanner) ws() {
 	}
 }
 
-// peek is the next byte past white space, 0 at the end.
-func (s *scanner) peek() byte {
+// Peek is the next byte past white space, 0 at the end.
+func (s *Scanner) Peek() byte {
 	s.ws()
 	if s.i < len(s.b) {
 		return s.b[s.i]
@@ -39,10 +59,10 @@ func (s *scanner) peek() byte {
 	return 0
 }
 
-// str reads a string: raw is what is between its quotes, esc says it has
+// Str reads a string: raw is what is between its quotes, esc says it has
 // escapes (each checked to be one JSON allows).
-func (s *scanner) str() (raw []byte, esc, ok bool) {
-	if s.peek() != '"' {
+func (s *Scanner) Str() (raw []byte, esc, ok bool) {
+	if s.Peek() != '"' {
 		return nil, false, false
 	}
 	start := s.i + 1
@@ -88,12 +108,12 @@ func escapeLen(b []byte) int {
 	return 0
 }
 
-// text reads a string as the decoder would give it: its bytes when it is
+// Text reads a string as the decoder would give it: its bytes when it is
 // plain valid UTF-8, else decoded (escapes resolved, bad bytes replaced,
 // as encoding/json does).
-func (s *scanner) text() ([]byte, bool) {
+func (s *Scanner) Text() ([]byte, bool) {
 	start := s.i
-	raw, esc, ok := s.str()
+	raw, esc, ok := s.Str()
 	switch {
 	case !ok:
 		return nil, false
@@ -107,8 +127,8 @@ func (s *scanner) text() ([]byte, bool) {
 	return []byte(t), true
 }
 
-// literal reads the word w (true, false or null).
-func (s *scanner) literal(w string) bool {
+// Literal reads the word w (true, false or null).
+func (s *Scanner) Literal(w string) bool {
 	s.ws()
 	if !bytes.HasPrefix(s.b[s.i:], []byte(w)) {
 		return false
@@ -117,9 +137,9 @@ func (s *scanner) literal(w string) bool {
 	return true
 }
 
-// integer reads a number written as an integer (an optional minus and
+// Integer reads a number written as an integer (an optional minus and
 // digits): 1.0 or 1e3 are numbers, but not read here.
-func (s *scanner) integer() (neg bool, digits []byte, ok bool) {
+func (s *Scanner) Integer() (neg bool, digits []byte, ok bool) {
 	s.ws()
 	i := s.i
 	if i < len(s.b) && s.b[i] == '-' {
@@ -141,8 +161,8 @@ func (s *scanner) integer() (neg bool, digits []byte, ok bool) {
 	return neg, d, true
 }
 
-// number reads any JSON number.
-func (s *scanner) number() bool {
+// Number reads any JSON number.
+func (s *Scanner) Number() bool {
 	s.ws()
 	i := s.i
 	if i < len(s.b) && s.b[i] == '-' {
@@ -180,41 +200,46 @@ func (s *scanner) number() bool {
 	return true
 }
 
-// skip reads any one value, checking its syntax only.
-func (s *scanner) skip(depth int) bool {
-	if depth > maxSkipDepth {
+// Skip reads any one value, checking its syntax only.
+func (s *Scanner) Skip() bool { return s.skip(0) }
+
+func (s *Scanner) skip(depth int) bool {
+	if depth > MaxSkipDepth {
 		return false
 	}
-	switch s.peek() {
+	switch s.Peek() {
 	case '"':
-		_, _, ok := s.str()
+		_, _, ok := s.Str()
 		return ok
 	case 't':
-		return s.literal("true")
+		return s.Literal("true")
 	case 'f':
-		return s.literal("false")
+		return s.Literal("false")
 	case 'n':
-		return s.literal("null")
+		return s.Literal("null")
 	case '[':
-		return s.list(']', func() bool { return s.skip(depth + 1) })
+		return s.Members(']', func() bool { return s.skip(depth + 1) })
 	case '{':
-		return s.list('}', func() bool {
-			_, _, ok := s.str()
-			if !ok || s.peek() != ':' {
+		return s.Members('}', func() bool {
+			_, _, ok := s.Str()
+			if !ok || s.Peek() != ':' {
 				return false
 			}
 			s.i++
 			return s.skip(depth + 1)
 		})
 	}
-	return s.number()
+	return s.Number()
 }
 
-// list reads the comma-separated members of an array or object whose
-// opening bracket is next, each by member, up to end.
-func (s *scanner) list(end byte, member func() bool) bool {
+// Members reads the comma-separated members of an array or object whose
+// opening bracket is next, each by member, up to its closing bracket end.
+func (s *Scanner) Members(end byte, member func() bool) bool {
+	if open := s.Peek(); !(open == '{' && end == '}' || open == '[' && end == ']') {
+		return false
+	}
 	s.i++
-	if s.peek() == end {
+	if s.Peek() == end {
 		s.i++
 		return true
 	}
@@ -222,7 +247,7 @@ func (s *scanner) list(end byte, member func() bool) bool {
 		if !member() {
 			return false
 		}
-		switch s.peek() {
+		switch s.Peek() {
 		case ',':
 			s.i++
 		case end:
