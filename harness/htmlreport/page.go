@@ -378,7 +378,16 @@ func (r reader) read(name string) ([]byte, bool) {
 		return nil, false
 	}
 	defer f.Close()
-	buf, err := io.ReadAll(io.LimitReader(f, maxFileRead+1))
+	// Sized from the file's length: growing by appending made and cleared
+	// a slice per doubling, most of the cost of reading a large proof.
+	want := int64(maxFileRead + 1)
+	if st, err := f.Stat(); err == nil && st.Size() < want {
+		want = st.Size()
+	}
+	var b bytes.Buffer
+	b.Grow(int(want) + bytes.MinRead)
+	_, err = b.ReadFrom(io.LimitReader(f, maxFileRead+1))
+	buf := b.Bytes()
 	if err != nil {
 		*r.notes = append(*r.notes, fmt.Sprintf("%s could not be read to the end: %v", name, err))
 	}
@@ -396,9 +405,11 @@ func (r reader) text(name string) string {
 
 func (r reader) json(name string, v any) bool {
 	b, ok := r.read(name)
-	if !ok {
-		return false
-	}
+	return ok && r.decode(name, b, v)
+}
+
+// decode decodes the artifact name's bytes b into v; a failure is a note.
+func (r reader) decode(name string, b []byte, v any) bool {
 	if err := json.Unmarshal(b, v); err != nil {
 		*r.notes = append(*r.notes, fmt.Sprintf("%s is not valid JSON: %v", name, err))
 		return false

@@ -39,8 +39,8 @@ type proofSummary struct {
 func (r reader) proofs() proofView {
 	var v proofView
 	var before, after proofSummary
-	v.HaveBefore = r.json("proofs/source-before.json", &before)
-	v.HaveAfter = r.json("proofs/source-after.json", &after)
+	v.HaveBefore = r.proof("proofs/source-before.json", &before)
+	v.HaveAfter = r.proof("proofs/source-after.json", &after)
 	if v.HaveBefore || v.HaveAfter {
 		side := func(p *proofSummary, ok bool) []string {
 			if !ok {
