@@ -40,15 +40,16 @@ func (s *Scanner) End() bool {
 }
 
 func (s *Scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	i := s.i
+	for i < len(s.b) && space[s.b[i]] {
+		i++
 	}
+	s.i = i
 }
+
+// space marks JSON's white space; the layout the harness writes is one
+// run of it before every key and item.
+var space = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // Peek is the next byte past white space, 0 at the end.
 func (s *Scanner) Peek() byte {
@@ -67,6 +68,12 @@ func (s *Scanner) Str() (raw []byte, esc, ok bool) {
 	}
 	start := s.i + 1
 	for i := start; i < len(s.b); i++ {
+		for i < len(s.b) && plain[s.b[i]] {
+			i++
+		}
+		if i == len(s.b) {
+			break
+		}
 		switch c := s.b[i]; {
 		case c == '"':
 			s.i = i + 1
@@ -84,6 +91,15 @@ func (s *Scanner) Str() (raw []byte, esc, ok bool) {
 	}
 	return nil, false, false
 }
+
+// plain marks the bytes a string holds as they are: not a quote, a
+// backslash or a control character.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // escapeLen is the length of the escape that b starts with (after its
 // backslash), 0 when it is not one.
@@ -217,19 +233,45 @@ func (s *Scanner) skip(depth int) bool {
 		return s.Literal("false")
 	case 'n':
 		return s.Literal("null")
-	case '[':
-		return s.Members(']', func() bool { return s.skip(depth + 1) })
-	case '{':
-		return s.Members('}', func() bool {
-			_, _, ok := s.Str()
-			if !ok || s.Peek() != ':' {
+	case '[', '{':
+		return s.skipMembers(depth)
+	}
+	return s.Number()
+}
+
+// skipMembers is Members for skip, without a function call per member:
+// the items of a large array are most of what is skipped.
+func (s *Scanner) skipMembers(depth int) bool {
+	object := s.b[s.i] == '{'
+	end := byte(']')
+	if object {
+		end = '}'
+	}
+	s.i++
+	if s.Peek() == end {
+		s.i++
+		return true
+	}
+	for {
+		if object {
+			if _, _, ok := s.Str(); !ok || s.Peek() != ':' {
 				return false
 			}
 			s.i++
-			return s.skip(depth + 1)
-		})
+		}
+		if !s.skip(depth + 1) {
+			return false
+		}
+		switch s.Peek() {
+		case ',':
+			s.i++
+		case end:
+			s.i++
+			return true
+		default:
+			return false
+		}
 	}
-	return s.Number()
 }
 
 // Members reads the comma-separated members of an array or object whose
