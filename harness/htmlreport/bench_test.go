@@ -28,7 +28,7 @@ func proofOf(kind string, n int) ctoharness.SourceProof {
 }
 
 // proofRun is a run directory whose source proofs list n entries each.
-func proofRun(b *testing.B, n int) ([]byte, string) {
+func proofRun(b testing.TB, n int) ([]byte, string) {
 	files := map[string]string{"events.normalized.jsonl": events(b, "run_started", "case.started", "case.finished", "run_finished")}
 	for _, kind := range []string{"before", "after"} {
 		data, err := json.MarshalIndent(proofOf(kind, n), "", "  ")
@@ -76,4 +76,26 @@ func BenchmarkRenderLargeProofs(b *testing.B) {
 	}
 	b.ReportMetric(float64(big.Microseconds())/1000/float64(b.N), "ms/page")
 	b.ReportMetric(float64(big)/float64(small), "x-empty-manifests")
+}
+
+// TestLargeProofCounted: a source proof larger than the page reads of an
+// artifact (20k files: about 5 MiB) is still counted, with no note that
+// calls an honest proof broken.
+func TestLargeProofCounted(t *testing.T) {
+	rep, dir := proofRun(t, 20000)
+	if st, err := os.Stat(filepath.Join(dir, "proofs", "source-before.json")); err != nil || st.Size() <= 4<<20 {
+		t.Fatalf("the proof is %v bytes (%v); the test needs more than 4 MiB", st.Size(), err)
+	}
+	page, err := htmlreport.Render(rep, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"not valid JSON", "larger than"} {
+		if strings.Contains(string(page), bad) {
+			t.Fatalf("the page of an honest run with a 20k-entry proof says %q", bad)
+		}
+	}
+	if !strings.Contains(string(page), ">20000<") {
+		t.Fatal("the page does not count the proof's 20000 entries")
+	}
 }

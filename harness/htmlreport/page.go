@@ -28,14 +28,15 @@ const FileName = "report.html"
 
 // Caps keep the page readable and its size bounded whatever the run produced.
 const (
-	maxFileRead    = 4 << 20 // bytes read from any one artifact
-	maxEvents      = 3000    // timeline rows
-	maxDiffLines   = 20000   // diff lines over all files
-	maxTableRows   = 1000    // network log rows, differences
-	maxValueRunes  = 400     // a value shown inline in a table cell
-	testLogHead    = 40      // lines shown from the start of test.log
-	testLogTail    = 160     // and from its end
-	maxCaseMessage = 8000    // runes of one conversation message
+	maxFileRead    = 4 << 20  // bytes read from any one artifact
+	maxProofRead   = 64 << 20 // bytes of a source proof counted (about 300k files)
+	maxEvents      = 3000     // timeline rows
+	maxDiffLines   = 20000    // diff lines over all files
+	maxTableRows   = 1000     // network log rows, differences
+	maxValueRunes  = 400      // a value shown inline in a table cell
+	testLogHead    = 40       // lines shown from the start of test.log
+	testLogTail    = 160      // and from its end
+	maxCaseMessage = 8000     // runes of one conversation message
 	// maxReportDepth bounds report.json's nesting (the harness writes a
 	// few levels); flatten walks what it is given, so a deeper (forged)
 	// report is refused before anything decodes it.
@@ -369,7 +370,11 @@ type reader struct {
 func (r reader) path(name string) string { return filepath.Join(r.dir, filepath.FromSlash(name)) }
 
 // read returns up to maxFileRead bytes of an artifact; ok is false when it is absent.
-func (r reader) read(name string) ([]byte, bool) {
+func (r reader) read(name string) ([]byte, bool) { return r.readUpTo(name, maxFileRead) }
+
+// readUpTo is read with another bound: a source proof is counted, not
+// shown, and lists every file of the source.
+func (r reader) readUpTo(name string, maxFileRead int) ([]byte, bool) {
 	f, err := os.Open(r.path(name))
 	if err != nil {
 		if !os.IsNotExist(err) {
@@ -386,7 +391,7 @@ func (r reader) read(name string) ([]byte, bool) {
 	}
 	var b bytes.Buffer
 	b.Grow(int(want) + bytes.MinRead)
-	_, err = b.ReadFrom(io.LimitReader(f, maxFileRead+1))
+	_, err = b.ReadFrom(io.LimitReader(f, int64(maxFileRead)+1))
 	buf := b.Bytes()
 	if err != nil {
 		*r.notes = append(*r.notes, fmt.Sprintf("%s could not be read to the end: %v", name, err))

@@ -3,6 +3,8 @@ package htmlreport
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 
 	"github.com/cto-harness/cto-harness/jsonscan"
 )
@@ -13,7 +15,11 @@ import (
 // Bytes that are not as the harness writes them are decoded whole, as
 // before, so that the page says what the decoder says of them.
 func (r reader) proof(name string, p *proofSummary) bool {
-	b, ok := r.read(name)
+	if st, err := os.Stat(r.path(name)); err == nil && st.Size() > maxProofRead {
+		*r.notes = append(*r.notes, fmt.Sprintf("%s is %d MiB, more than the page counts (%d MiB); its entries are in the file itself", name, st.Size()>>20, maxProofRead>>20))
+		return false
+	}
+	b, ok := r.readUpTo(name, maxProofRead)
 	if !ok {
 		return false
 	}
