@@ -153,3 +153,23 @@ func (ix *index) packChecksum() []byte {
 	end := len(ix.data) - 20
 	return ix.data[end-20 : end]
 }
+
+// IndexNames lists the object ids of the pack index at path, in its
+// order, which must be strictly increasing (a damaged index fails here
+// rather than answering lookups wrongly). The index is mapped, not
+// decoded: listing a store's objects needs nothing but the names.
+func IndexNames(path string) ([]plumbing.Hash, error) {
+	ix, err := openIndex(path)
+	if err != nil {
+		return nil, err
+	}
+	defer ix.close()
+	out := make([]plumbing.Hash, ix.n)
+	for i := range out {
+		copy(out[i][:], ix.name(i))
+		if i > 0 && bytes.Compare(out[i-1][:], out[i][:]) >= 0 {
+			return nil, fmt.Errorf("%w: %s: names %d and %d are out of order", ErrMalformed, path, i-1, i)
+		}
+	}
+	return out, nil
+}

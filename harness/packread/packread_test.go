@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -404,5 +405,51 @@ func TestConcurrentReads(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// IndexNames lists what git show-index lists, and refuses an index whose
+// names are out of order (a damaged one a lookup would misread).
+func TestIndexNames(t *testing.T) {
+	dir := history(t)
+	gitIn(t, dir, "repack", "-adq")
+	idx := strings.TrimSuffix(packsOf(t, dir)[0], ".pack") + ".idx"
+	got, err := packread.IndexNames(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "show-index")
+	cmd.Stdin = f
+	out, err := cmd.Output()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for line := range strings.Lines(string(out)) {
+		want = append(want, strings.Fields(line)[1])
+	}
+	sort.Strings(want)
+	if len(got) != len(want) {
+		t.Fatalf("%d names, git lists %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].String() != want[i] {
+			t.Fatalf("name %d is %s, git lists %s", i, got[i], want[i])
+		}
+	}
+	data, _ := os.ReadFile(idx)
+	names := 8 + 256*4
+	copy(data[names:names+20], data[names+20:names+40]) // the first name repeats the second
+	os.Chmod(idx, 0o644)
+	if err := os.WriteFile(idx, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packread.IndexNames(idx); !errors.Is(err, packread.ErrMalformed) {
+		t.Fatalf("an index with names out of order: %v, want ErrMalformed", err)
 	}
 }
