@@ -342,8 +342,9 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 	if srcGit == "" {
 		srcGit = filepath.Join(in.SourceRoot, ".git")
 	}
-	if fixture.SourcePopulates(in.SourceRoot, srcGit, snap.Record.Submodules, s.Trace) != "" {
+	if p := fixture.SourcePopulates(in.SourceRoot, srcGit, snap.Record.Submodules, s.Trace); p != "" {
 		snap.Release()
+		c.snapErr = "the source populates submodule " + p + ", whose files only a copy holds"
 		return res, nil, errNoOverlay
 	}
 	c.snap, c.snapInputs = snap, ci
