@@ -50,8 +50,11 @@ type Coordinator struct {
 	sub  jetstream.ConsumeContext
 	mu   sync.Mutex
 	wait map[string]chan Result // by request id
-	// starts are the started callbacks of the requests waited for.
-	starts map[string]func()
+	// ats tell the executor where each request waited for stands. They
+	// are called as its messages are delivered, in their order, so that a
+	// worker's answer to one trial is counted before its word that it took
+	// the next.
+	ats map[string]func(batch.AttemptState)
 	// avoid is, per trial, the workers whose attempt failed for the
 	// machine's reasons.
 	avoid map[string][]string
@@ -95,7 +98,7 @@ func NewCoordinator(ctx context.Context, o CoordinatorOptions) (*Coordinator, er
 		c.close()
 		return nil, err
 	}
-	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, starts: map[string]func(){}, avoid: map[string][]string{}}
+	co := &Coordinator{o: o, c: c, wait: map[string]chan Result{}, ats: map[string]func(batch.AttemptState){}, avoid: map[string][]string{}}
 	// An ordered consumer of this batch's results, from now on: a request
 	// made before this coordinator started is made again, not awaited.
 	cons, err := c.js.OrderedConsumer(ctx, ResultsStream, jetstream.OrderedConsumerConfig{
@@ -134,18 +137,21 @@ func (co *Coordinator) deliver(msg jetstream.Msg) {
 	}
 	if r.Started {
 		co.mu.Lock()
-		start := co.starts[r.RequestID]
+		at := co.ats[r.RequestID]
 		co.mu.Unlock()
-		if start != nil {
-			start()
+		if at != nil {
+			at(batch.Running)
 		}
 		return
 	}
 	co.mu.Lock()
-	ch := co.wait[r.RequestID]
+	ch, at := co.wait[r.RequestID], co.ats[r.RequestID]
 	delete(co.wait, r.RequestID)
-	delete(co.starts, r.RequestID)
+	delete(co.ats, r.RequestID)
 	co.mu.Unlock()
+	if ch != nil && at != nil {
+		at(batch.Checking)
+	}
 	if ch == nil {
 		// A second answer to one request (the trial was redelivered and two
 		// workers finished it), or one to a request of an earlier run.
@@ -173,7 +179,7 @@ func (co *Coordinator) RunTrialTracked(ctx context.Context, t batch.Trial, attem
 			IssuedAt: now, Expires: now.Add(co.o.RequestTTL), Avoid: append([]string(nil), co.avoid[t.ID]...)}
 		ch := make(chan Result, 1)
 		co.wait[req.RequestID] = ch
-		co.starts[req.RequestID] = func() { at(batch.Running) }
+		co.ats[req.RequestID] = at
 		co.mu.Unlock()
 		at(batch.Queued)
 		data, err := SignRequest(ctx, co.o.Signer, req)
@@ -230,7 +236,7 @@ func (co *Coordinator) RunTrialTracked(ctx context.Context, t batch.Trial, attem
 func (co *Coordinator) forget(id string) {
 	co.mu.Lock()
 	delete(co.wait, id)
-	delete(co.starts, id)
+	delete(co.ats, id)
 	co.mu.Unlock()
 }
 
