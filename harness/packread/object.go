@@ -168,7 +168,9 @@ func openLoose(path string) (*os.File, io.ReadCloser, plumbing.ObjectType, int64
 
 // baseCache keeps recently resolved entries, by pack and offset, up to a
 // budget of bytes: the entries near one another in a pack are mostly
-// deltas of the same few bases.
+// deltas of the same few bases. Each entry is charged its bookkeeping
+// (entryCost) besides its data: a tree of a million small blobs would
+// otherwise keep them all, the budget counting a few bytes for each.
 type baseCache struct {
 	mu     sync.Mutex
 	budget int
@@ -187,6 +189,10 @@ type cached struct {
 	t    plumbing.ObjectType
 	data []byte
 }
+
+// entryCost is what one cached entry holds besides its data: the cached
+// value, its list element and its map slot.
+const entryCost = 160
 
 func newBaseCache(budget int) *baseCache {
 	return &baseCache{budget: budget, lru: list.New(), byKey: map[cacheKey]*list.Element{}}
@@ -215,12 +221,12 @@ func (c *baseCache) put(p *pack, off int64, t plumbing.ObjectType, data []byte) 
 		return
 	}
 	c.byKey[k] = c.lru.PushFront(&cached{k: k, t: t, data: data})
-	c.used += len(data)
+	c.used += len(data) + entryCost
 	for c.used > c.budget {
 		e := c.lru.Back()
 		v := e.Value.(*cached)
 		c.lru.Remove(e)
 		delete(c.byKey, v.k)
-		c.used -= len(v.data)
+		c.used -= len(v.data) + entryCost
 	}
 }
