@@ -462,10 +462,13 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 		}
 		return s
 	}
-	// Staged: HEAD against the stage-0 entries git would write as a tree.
-	var stage0 []Entry
+	// Staged: HEAD against the stage-0 entries git would write as a tree:
+	// the index itself when it holds no other (a copy of a million
+	// entries would be the run's largest allocation).
 	unmerged := map[string]uint8{}
 	overlaps := sparseOverlaps(c.idx.Entries)
+	plain := func(e *Entry) bool { return e.Stage == 0 && !e.IntentToAdd && !overlaps[e.Name] }
+	stage0, all := c.idx.Entries, true
 	for i := range c.idx.Entries {
 		e := &c.idx.Entries[i]
 		switch {
@@ -474,8 +477,15 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 		case e.IntentToAdd:
 		case overlaps[e.Name]:
 			get(e.Name).x = 'A'
-		default:
-			stage0 = append(stage0, *e)
+		}
+		all = all && plain(e)
+	}
+	if !all {
+		stage0 = nil
+		for i := range c.idx.Entries {
+			if e := &c.idx.Entries[i]; plain(e) {
+				stage0 = append(stage0, *e)
+			}
 		}
 	}
 	staged, err := DiffIndex(c.in.Repo, c.in.HeadTree, &Index{Entries: stage0})
