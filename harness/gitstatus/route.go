@@ -463,12 +463,11 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 		return s
 	}
 	// Staged: HEAD against the stage-0 entries git would write as a tree:
-	// the index itself when it holds no other (a copy of a million
-	// entries would be the run's largest allocation).
+	// the index itself until an entry it must leave out (a copy of a
+	// million entries would be the run's largest allocation).
 	unmerged := map[string]uint8{}
 	overlaps := sparseOverlaps(c.idx.Entries)
-	plain := func(e *Entry) bool { return e.Stage == 0 && !e.IntentToAdd && !overlaps[e.Name] }
-	stage0, all := c.idx.Entries, true
+	stage0, copied := c.idx.Entries, false
 	for i := range c.idx.Entries {
 		e := &c.idx.Entries[i]
 		switch {
@@ -477,15 +476,14 @@ func (c *computer) run() ([]ctoharness.StatusEntry, error) {
 		case e.IntentToAdd:
 		case overlaps[e.Name]:
 			get(e.Name).x = 'A'
-		}
-		all = all && plain(e)
-	}
-	if !all {
-		stage0 = nil
-		for i := range c.idx.Entries {
-			if e := &c.idx.Entries[i]; plain(e) {
+		default:
+			if copied {
 				stage0 = append(stage0, *e)
 			}
+			continue
+		}
+		if !copied {
+			stage0, copied = slices.Clone(c.idx.Entries[:i]), true
 		}
 	}
 	staged, err := DiffIndex(c.in.Repo, c.in.HeadTree, &Index{Entries: stage0})
