@@ -85,6 +85,9 @@ type SourceProof struct {
 	Deep           bool            `json:"deep"`
 	ManifestDigest string          `json:"manifest_digest"`
 	Manifest       []ManifestEntry `json:"manifest"`
+	// Packed holds the manifest instead of Manifest once Pack is called:
+	// what a run keeps of its before-proof while the run goes on.
+	Packed *PackedManifest `json:"-"`
 }
 
 // Difference is one field that differs between two proofs.
@@ -175,4 +178,31 @@ type Leftover struct {
 	Type   EntryType `json:"type"`
 	Size   int64     `json:"size"`
 	SHA256 string    `json:"sha256"`
+}
+
+// Pack holds the proof's manifest packed (PackedManifest) instead of as
+// entries, once the proof is written: Manifest is then nil, and Entries,
+// EachEntry and EntryCount read the packed form. A packed proof is not
+// for marshalling.
+func (p *SourceProof) Pack() {
+	if p.Manifest != nil {
+		p.Packed, p.Manifest = PackManifest(p.Manifest), nil
+	}
+}
+
+// Entries is the proof's manifest as a slice: Manifest itself, or a fresh
+// copy unpacked from Packed.
+func (p *SourceProof) Entries() []ManifestEntry {
+	if p.Packed != nil {
+		return p.Packed.Unpack()
+	}
+	return p.Manifest
+}
+
+// EntryCount is the number of manifest entries, packed or not.
+func (p *SourceProof) EntryCount() int {
+	if p.Packed != nil {
+		return p.Packed.Len()
+	}
+	return len(p.Manifest)
 }

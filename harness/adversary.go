@@ -70,7 +70,7 @@ func (r *run) adversarial(ctx context.Context, own record) {
 	in := adversary.StepInput{Spec: r.spec, Agent: r.adv, Scratch: r.scratch, Unsandboxed: r.o.Unsandboxed, AutoConfirm: r.autoConfirm(), Ask: r.ask(),
 		ValidateClaims: r.o.Schemas.Validator(schemas.Claims), Clock: r.o.Clock,
 		Checkout: checkout.Input{SourceRoot: r.repo.Root, SourceGitDir: r.repo.GitDir, BaselineTime: own.BaselineAt, Getenv: r.o.Getenv,
-			History: own.History, Base: own.Base, Overlay: true, SourceManifest: r.before.Manifest,
+			History: own.History, Base: own.Base, Overlay: true, SourceProof: r.before,
 			Store: own.Store, Baseline: c.BaselineCommit, Result: c.ResultCommit, ResultTime: own.BaselineAt},
 		Hooks: adversary.StepHooks{Env: ver.Env, Policy: func() sandbox.Policy { return r.policy(true) },
 			PlanView: func(argv []string) (*sandbox.View, error) {

@@ -139,7 +139,7 @@ func (r *run) ecoRecord() map[string]any {
 // sandbox as this run builds it.
 func (r *run) startKeepGo(ctx context.Context, own record) *warm.Warming {
 	co := checkout.Input{SourceRoot: r.repo.Root, BaselineTime: own.BaselineAt, Tracer: r.Trace, Getenv: r.o.Getenv, History: own.History, Base: own.Base,
-		Overlay: true, SourceManifest: r.before.Manifest,
+		Overlay: true, SourceProof: r.before,
 		Store: own.Store, Baseline: r.Report.Commits.BaselineCommit, Result: r.Report.Commits.BaselineCommit, ResultTime: own.BaselineAt}
 	return r.caches.StartKeep(ctx, r.Sink, warm.Keep{RunsDir: r.o.RunsDir, Workspace: r.Report.RuntimeWorkspaceRoot,
 		BaselineTree: r.Report.Commits.BaselineTree, Command: r.spec.Verification.Command,

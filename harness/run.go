@@ -175,7 +175,7 @@ type (
 // Case works once it exists.
 func (r *run) copyInput() workcopy.Input {
 	work, _ := r.roots(true)
-	return workcopy.Input{Repo: r.repo, Spec: r.spec, SourceManifest: r.before.Manifest, CheckoutDir: work,
+	return workcopy.Input{Repo: r.repo, Spec: r.spec, SourceProof: r.before, CheckoutDir: work,
 		Unsandboxed: r.o.Unsandboxed, KeepWork: r.o.KeepWork, DirtyStart: r.o.Fault == FaultFixtureDirtyStart,
 		Allowed: r.o.AllowedCheck, Getenv: r.o.Getenv, Progress: r.o.Progress,
 		Snapshots: snapshot.Root(r.o.RunsDir), Signer: r.o.Signing.Signer,

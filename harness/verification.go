@@ -36,14 +36,10 @@ func (r *run) own(rec record) verification.Own {
 // profile and the source's proof, with the launcher, the warm caches and
 // the hidden tests, results and verdict steps as its hooks.
 func (r *run) verifier() *verification.Verifier {
-	var manifest []ctoharness.ManifestEntry
-	if r.before != nil {
-		manifest = r.before.Manifest
-	}
 	l := r.launcher
 	return verification.New(r.Sink, verification.Input{Spec: r.spec, Profile: r.profile, Unsandboxed: r.o.Unsandboxed,
 		AllowDangerous: r.o.AllowDangerous, SelfExe: r.o.SelfExe, Getenv: r.o.Getenv, Clock: r.o.Clock, Progress: r.o.Progress,
-		Repo: r.repo, SourceManifest: manifest,
+		Repo: r.repo, SourceProof: r.before,
 		Hooks: verification.Hooks{
 			Roots:  func() (string, string) { return r.roots(true) },
 			Policy: func() sandbox.Policy { return r.policy(true) },

@@ -53,9 +53,11 @@ type Input struct {
 	// copying it, where the machine allows (see overlayBaseline); the
 	// caller must Stop the Baseline to unmount it.
 	Overlay bool
-	// SourceManifest is the source proof taken before the run (sorted by
-	// path); an overlay checkout shows only files it vouches for.
-	SourceManifest []ctoharness.ManifestEntry
+	// SourceProof is the source proof taken before the run, its manifest
+	// held packed or not; an overlay of the source worktree shows only
+	// files it vouches for (read only then: an overlay of a snapshot does
+	// not need it).
+	SourceProof *ctoharness.SourceProof
 	// Getenv is the environment the source's git configuration is read
 	// with, for its checkout conversions (see fixture.CopyInput).
 	Getenv func(string) string

@@ -92,7 +92,10 @@ func overlayInput(t *testing.T, in Input) Input {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in.Overlay, in.SourceManifest = true, m
+	// Held packed, as a run holds its before-proof.
+	p := &ctoharness.SourceProof{Manifest: m}
+	p.Pack()
+	in.Overlay, in.SourceProof = true, p
 	return in
 }
 

@@ -30,7 +30,7 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 	if in.Snapshot != nil {
 		return snapshotBaseline(ctx, in)
 	}
-	if in.SourceManifest == nil {
+	if in.SourceProof == nil {
 		return fixture.CopyResult{}, nil, fmt.Errorf("%w: no source proof to hold the source's files to", overlay.ErrUnavailable)
 	}
 	upper, work := overlayDirs(in.Dest)
@@ -42,7 +42,7 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s", in.Dest)
 	}
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		SourceManifest: in.SourceManifest, Getenv: in.Getenv, History: in.History, Closure: in.Closure})
+		SourceManifest: in.SourceProof.Entries(), Getenv: in.Getenv, History: in.History, Closure: in.Closure})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 		if derr := m.Discard(); derr != nil {
 			return res, nil, failed(derr, "give up the overlay checkout")

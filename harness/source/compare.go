@@ -2,6 +2,7 @@ package source
 
 import (
 	"io/fs"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -42,7 +43,7 @@ func Compare(runID string, before, after ctoharness.SourceProof) ctoharness.NonM
 
 	n = d.count
 	d.str("", "git_dir", before.GitDir, after.GitDir)
-	compareManifest(d, before.Manifest, after.Manifest)
+	compareManifest(d, before, after)
 	p.ManifestEqual = d.count == n
 
 	p.DifferenceCount = d.count
@@ -109,24 +110,33 @@ func compareStatus(d *diffs, before, after ctoharness.SourceProof) {
 }
 
 // compareManifest merge-joins the two manifests by path.
-func compareManifest(d *diffs, before, after []ctoharness.ManifestEntry) {
-	b := sortedManifest(before)
-	a := sortedManifest(after)
-	i, j := 0, 0
-	for i < len(b) || j < len(a) {
-		switch {
-		case j == len(a) || (i < len(b) && b[i].Path < a[j].Path):
-			d.add(b[i].Path, "removed", string(b[i].Type), "")
-			i++
-		case i == len(b) || a[j].Path < b[i].Path:
+func compareManifest(d *diffs, before, after ctoharness.SourceProof) {
+	a := sortedManifest(after.Entries())
+	j := 0
+	for b := range inOrder(before) {
+		for j < len(a) && a[j].Path < b.Path {
 			d.add(a[j].Path, "added", "", string(a[j].Type))
 			j++
-		default:
-			compareEntry(d, &b[i], &a[j])
-			i++
-			j++
 		}
+		if j < len(a) && a[j].Path == b.Path {
+			compareEntry(d, &b, &a[j])
+			j++
+			continue
+		}
+		d.add(b.Path, "removed", string(b.Type), "")
 	}
+	for ; j < len(a); j++ {
+		d.add(a[j].Path, "added", "", string(a[j].Type))
+	}
+}
+
+// inOrder is a proof's manifest in path order, read from its packed form
+// when it is held packed (ctoharness.SourceProof.Pack).
+func inOrder(p ctoharness.SourceProof) iter.Seq[ctoharness.ManifestEntry] {
+	if p.Packed != nil && p.Packed.Sorted() {
+		return p.Packed.All()
+	}
+	return slices.Values(sortedManifest(p.Entries()))
 }
 
 func compareEntry(d *diffs, b, a *ctoharness.ManifestEntry) {

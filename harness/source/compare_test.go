@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -221,6 +222,12 @@ func TestCompareDetectsMutations(t *testing.T) {
 			after := prove(t, repo, KindAfter, true)
 
 			nm := Compare("run-7", before, after)
+			// A run holds its before-proof packed: the comparison is the same.
+			packed := before
+			packed.Pack()
+			if pm := Compare("run-7", packed, after); !reflect.DeepEqual(pm, nm) {
+				t.Errorf("with the before-proof packed:\n%+v\nunpacked:\n%+v", pm, nm)
+			}
 			if nm.SchemaVersion != ctoharness.SchemaVersion || nm.RunID != "run-7" {
 				t.Errorf("header = %q %q", nm.SchemaVersion, nm.RunID)
 			}
@@ -290,6 +297,11 @@ func TestCompareUnsortedInput(t *testing.T) {
 	nm := Compare("r", before, after)
 	if nm.DifferenceCount != 1 || !hasDiff(nm, want{path: "a", field: "size", before: "1", after: "2"}) {
 		t.Fatalf("differences = %+v, want only a's size", nm.Differences)
+	}
+	packed := before
+	packed.Pack()
+	if pm := Compare("r", packed, after); pm.DifferenceCount != 1 || !hasDiff(pm, want{path: "a", field: "size", before: "1", after: "2"}) {
+		t.Fatalf("packed before: differences = %+v, want only a's size", pm.Differences)
 	}
 	if before.Manifest[0].Path != "b" {
 		t.Fatal("Compare reordered its input")

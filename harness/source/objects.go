@@ -79,21 +79,19 @@ func fileSHA256(p string, size int64) (string, error) {
 // object files whose lstat differs from the before-proof's in ctime only
 // and whose content still checks against its name. Compare then records
 // such a difference as benign instead of a mutation.
-func markVerifiedObjects(repo Repo, before, after []ctoharness.ManifestEntry) {
-	b := sortedManifest(before)
-	i := 0
-	for k := range after {
-		a := &after[k]
-		if !immutableObject.MatchString(a.Path) {
+func markVerifiedObjects(repo Repo, before ctoharness.SourceProof, after []ctoharness.ManifestEntry) {
+	k := 0
+	for b := range inOrder(before) {
+		if !immutableObject.MatchString(b.Path) {
 			continue
 		}
-		for i < len(b) && b[i].Path < a.Path {
-			i++
+		for k < len(after) && after[k].Path < b.Path {
+			k++
 		}
-		if i == len(b) || b[i].Path != a.Path || !metadataOnly(&b[i], a) {
-			continue
+		if k == len(after) {
+			return
 		}
-		if verifyObject(repo.HostPath(a.Path), a) == nil {
+		if a := &after[k]; a.Path == b.Path && metadataOnly(&b, a) && verifyObject(repo.HostPath(a.Path), a) == nil {
 			a.ObjectVerified = true
 		}
 	}

@@ -37,6 +37,7 @@ func TestCompareLocalCloneIsBenign(t *testing.T) {
 	before := prove(t, repo, KindBefore, false)
 	time.Sleep(10 * time.Millisecond) // a ctime the clone's link visibly changes
 	gitRun(t, filepath.Dir(repo.Root), "clone", "-q", "--local", repo.Root, "clone")
+	before.Pack() // as a run holds it, so the packed form is what is read
 	after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow, Before: &before}, ctoharness.NopTracer{})
 	if err != nil {
 		t.Fatal(err)

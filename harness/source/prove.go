@@ -137,7 +137,7 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 			"cannot read the object store of source %s; check that nothing is changing it (git gc, git maintenance)", repo.Root)
 	}
 	if opts.Kind == KindAfter && opts.Before != nil {
-		markVerifiedObjects(repo, opts.Before.Manifest, entries)
+		markVerifiedObjects(repo, *opts.Before, entries)
 	}
 	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {

@@ -56,6 +56,9 @@ func Before(ctx context.Context, s *runsink.Sink, in BeforeInput) (p *ctoharness
 		s.Emit(ctx, ctoharness.EvSourceProofBefore, map[string]any{"proof": evidence.SourceBefore, "head": got.Head.Commit,
 			"status_clean": got.StatusClean, "manifest_digest": got.ManifestDigest, "entries": len(got.Manifest)})
 	}
+	// The run holds the proof until the after-proof, mostly while Case
+	// works: packed, a million entries take a fifth of the room.
+	p.Pack()
 	// The task's base and the task check it requires are held once the
 	// source proof is written: a refusal still proves the source unchanged.
 	if !holdBase(ctx, s, in) {

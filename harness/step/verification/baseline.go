@@ -197,7 +197,7 @@ func (v *Verifier) TestsOn(ctx context.Context, own Own, t TestsRun) (TestsDone,
 	defer func() { _ = v.in.Hooks.RemoveTree(base) }()
 	work, scratch := filepath.Join(base, "checkout"), filepath.Join(base, "scratch")
 	in := checkout.Input{SourceRoot: v.in.Repo.Root, SourceGitDir: v.in.Repo.GitDir, Dest: work, BaselineTime: own.BaselineAt, Tracer: v.Trace, Getenv: v.in.Getenv, History: own.History, Base: own.Base,
-		Overlay: true, SourceManifest: v.in.SourceManifest}
+		Overlay: true, SourceProof: v.in.SourceProof}
 	cb := checkout.Begin(ctx, in)
 	defer func() { _ = cb.Stop() }()
 	// The checkout's own commit need not be the store's: its tree is

@@ -50,11 +50,11 @@ type Input struct {
 	Clock          func() time.Time
 	Progress       *progress.Line
 	// Repo is the source; a fresh checkout of a store's commit starts
-	// from its worktree (an overlay held to SourceManifest), with the
+	// from its worktree (an overlay held to SourceProof), with the
 	// copy's history and base (Own).
-	Repo           source.Repo
-	SourceManifest []ctoharness.ManifestEntry
-	Hooks          Hooks
+	Repo        source.Repo
+	SourceProof *ctoharness.SourceProof
+	Hooks       Hooks
 }
 
 // Hooks are what other steps decide: the launcher's sandbox, view and

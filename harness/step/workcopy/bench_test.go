@@ -101,7 +101,7 @@ func (bs benchSource) makeOnce(b *testing.B, runs, snapshots string) (time.Durat
 		b.Fatal(err)
 	}
 	work, _ := checkout.Dirs(ws)
-	in := workcopy.Input{Repo: bs.repo, Spec: task.Spec{AllowedPaths: []string{"docs/**"}}, SourceManifest: bs.proof.Manifest,
+	in := workcopy.Input{Repo: bs.repo, Spec: task.Spec{AllowedPaths: []string{"docs/**"}}, SourceProof: &bs.proof,
 		CheckoutDir: work, Getenv: bs.env, Snapshots: snapshots}
 	start := time.Now()
 	c, ok := workcopy.Make(ctx, s, in)

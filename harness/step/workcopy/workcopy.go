@@ -36,9 +36,9 @@ import (
 type Input struct {
 	Repo source.Repo
 	Spec task.Spec
-	// SourceManifest is the source's lstat manifest from its before-proof:
-	// the verification checkout begun from the source is checked against it.
-	SourceManifest []ctoharness.ManifestEntry
+	// SourceProof is the source's before-proof: a verification checkout
+	// begun from the source worktree is checked against its manifest.
+	SourceProof *ctoharness.SourceProof
 	// CheckoutDir is where the verification checkout is begun.
 	CheckoutDir string
 	// Unsandboxed (Case could write the overlay's lower layer, the source)
@@ -180,7 +180,7 @@ func (c *Copy) beginCheckout(ctx context.Context, s *runsink.Sink, closure *fixt
 		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
 		// Unsandboxed, Case can write the source, the overlay's lower layer:
 		// the copy is at least a snapshot.
-		Overlay: !in.Unsandboxed, SourceManifest: in.SourceManifest, Snapshot: snap, Closure: closure})
+		Overlay: !in.Unsandboxed, SourceProof: in.SourceProof, Snapshot: snap, Closure: closure})
 }
 
 // baseline makes the store from the fixture's baseline commit, snapshots

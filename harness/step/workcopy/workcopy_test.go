@@ -90,7 +90,7 @@ func newRun(t *testing.T, unsandboxed bool) run {
 	rep.Commits.BaseCommit, rep.Commits.BaseTree = p.Head.Commit, p.Head.Tree
 	work, _ := checkout.Dirs(ws)
 	spec := task.Spec{AllowedPaths: []string{"docs/**"}}
-	return run{s: s, before: p, in: workcopy.Input{Repo: repo, Spec: spec, SourceManifest: p.Manifest, CheckoutDir: work,
+	return run{s: s, before: p, in: workcopy.Input{Repo: repo, Spec: spec, SourceProof: &p, CheckoutDir: work,
 		Unsandboxed: unsandboxed, Getenv: getenv, Snapshots: snapshot.Root(base)}}
 }
 

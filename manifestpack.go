@@ -1,0 +1,204 @@
+package ctoharness
+
+import (
+	"encoding/binary"
+	"iter"
+)
+
+// PackedManifest is a manifest held as bytes: each entry's path shares its
+// prefix with the one before it (a sorted manifest's neighbours share
+// most of theirs) and its numbers are varints, so a million entries take a
+// few tens of MB instead of the 150 MB the structs would. A run holds its
+// source's before-proof this way from the moment the proof is written to
+// the after-proof that is compared with it; entries are read back in
+// order, or all at once where a step needs the slice.
+type PackedManifest struct {
+	data   []byte
+	n      int
+	sorted bool // bytewise by path, as Prove lists them
+}
+
+// entry flags: the type in the low bits, then what follows the numbers.
+const (
+	packTypeMask    = 0x7
+	packTypeOther   = 0x7 // any other type string, written out
+	packVerified    = 0x8
+	packHasTarget   = 0x10
+	packHasSHA256   = 0x20
+	packMaxKnownTyp = 4
+)
+
+var packTypes = [packMaxKnownTyp]EntryType{EntryFile, EntryDir, EntrySymlink, EntryOther}
+
+// PackManifest packs entries, in the order given.
+func PackManifest(entries []ManifestEntry) *PackedManifest {
+	p := &PackedManifest{n: len(entries), sorted: true}
+	// Most entries of a tree of small files pack to about 40 bytes.
+	buf := make([]byte, 0, 40*len(entries)+64)
+	prev := ""
+	for i := range entries {
+		e := &entries[i]
+		flags := byte(packTypeOther)
+		for t, name := range packTypes {
+			if e.Type == name {
+				flags = byte(t)
+			}
+		}
+		if e.ObjectVerified {
+			flags |= packVerified
+		}
+		if e.Target != "" {
+			flags |= packHasTarget
+		}
+		if e.SHA256 != "" {
+			flags |= packHasSHA256
+		}
+		if i > 0 && e.Path < prev {
+			p.sorted = false
+		}
+		shared := commonPrefix(prev, e.Path)
+		buf = append(buf, flags)
+		buf = binary.AppendUvarint(buf, uint64(shared))
+		buf = appendString(buf, e.Path[shared:])
+		buf = binary.AppendUvarint(buf, uint64(e.Mode))
+		buf = binary.AppendVarint(buf, e.Size)
+		buf = binary.AppendVarint(buf, e.MtimeNs)
+		buf = binary.AppendVarint(buf, e.CtimeNs-e.MtimeNs)
+		buf = binary.AppendUvarint(buf, e.Inode)
+		buf = binary.AppendUvarint(buf, e.Dev)
+		buf = binary.AppendUvarint(buf, uint64(e.UID))
+		buf = binary.AppendUvarint(buf, uint64(e.GID))
+		if flags&packTypeMask == packTypeOther {
+			buf = appendString(buf, string(e.Type))
+		}
+		if e.Target != "" {
+			buf = appendString(buf, e.Target)
+		}
+		if e.SHA256 != "" {
+			buf = appendString(buf, e.SHA256)
+		}
+		prev = e.Path
+	}
+	p.data = buf[:len(buf):len(buf)]
+	if cap(buf) > len(buf)+len(buf)/4 {
+		p.data = append([]byte(nil), buf...)
+	}
+	return p
+}
+
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// Len is the number of entries.
+func (p *PackedManifest) Len() int {
+	if p == nil {
+		return 0
+	}
+	return p.n
+}
+
+// Sorted reports whether the entries are in bytewise path order.
+func (p *PackedManifest) Sorted() bool { return p == nil || p.sorted }
+
+// All yields the entries in order. Each path is its own string; the entry
+// yielded is a copy the caller may keep.
+func (p *PackedManifest) All() iter.Seq[ManifestEntry] {
+	return func(yield func(ManifestEntry) bool) {
+		if p == nil {
+			return
+		}
+		r := packReader{data: p.data}
+		var path []byte
+		for range p.n {
+			var e ManifestEntry
+			path = r.next(&e, path)
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// Unpack is every entry, as the slice PackManifest was given.
+func (p *PackedManifest) Unpack() []ManifestEntry {
+	out := make([]ManifestEntry, 0, p.Len())
+	for e := range p.All() {
+		out = append(out, e)
+	}
+	return out
+}
+
+// packReader decodes entries from the front of data. The bytes are the
+// harness's own, written by PackManifest in this process, so a short read
+// is a harness bug, not input to recover from.
+type packReader struct {
+	data []byte
+	off  int
+}
+
+func (r *packReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.data[r.off:])
+	if n <= 0 {
+		panic("ctoharness: packed manifest is corrupt")
+	}
+	r.off += n
+	return v
+}
+
+func (r *packReader) varint() int64 {
+	v, n := binary.Varint(r.data[r.off:])
+	if n <= 0 {
+		panic("ctoharness: packed manifest is corrupt")
+	}
+	r.off += n
+	return v
+}
+
+func (r *packReader) bytes() []byte {
+	n := int(r.uvarint())
+	b := r.data[r.off : r.off+n]
+	r.off += n
+	return b
+}
+
+// next decodes one entry into e; path is the previous entry's path, and
+// the returned slice this one's, for the next call.
+func (r *packReader) next(e *ManifestEntry, path []byte) []byte {
+	flags := r.data[r.off]
+	r.off++
+	shared := int(r.uvarint())
+	path = append(path[:shared], r.bytes()...)
+	e.Path = string(path)
+	e.Mode = uint32(r.uvarint())
+	e.Size = r.varint()
+	e.MtimeNs = r.varint()
+	e.CtimeNs = e.MtimeNs + r.varint()
+	e.Inode = r.uvarint()
+	e.Dev = r.uvarint()
+	e.UID = uint32(r.uvarint())
+	e.GID = uint32(r.uvarint())
+	if t := flags & packTypeMask; t == packTypeOther {
+		e.Type = EntryType(r.bytes())
+	} else {
+		e.Type = packTypes[t]
+	}
+	e.ObjectVerified = flags&packVerified != 0
+	if flags&packHasTarget != 0 {
+		e.Target = string(r.bytes())
+	}
+	if flags&packHasSHA256 != 0 {
+		e.SHA256 = string(r.bytes())
+	}
+	return path
+}
