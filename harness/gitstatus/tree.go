@@ -17,11 +17,14 @@ import (
 type Staged map[string]git.StatusCode
 
 // indexTree is one directory of the index as a git tree: its hash (what
-// git write-tree would produce) and its direct children in tree order.
+// git write-tree would produce) and the run of index entries under it.
+// Its children are listed only for a directory whose hash differs from
+// HEAD's (children): a million-entry index then keeps a few words per
+// directory, not one child per entry.
 type indexTree struct {
-	hash     plumbing.Hash
-	children []indexChild
-	sparse   bool // a sparse-index directory entry: only its hash is known
+	hash   plumbing.Hash
+	lo, hi int32 // entries[lo:hi] are the directory's
+	sparse bool  // a sparse-index directory entry: only its hash is known
 }
 
 type indexChild struct {
@@ -30,6 +33,7 @@ type indexChild struct {
 	entry int // index of the entry for a file; -1 for a directory
 	hash  plumbing.Hash
 	mode  filemode.FileMode
+	start int // where a subdirectory's entries begin
 }
 
 // TreeHash is the root tree hash of the entries (sorted bytewise by name,
@@ -46,43 +50,67 @@ func buildIndexTrees(entries []Entry) map[string]*indexTree {
 	trees := make(map[string]*indexTree)
 	var build func(prefix string, lo, hi int) plumbing.Hash
 	build = func(prefix string, lo, hi int) plumbing.Hash {
-		t := &indexTree{}
+		// The children are held while the directory is hashed, not after.
 		var buf []byte
-		for i := lo; i < hi; {
-			rel := entries[i].Name[len(prefix):]
-			if slash := strings.IndexByte(rel, '/'); slash == len(rel)-1 && entries[i].Mode == filemode.Dir {
-				// A sparse directory entry ("dir/"): the tree is known by hash.
-				name := rel[:slash]
-				e := &entries[i]
-				t.children = append(t.children, indexChild{name: name, dir: true, entry: -1, hash: e.Hash, mode: filemode.Dir})
-				buf = AppendTreeEntry(buf, filemode.Dir, name, e.Hash)
-				trees[prefix+name] = &indexTree{hash: e.Hash, sparse: true}
-				i++
-				continue
-			} else if slash >= 0 {
-				name := rel[:slash]
-				sub := prefix + name + "/"
-				j := i + 1
-				for j < hi && strings.HasPrefix(entries[j].Name, sub) {
-					j++
-				}
-				h := build(sub, i, j)
-				t.children = append(t.children, indexChild{name: name, dir: true, entry: -1, hash: h, mode: filemode.Dir})
-				buf = AppendTreeEntry(buf, filemode.Dir, name, h)
-				i = j
-				continue
+		eachChild(entries, prefix, lo, hi, func(c indexChild, sub string, j int) {
+			switch {
+			case c.dir && sub != "":
+				c.hash = build(sub, c.start, j)
+			case c.dir:
+				trees[prefix+c.name] = &indexTree{hash: c.hash, sparse: true}
 			}
-			e := &entries[i]
-			t.children = append(t.children, indexChild{name: rel, entry: i, hash: e.Hash, mode: e.Mode})
-			buf = AppendTreeEntry(buf, e.Mode, rel, e.Hash)
-			i++
-		}
-		t.hash = ObjectHash("tree", buf)
-		trees[strings.TrimSuffix(prefix, "/")] = t
-		return t.hash
+			buf = AppendTreeEntry(buf, c.mode, c.name, c.hash)
+		})
+		h := ObjectHash("tree", buf)
+		trees[strings.TrimSuffix(prefix, "/")] = &indexTree{hash: h, lo: int32(lo), hi: int32(hi)}
+		return h
 	}
 	build("", 0, len(entries))
 	return trees
+}
+
+// eachChild calls fn with each direct child of the directory prefix, whose
+// entries are entries[lo:hi], in tree order. A subdirectory comes with its
+// own prefix in sub and its entries as entries[c.start:j], its hash not
+// yet known; a sparse-index directory entry with its hash and an empty
+// sub.
+func eachChild(entries []Entry, prefix string, lo, hi int, fn func(c indexChild, sub string, j int)) {
+	for i := lo; i < hi; {
+		rel := entries[i].Name[len(prefix):]
+		slash := strings.IndexByte(rel, '/')
+		switch {
+		case slash == len(rel)-1 && entries[i].Mode == filemode.Dir:
+			// A sparse directory entry ("dir/"): the tree is known by hash.
+			fn(indexChild{name: rel[:slash], dir: true, entry: -1, hash: entries[i].Hash, mode: filemode.Dir}, "", i+1)
+			i++
+		case slash >= 0:
+			name := rel[:slash]
+			sub := prefix + name + "/"
+			j := i + 1
+			for j < hi && strings.HasPrefix(entries[j].Name, sub) {
+				j++
+			}
+			fn(indexChild{name: name, dir: true, entry: -1, mode: filemode.Dir, start: i}, sub, j)
+			i = j
+		default:
+			e := &entries[i]
+			fn(indexChild{name: rel, entry: i, hash: e.Hash, mode: e.Mode}, "", i+1)
+			i++
+		}
+	}
+}
+
+// children lists the directory t (named prefix, "" or ending in "/") as
+// a git tree would, from its entries and its subdirectories' hashes.
+func (t *indexTree) children(entries []Entry, trees map[string]*indexTree, prefix string) []indexChild {
+	var kids []indexChild
+	eachChild(entries, prefix, int(t.lo), int(t.hi), func(c indexChild, sub string, _ int) {
+		if c.dir && sub != "" {
+			c.hash = trees[strings.TrimSuffix(sub, "/")].hash
+		}
+		kids = append(kids, c)
+	})
+	return kids
 }
 
 // AppendTreeEntry appends one entry in git's tree object encoding.
@@ -172,7 +200,7 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 		}
 		var kids []indexChild
 		if it != nil {
-			kids = it.children
+			kids = it.children(entries, trees, prefix)
 		}
 		i, j := 0, 0
 		for i < len(t.Entries) || j < len(kids) {
