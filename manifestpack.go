@@ -149,20 +149,22 @@ type packReader struct {
 
 func (r *packReader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.data[r.off:])
-	if n <= 0 {
-		panic("ctoharness: packed manifest is corrupt")
-	}
-	r.off += n
+	r.step(n)
 	return v
 }
 
 func (r *packReader) varint() int64 {
 	v, n := binary.Varint(r.data[r.off:])
+	r.step(n)
+	return v
+}
+
+// step moves past a varint of n bytes (n ≤ 0: none could be read).
+func (r *packReader) step(n int) {
 	if n <= 0 {
 		panic("ctoharness: packed manifest is corrupt")
 	}
 	r.off += n
-	return v
 }
 
 func (r *packReader) bytes() []byte {
