@@ -82,6 +82,7 @@ type Input struct {
 type Snapshot struct {
 	Tree    string                     // the directory holding exactly the base's tree
 	Listing []ctoharness.ManifestEntry // its lstat listing, checked against its record
+	Index   *fixture.TreeIndex         // its tree's index (fixture.CopyInput.TreeIndex); nil: the trees are read
 	// Checkout are the conversions it was written with.
 	Checkout fixture.CheckoutInputs
 }

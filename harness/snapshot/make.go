@@ -47,6 +47,13 @@ func build(ctx context.Context, in Input, key, dir string) error {
 	if t.Tree != in.Tree {
 		return failed(nil, "the commit %s has the tree %s, not %s", in.Commit, t.Tree, in.Tree)
 	}
+	// The index is written now and let go: the listing walk below is the
+	// first run's largest on a big tree.
+	indexSum, err := writeIndex(filepath.Join(tmp, IndexFile), t.Index)
+	if err != nil {
+		return failed(err, "write the snapshot's tree index in %s", tmp)
+	}
+	t.Index = nil
 	// The last write to the tree directory: the listing is taken after it.
 	if err := os.Chmod(treeDir, 0o555); err != nil {
 		return failed(err, "make the snapshot's tree %s read-only", treeDir)
@@ -56,7 +63,7 @@ func build(ctx context.Context, in Input, key, dir string) error {
 		return failed(err, "list the snapshot's tree %s", treeDir)
 	}
 	rec := Record{Version: recordVersion, Key: key, Tree: t.Tree, MadeFrom: t.Commit, Conversions: in.Checkout.Digest(),
-		Files: t.Files, Bytes: t.Bytes, Listing: source.ManifestDigest(listing), Submodules: t.Submodules, SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
+		Files: t.Files, Bytes: t.Bytes, Listing: source.ManifestDigest(listing), TreeIndex: indexSum, Submodules: t.Submodules, SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
 	if rec.Submodules == nil {
 		rec.Submodules = []string{}
 	}
@@ -89,7 +96,7 @@ func writeRecord(ctx context.Context, dir string, rec Record, listing []ctoharne
 	}
 	files := map[string][]byte{RecordFile: recData}
 	if signer != nil {
-		payload, err := attest.NewStatement([]attest.Subject{{Name: RecordFile, SHA256: sum(recData)}, {Name: ListingFile, SHA256: listSum}},
+		payload, err := attest.NewStatement([]attest.Subject{{Name: RecordFile, SHA256: sum(recData)}, {Name: ListingFile, SHA256: listSum}, {Name: IndexFile, SHA256: rec.TreeIndex}},
 			PredicateType, rec)
 		if err != nil {
 			return err
@@ -127,6 +134,46 @@ func writeListing(path string, listing []ctoharness.ManifestEntry) (string, erro
 		return "", fmt.Errorf("write the snapshot's listing %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeIndex writes the tree's index to path, read-only, and returns its
+// sha256.
+func writeIndex(path string, x *fixture.TreeIndex) (string, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = x.WriteTo(io.MultiWriter(f, h))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// readIndex reads the tree's index at path and checks it is of the
+// digest want and of the tree.
+func readIndex(path, want, tree string) (*fixture.TreeIndex, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	x, err := fixture.ReadTreeIndex(io.TeeReader(f, h))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return nil, fmt.Errorf("%s has the digest %s, its record says %s", path, got, want)
+	}
+	if x.Root() != tree {
+		return nil, fmt.Errorf("%s is the index of the tree %s, not %s", path, x.Root(), tree)
+	}
+	return x, nil
 }
 
 // encodeListing writes the bytes json.Marshal(listing) gives: null, or the
@@ -187,7 +234,13 @@ func load(ctx context.Context, in Input, key, dir string) (*Snapshot, error) {
 	if got := source.ManifestDigest(listing); got != rec.Listing {
 		return nil, changed(nil, dir, "the listing of the snapshot's tree %s has the digest %s, its record says %s (%s)", treeDir, got, rec.Listing, firstChange(dir, listing))
 	}
-	return &Snapshot{Key: key, Dir: dir, Record: rec, RecordDigest: sum(recData), Listing: listing}, nil
+	indexPath := filepath.Join(dir, IndexFile)
+	in.Tracer.Trace(ctoharness.TraceRead, indexPath)
+	index, err := readIndex(indexPath, rec.TreeIndex, rec.Tree)
+	if err != nil {
+		return nil, changed(err, dir, "read the snapshot's tree index")
+	}
+	return &Snapshot{Key: key, Dir: dir, Record: rec, RecordDigest: sum(recData), Listing: listing, Index: index}, nil
 }
 
 // checkSignature verifies record.dsse.json: signed by key, of the

@@ -14,6 +14,7 @@
 //	KEY/tree/           the files (git's checkout modes: the overlay shows them to Case)
 //	KEY/record.json     the record (Record)
 //	KEY/listing.json    the listing the record's digest is of, to name what changed
+//	KEY/tree-index      the tree as it was walked (fixture.TreeIndex), whose digest the record holds
 //	KEY/record.dsse.json  the record's signature, when a signing key is configured
 //	KEY.lock            held shared by every run using KEY, exclusive while it is made or pruned; its mtime is the last use
 //
@@ -42,13 +43,15 @@ const (
 	RecordFile   = "record.json"
 	ListingFile  = "listing.json"
 	EnvelopeFile = "record.dsse.json"
+	IndexFile    = "tree-index"
 	lockSuffix   = ".lock"
 	// PredicateType is the in-toto predicate type of a record's signature;
 	// the predicate is the record itself.
 	PredicateType = "https://cto-harness.invalid/attestation/snapshot/v1"
 	// recordVersion 2: a tree with submodules has a snapshot (each an
-	// empty directory, listed in Record.Submodules).
-	recordVersion = 2
+	// empty directory, listed in Record.Submodules). 3: the tree's index
+	// is kept with it (Record.TreeIndex).
+	recordVersion = 3
 )
 
 // Root is where the runs directory runsDir keeps its snapshots: inside
@@ -78,6 +81,9 @@ type Record struct {
 	Files       int    `json:"files"`
 	Bytes       int64  `json:"bytes"`
 	Listing     string `json:"listing_digest"`
+	// TreeIndex is the sha256 of tree-index, the tree as WriteTree walked
+	// it: a run adopts the snapshot without reading the tree's objects.
+	TreeIndex string `json:"tree_index_digest"`
 	// Submodules are the tree's gitlinks, each an empty directory: a run
 	// whose source populates one of them copies instead.
 	Submodules []string `json:"submodules"`
@@ -121,6 +127,9 @@ type Snapshot struct {
 	// Listing is the tree directory's lstat listing, just taken and equal
 	// to the recorded one: the fixture's files must show it.
 	Listing []ctoharness.ManifestEntry
+	// Index is the tree's index, read now and of the recorded digest, for
+	// the adoptions of the snapshot (fixture.CopyInput.TreeIndex).
+	Index *fixture.TreeIndex
 	// Made says this run wrote the snapshot (the first run at its key).
 	Made bool
 	lock *lock

@@ -108,10 +108,13 @@ func TestMadeOnceFromTheObjectStore(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(s.TreeDir(), "scripts/run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Fatalf("scripts/run.sh: %v %v, want git's checkout mode 0755", fi.Mode(), err)
 	}
-	for _, p := range []string{s.Dir, s.TreeDir(), filepath.Join(s.Dir, snapshot.RecordFile), filepath.Join(s.Dir, snapshot.ListingFile)} {
+	for _, p := range []string{s.Dir, s.TreeDir(), filepath.Join(s.Dir, snapshot.RecordFile), filepath.Join(s.Dir, snapshot.ListingFile), filepath.Join(s.Dir, snapshot.IndexFile)} {
 		if fi, err := os.Lstat(p); err != nil || fi.Mode().Perm()&0o222 != 0 {
 			t.Errorf("%s: mode %v (%v), want no write bit", p, fi.Mode(), err)
 		}
+	}
+	if s.Index == nil || s.Index.Root() != r.tree || s.Record.TreeIndex == "" {
+		t.Fatalf("the snapshot's tree index: %v, digest %q", s.Index, s.Record.TreeIndex)
 	}
 	recIno := inode(t, filepath.Join(s.Dir, snapshot.RecordFile))
 	fileIno := inode(t, filepath.Join(s.TreeDir(), "docs/a.md"))
@@ -205,6 +208,23 @@ func TestChangedSnapshotIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"tree index": func(t *testing.T, s *snapshot.Snapshot) {
+			// The index of another tree, well formed: only the digest
+			// tells.
+			p := filepath.Join(s.Dir, snapshot.IndexFile)
+			other := newRepo(t, map[string]string{"README.md": "another tree\n"})
+			o := open(t, input(t, other, filepath.Join(t.TempDir(), snapshot.DirName), nil))
+			o.Release()
+			data, err := os.ReadFile(filepath.Join(o.Dir, snapshot.IndexFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writable(t, s.Dir)
+			os.Chmod(p, 0o644)
+			if err := os.WriteFile(p, data, 0o444); err != nil {
+				t.Fatal(err)
+			}
+		},
 		"signature": func(t *testing.T, s *snapshot.Snapshot) {
 			writable(t, s.Dir)
 			if err := os.Remove(filepath.Join(s.Dir, snapshot.EnvelopeFile)); err != nil {
@@ -226,6 +246,7 @@ func TestChangedSnapshotIsRefused(t *testing.T) {
 			if code := blockerCode(err); code != ctoharness.BlockSnapshotChanged {
 				t.Fatalf("open after the %s changed: %v (code %q), want SNAPSHOT_CHANGED", name, err, code)
 			}
+			t.Log(err)
 			if !strings.Contains(err.Error(), "rm -rf "+s.Dir) {
 				t.Fatalf("the blocker does not say how to get rid of the snapshot: %v", err)
 			}

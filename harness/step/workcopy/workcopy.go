@@ -170,11 +170,11 @@ func (c *Copy) beginCheckout(ctx context.Context, s *runsink.Sink, closure *fixt
 	in := c.in
 	var snap *checkout.Snapshot
 	if c.snap != nil {
-		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Checkout: c.snapInputs}
-		// The listing has vouched for the fixture's files and is the
-		// checkout's now, which lets it go once its own are adopted; the
-		// run holds the snapshot (its lock) until Release, not the listing.
-		c.snap.Listing = nil
+		snap = &checkout.Snapshot{Tree: c.snap.TreeDir(), Listing: c.snap.Listing, Index: c.snap.Index, Checkout: c.snapInputs}
+		// The listing and the index have vouched for the fixture's files
+		// and are the checkout's now, which lets them go once its own are
+		// adopted; the run holds the snapshot (its lock) until Release.
+		c.snap.Listing, c.snap.Index = nil, nil
 	}
 	c.Checkout = checkout.Begin(ctx, checkout.Input{SourceRoot: in.Repo.Root, SourceGitDir: in.Repo.GitDir, Dest: in.CheckoutDir, BaselineTime: c.BaselineAt,
 		Tracer: s.Trace, Getenv: in.Getenv, History: c.History, Base: c.Base,
@@ -363,7 +363,7 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 	if err != nil {
 		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
 	}
-	in.Snapshot, in.Checkout, in.Upper, in.UserXattr = snap.Listing, &ci, m.Upper(), m.UserXattr()
+	in.Snapshot, in.TreeIndex, in.Checkout, in.Upper, in.UserXattr = snap.Listing, snap.Index, &ci, m.Upper(), m.UserXattr()
 	res, err = fixture.AdoptSnapshot(ctx, in)
 	return res, m, err
 }
