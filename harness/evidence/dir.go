@@ -16,8 +16,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	ctoharness "github.com/cto-harness/cto-harness"
@@ -149,7 +151,8 @@ func (d *Dir) WriteJSON(ctx context.Context, name string, kind schemas.Kind, v a
 // validated on its own (schemas.Set.ItemWise) and written as it comes: a
 // source proof of a million files is never one document in memory. doc
 // must encode that array empty ("[]"); the bytes written are those
-// WriteJSON would write for the whole document.
+// WriteJSON would write for the whole document. item is called from
+// several goroutines at once and must only read.
 func (d *Dir) WriteJSONItems(ctx context.Context, name string, kind schemas.Kind, doc any, key string, n int, item func(i int) any) error {
 	head, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -172,34 +175,113 @@ func (d *Dir) WriteJSONItems(ctx context.Context, name string, kind schemas.Kind
 	return d.WriteStream(ctx, name, func(f io.Writer) error {
 		w := bufio.NewWriterSize(f, 64<<10)
 		w.Write(head[:open])
-		// Each item is encoded compact into one reused buffer, validated
-		// as it is, and laid out as MarshalIndent would lay it out.
-		var compact bytes.Buffer
-		enc := json.NewEncoder(&compact)
-		var out []byte
-		for i := range n {
-			if i%4096 == 0 && ctx.Err() != nil {
-				return fmt.Errorf("%w: %s: %w", ErrWrite, name, ctx.Err())
-			}
-			compact.Reset()
-			if err := enc.Encode(item(i)); err != nil {
-				return fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
-			}
-			data := bytes.TrimSuffix(compact.Bytes(), []byte("\n"))
-			if err := d.schemas.ValidateItem(kind, key, i, data); err != nil {
-				return fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
-			}
-			out = out[:0]
-			if i > 0 {
-				out = append(out, ',')
-			}
-			out = appendIndented(append(out, "\n    "...), data, "    ", "  ")
-			w.Write(out)
+		if err := d.writeItems(ctx, w, name, kind, key, n, item); err != nil {
+			return err
 		}
 		w.WriteString("\n  ")
 		w.Write(head[open:])
 		return w.Flush()
 	})
+}
+
+// itemChunk is how many items one encoder takes at a time.
+const itemChunk = 1024
+
+// writeItems writes the n items, each encoded compact, validated, and laid
+// out as MarshalIndent lays out an array's items. Chunks of items are
+// encoded side by side, up to the processors, and written in order, a few
+// chunks ahead at most: encoding and validation are most of writing a
+// large proof, and nothing else of the run goes on meanwhile.
+func (d *Dir) writeItems(ctx context.Context, w *bufio.Writer, name string, kind schemas.Kind, key string, n int, item func(i int) any) error {
+	encode := func(lo, hi int, out []byte) ([]byte, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrWrite, name, err)
+		}
+		var compact bytes.Buffer
+		enc := json.NewEncoder(&compact)
+		for i := lo; i < hi; i++ {
+			compact.Reset()
+			if err := enc.Encode(item(i)); err != nil {
+				return nil, fmt.Errorf("%w: encode %s: %v", ErrWrite, name, err)
+			}
+			data := bytes.TrimSuffix(compact.Bytes(), []byte("\n"))
+			if err := d.schemas.ValidateItem(kind, key, i, data); err != nil {
+				return nil, fmt.Errorf("%w: %s would not match its schema: %v", ErrWrite, name, err)
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = appendIndented(append(out, "\n    "...), data, "    ", "  ")
+		}
+		return out, nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), 4, (n+itemChunk-1)/itemChunk)
+	if workers <= 1 {
+		var out []byte
+		for lo := 0; lo < n; lo += itemChunk {
+			var err error
+			if out, err = encode(lo, min(lo+itemChunk, n), out[:0]); err != nil {
+				return err
+			}
+			w.Write(out)
+		}
+		return nil
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	type job struct {
+		lo, hi int
+		done   chan result
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan job)
+	ordered := make(chan job, 2*workers) // the chunks in order, as many ahead as this
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				data, err := encode(j.lo, j.hi, nil)
+				j.done <- result{data, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		defer close(ordered)
+		for lo := 0; lo < n; lo += itemChunk {
+			j := job{lo: lo, hi: min(lo+itemChunk, n), done: make(chan result, 1)}
+			select {
+			case ordered <- j:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				j.done <- result{err: fmt.Errorf("%w: %s: %w", ErrWrite, name, ctx.Err())}
+				return
+			}
+		}
+	}()
+	var err error
+	for j := range ordered {
+		r := <-j.done
+		if r.err != nil {
+			err = r.err
+			break
+		}
+		w.Write(r.data)
+	}
+	cancel()
+	for range ordered { // let the producer end
+	}
+	wg.Wait()
+	return err
 }
 
 // WriteFile writes data atomically (a temp file renamed into place): a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,36 @@ func TestWriteJSONItemsIsWriteJSON(t *testing.T) {
 	err := d.WriteJSONItems(ctx, "bad.json", schemas.SourceProof, doc, "manifest", 1, func(int) any { return bad })
 	if !errors.Is(err, evidence.ErrWrite) || !strings.Contains(err.Error(), "/manifest/0") {
 		t.Fatalf("a manifest entry of an unknown type was written or refused without its place: %v", err)
+	}
+	if _, err := os.Stat(d.Path("bad.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused document was left behind: %v", err)
+	}
+
+	// Many items are encoded in chunks side by side: the bytes are still
+	// WriteJSON's, and of two bad items the first is the one named.
+	var many []ctoharness.ManifestEntry
+	for i := range 5000 {
+		e := p.Manifest[i%3]
+		e.Path = fmt.Sprintf("%s/%d", e.Path, i)
+		e.Inode = uint64(i)
+		many = append(many, e)
+	}
+	p.Manifest = many
+	if err := d.WriteJSON(ctx, "whole.json", schemas.SourceProof, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteJSONItems(ctx, "items.json", schemas.SourceProof, doc, "manifest", len(many), func(i int) any { return &many[i] }); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := os.ReadFile(d.Path("whole.json"))
+	items, _ := os.ReadFile(d.Path("items.json"))
+	if string(whole) != string(items) {
+		t.Errorf("%d entries: WriteJSONItems wrote %d bytes, WriteJSON %d, and they differ", len(many), len(items), len(whole))
+	}
+	many[4321].Type, many[2345].Type = "nonsense", "nonsense"
+	err = d.WriteJSONItems(ctx, "bad.json", schemas.SourceProof, doc, "manifest", len(many), func(i int) any { return &many[i] })
+	if !errors.Is(err, evidence.ErrWrite) || !strings.Contains(err.Error(), "/manifest/2345") {
+		t.Fatalf("of two bad entries the first was not the one refused: %v", err)
 	}
 	if _, err := os.Stat(d.Path("bad.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused document was left behind: %v", err)
