@@ -13,9 +13,12 @@ import (
 // the after-proof that is compared with it; entries are read back in
 // order, or all at once where a step needs the slice.
 type PackedManifest struct {
-	data   []byte
-	n      int
-	sorted bool // bytewise by path, as Prove lists them
+	// chunks are packed one after another; each one's first path is
+	// written whole, so that manifests packed apart can be joined.
+	chunks      [][]byte
+	n           int
+	sorted      bool   // bytewise by path, as Prove lists them
+	first, last string // the first and last paths, for JoinPacked
 }
 
 // entry flags: the type in the low bits, then what follows the numbers.
@@ -79,11 +82,38 @@ func PackManifest(entries []ManifestEntry) *PackedManifest {
 		}
 		prev = e.Path
 	}
-	p.data = buf[:len(buf):len(buf)]
+	data := buf[:len(buf):len(buf)]
 	if cap(buf) > len(buf)+len(buf)/4 {
-		p.data = append([]byte(nil), buf...)
+		data = append([]byte(nil), buf...)
+	}
+	if len(entries) > 0 {
+		p.chunks = [][]byte{data}
+		p.first, p.last = entries[0].Path, entries[len(entries)-1].Path
 	}
 	return p
+}
+
+// JoinPacked is the manifests one after another, as one manifest; their
+// bytes are shared, not copied, so a walk can pack its output chunk by
+// chunk and never hold it as structs. Nil and empty manifests add nothing.
+func JoinPacked(parts []*PackedManifest) *PackedManifest {
+	out := &PackedManifest{sorted: true}
+	for _, p := range parts {
+		if p.Len() == 0 {
+			continue
+		}
+		if out.n > 0 && p.first < out.last {
+			out.sorted = false
+		}
+		if out.n == 0 {
+			out.first = p.first
+		}
+		out.chunks = append(out.chunks, p.chunks...)
+		out.n += p.n
+		out.sorted = out.sorted && p.sorted
+		out.last = p.last
+	}
+	return out
 }
 
 func commonPrefix(a, b string) int {
@@ -108,6 +138,17 @@ func (p *PackedManifest) Len() int {
 	return p.n
 }
 
+// Bytes is how much room the packed entries take.
+func (p *PackedManifest) Bytes() int {
+	n := 0
+	if p != nil {
+		for _, c := range p.chunks {
+			n += len(c)
+		}
+	}
+	return n
+}
+
 // Sorted reports whether the entries are in bytewise path order.
 func (p *PackedManifest) Sorted() bool { return p == nil || p.sorted }
 
@@ -118,13 +159,15 @@ func (p *PackedManifest) All() iter.Seq[ManifestEntry] {
 		if p == nil {
 			return
 		}
-		r := packReader{data: p.data}
 		var path []byte
-		for range p.n {
-			var e ManifestEntry
-			path = r.next(&e, path)
-			if !yield(e) {
-				return
+		for _, data := range p.chunks {
+			r := packReader{data: data}
+			for r.off < len(data) {
+				var e ManifestEntry
+				path = r.next(&e, path)
+				if !yield(e) {
+					return
+				}
 			}
 		}
 	}

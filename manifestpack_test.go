@@ -39,8 +39,34 @@ func TestPackedManifestRoundTrip(t *testing.T) {
 	if i != 3 {
 		t.Fatalf("All yielded %d entries before the break, want 3", i)
 	}
-	if len(p.data) >= len(entries)*40 {
-		t.Errorf("packed %d entries in %d bytes; expected under 40 a entry", len(entries), len(p.data))
+	if p.Bytes() >= len(entries)*40 {
+		t.Errorf("packed %d entries in %d bytes; expected under 40 a entry", len(entries), p.Bytes())
+	}
+}
+
+// TestJoinPacked: manifests packed apart and joined read back as the one
+// manifest they make, in order, whatever the prefix the first path of each
+// shares with the last of the one before; a join that puts a path before
+// the one ahead of it is reported unsorted.
+func TestJoinPacked(t *testing.T) {
+	entries := []ManifestEntry{
+		{Path: ".", Type: EntryDir}, {Path: "dir", Type: EntryDir, Size: 3},
+		{Path: "dir/a", Type: EntryFile, Size: 1}, {Path: "dir/b", Type: EntrySymlink, Target: "a"},
+		{Path: "dir/b2", Type: EntryFile, SHA256: "x"}, {Path: "e", Type: EntryFile, MtimeNs: 7, CtimeNs: 9},
+	}
+	parts := []*PackedManifest{PackManifest(entries[:2]), nil, PackManifest(nil), PackManifest(entries[2:3]), PackManifest(entries[3:])}
+	j := JoinPacked(parts)
+	if j.Len() != len(entries) || !j.Sorted() || j.Bytes() != parts[0].Bytes()+parts[3].Bytes()+parts[4].Bytes() {
+		t.Fatalf("joined: Len %d Sorted %v Bytes %d", j.Len(), j.Sorted(), j.Bytes())
+	}
+	if got := j.Unpack(); !reflect.DeepEqual(got, entries) {
+		t.Fatalf("joined manifest unpacked\n%+v\nwant\n%+v", got, entries)
+	}
+	if JoinPacked([]*PackedManifest{PackManifest(entries[3:]), PackManifest(entries[:3])}).Sorted() {
+		t.Fatal("a join out of path order was reported sorted")
+	}
+	if e := JoinPacked(nil); e.Len() != 0 || len(e.Unpack()) != 0 || !e.Sorted() {
+		t.Fatal("joining nothing gave entries")
 	}
 }
 

@@ -26,7 +26,11 @@ func TestEncodeListingIsMarshal(t *testing.T) {
 		}
 		var got bytes.Buffer
 		w := bufio.NewWriter(&got)
-		if err := encodeListing(w, listing); err != nil {
+		var packed *ctoharness.PackedManifest
+		if listing != nil {
+			packed = ctoharness.PackManifest(listing)
+		}
+		if err := encodeListing(w, packed); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Flush(); err != nil {

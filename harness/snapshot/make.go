@@ -58,12 +58,12 @@ func build(ctx context.Context, in Input, key, dir string) error {
 	if err := os.Chmod(treeDir, 0o555); err != nil {
 		return failed(err, "make the snapshot's tree %s read-only", treeDir)
 	}
-	listing, err := source.Manifest(ctx, treeDir)
+	listing, err := source.ManifestPacked(ctx, treeDir)
 	if err != nil {
 		return failed(err, "list the snapshot's tree %s", treeDir)
 	}
 	rec := Record{Version: recordVersion, Key: key, Tree: t.Tree, MadeFrom: t.Commit, Conversions: in.Checkout.Digest(),
-		Files: t.Files, Bytes: t.Bytes, Listing: source.ManifestDigest(listing), TreeIndex: indexSum, Submodules: t.Submodules, SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
+		Files: t.Files, Bytes: t.Bytes, Listing: source.PackedDigest(listing), TreeIndex: indexSum, Submodules: t.Submodules, SigningKeyID: in.keyID(), MadeAt: in.Now().UTC()}
 	if rec.Submodules == nil {
 		rec.Submodules = []string{}
 	}
@@ -84,7 +84,7 @@ func build(ctx context.Context, in Input, key, dir string) error {
 // writeRecord writes record.json, listing.json and, with a signer, the
 // record's signature: a DSSE envelope over an in-toto statement whose
 // subjects are both files and whose predicate is the record.
-func writeRecord(ctx context.Context, dir string, rec Record, listing []ctoharness.ManifestEntry, signer *attest.Signer) error {
+func writeRecord(ctx context.Context, dir string, rec Record, listing *ctoharness.PackedManifest, signer *attest.Signer) error {
 	recData, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err
@@ -116,7 +116,7 @@ func writeRecord(ctx context.Context, dir string, rec Record, listing []ctoharne
 // writeListing writes listing to path as json.Marshal would, entry by
 // entry, and returns the file's sha256: a listing of a million files is
 // never held as one document beside the entries it encodes.
-func writeListing(path string, listing []ctoharness.ManifestEntry) (string, error) {
+func writeListing(path string, listing *ctoharness.PackedManifest) (string, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		return "", err
@@ -178,17 +178,19 @@ func readIndex(path, want, tree string) (*fixture.TreeIndex, error) {
 
 // encodeListing writes the bytes json.Marshal(listing) gives: null, or the
 // entries, each as json.Marshal encodes it, between brackets and commas.
-func encodeListing(w *bufio.Writer, listing []ctoharness.ManifestEntry) error {
+func encodeListing(w *bufio.Writer, listing *ctoharness.PackedManifest) error {
 	if listing == nil {
 		_, err := w.WriteString("null")
 		return err
 	}
 	w.WriteByte('[')
-	for i := range listing {
-		if i > 0 {
+	first := true
+	for e := range listing.All() {
+		if !first {
 			w.WriteByte(',')
 		}
-		data, err := json.Marshal(&listing[i])
+		first = false
+		data, err := json.Marshal(&e)
 		if err != nil {
 			return err
 		}
@@ -227,12 +229,12 @@ func load(ctx context.Context, in Input, key, dir string) (*Snapshot, error) {
 	}
 	treeDir := filepath.Join(dir, TreeDir)
 	in.Tracer.Trace(ctoharness.TraceWalk, treeDir)
-	listing, err := source.Manifest(ctx, treeDir)
+	listing, err := source.ManifestPacked(ctx, treeDir)
 	if err != nil {
 		return nil, changed(err, dir, "list the snapshot's tree %s", treeDir)
 	}
-	if got := source.ManifestDigest(listing); got != rec.Listing {
-		return nil, changed(nil, dir, "the listing of the snapshot's tree %s has the digest %s, its record says %s (%s)", treeDir, got, rec.Listing, firstChange(dir, listing))
+	if got := source.PackedDigest(listing); got != rec.Listing {
+		return nil, changed(nil, dir, "the listing of the snapshot's tree %s has the digest %s, its record says %s (%s)", treeDir, got, rec.Listing, firstChange(dir, listing.Unpack()))
 	}
 	indexPath := filepath.Join(dir, IndexFile)
 	in.Tracer.Trace(ctoharness.TraceRead, indexPath)

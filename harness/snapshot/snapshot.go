@@ -125,8 +125,10 @@ type Snapshot struct {
 	Record       Record
 	RecordDigest string
 	// Listing is the tree directory's lstat listing, just taken and equal
-	// to the recorded one: the fixture's files must show it.
-	Listing []ctoharness.ManifestEntry
+	// to the recorded one: the fixture's files must show it. It is held
+	// packed (a million entries in a few tens of MB) until an adoption
+	// needs it.
+	Listing *ctoharness.PackedManifest
 	// Index is the tree's index, read now and of the recorded digest, for
 	// the adoptions of the snapshot (fixture.CopyInput.TreeIndex).
 	Index *fixture.TreeIndex

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"runtime"
 	"slices"
@@ -36,11 +37,31 @@ const manifestHeader = "cto-harness-manifest-v1\n"
 // symlink targets cannot), so the encoding is unambiguous and a validator can
 // recompute the digest from the entries alone.
 func ManifestDigest(entries []ctoharness.ManifestEntry) string {
+	return manifestDigest(func(yield func(*ctoharness.ManifestEntry) bool) {
+		for i := range entries {
+			if !yield(&entries[i]) {
+				return
+			}
+		}
+	})
+}
+
+// PackedDigest is ManifestDigest of a packed manifest's entries.
+func PackedDigest(p *ctoharness.PackedManifest) string {
+	return manifestDigest(func(yield func(*ctoharness.ManifestEntry) bool) {
+		for e := range p.All() {
+			if !yield(&e) {
+				return
+			}
+		}
+	})
+}
+
+func manifestDigest(entries iter.Seq[*ctoharness.ManifestEntry]) string {
 	h := sha256.New()
 	buf := make([]byte, 0, 512)
 	buf = append(buf, manifestHeader...)
-	for i := range entries {
-		e := &entries[i]
+	for e := range entries {
 		buf = append(buf, e.Path...)
 		buf = append(buf, 0)
 		buf = append(buf, e.Type...)
@@ -99,12 +120,14 @@ type walker struct {
 type walk struct {
 	ctx   context.Context
 	deep  bool
+	pack  bool          // parts are packed as they are set aside (ManifestPacked)
 	slots chan struct{} // a token per extra goroutine allowed
 }
 
 // part is a run of entries or a subtree walked by another goroutine.
 type part struct {
 	entries []ctoharness.ManifestEntry
+	packed  *ctoharness.PackedManifest
 	sub     *subtree
 }
 
@@ -153,21 +176,57 @@ func Manifest(ctx context.Context, root string) ([]ctoharness.ManifestEntry, err
 // walkManifest lstats every entry under root, root included, and returns
 // them sorted bytewise by path. With deep, regular files are hashed too.
 func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
-	wk := &walk{ctx: ctx, deep: deep, slots: make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 0))}
+	parts, n, err := walkParts(ctx, root, &walk{ctx: ctx, deep: deep})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ctoharness.ManifestEntry, 0, n)
+	return flatten(out, parts), nil
+}
+
+// ManifestPacked is Manifest packed (ctoharness.PackedManifest): the walk
+// packs its entries chunk by chunk as it goes, so a tree of a million
+// entries is never held as structs, only as the few tens of MB the packed
+// bytes take. For listings that are checked and kept, not searched.
+func ManifestPacked(ctx context.Context, root string) (*ctoharness.PackedManifest, error) {
+	parts, _, err := walkParts(ctx, root, &walk{ctx: ctx, pack: true})
+	if err != nil {
+		return nil, err
+	}
+	var packed []*ctoharness.PackedManifest
+	var collect func([]part)
+	collect = func(parts []part) {
+		for _, p := range parts {
+			if p.packed != nil {
+				packed = append(packed, p.packed)
+			}
+			if p.sub != nil {
+				collect(p.sub.parts)
+			}
+		}
+	}
+	collect(parts)
+	return ctoharness.JoinPacked(packed), nil
+}
+
+// walkParts walks root with wk's options and returns its output as parts
+// in order, every subtree settled, and the number of entries.
+func walkParts(ctx context.Context, root string, wk *walk) ([]part, int, error) {
+	wk.slots = make(chan struct{}, max(runtime.GOMAXPROCS(0)-1, 0))
 	w := wk.newWalker()
 	var st unix.Stat_t
 	if err := lstatAt(unix.AT_FDCWD, root, &st); err != nil {
-		return nil, fmt.Errorf("lstat %s: %w", root, err)
+		return nil, 0, fmt.Errorf("lstat %s: %w", root, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil, fmt.Errorf("%s is no longer a directory (%v)", root, fileMode(uint32(st.Mode)))
+		return nil, 0, fmt.Errorf("%s is no longer a directory (%v)", root, fileMode(uint32(st.Mode)))
 	}
 	fd, err := openDir(unix.AT_FDCWD, root)
 	if err != nil {
-		return nil, fmt.Errorf("open directory %s: %w", root, err)
+		return nil, 0, fmt.Errorf("open directory %s: %w", root, err)
 	}
 	err = w.dir(fd, root, "", &st, 0)
-	w.parts = append(w.parts, part{entries: w.cur})
+	w.setAside()
 	// Always wait for every subtree, even after an error, so no goroutine
 	// is still reading the source when this returns.
 	n, werr := settle(w.parts)
@@ -175,10 +234,9 @@ func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.Man
 		err = werr
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	out := make([]ctoharness.ManifestEntry, 0, n)
-	return flatten(out, w.parts), nil
+	return w.parts, n, nil
 }
 
 // settle waits for every subtree and returns the entry count and the first
@@ -187,7 +245,7 @@ func settle(parts []part) (int, error) {
 	n := 0
 	var first error
 	for _, p := range parts {
-		n += len(p.entries)
+		n += len(p.entries) + p.packed.Len()
 		if p.sub == nil {
 			continue
 		}
@@ -234,14 +292,15 @@ func (w *walker) fork(fd int, abs, rel string, depth int) bool {
 		return false
 	}
 	sub := &subtree{done: make(chan struct{})}
-	w.parts = append(w.parts, part{entries: w.cur}, part{sub: sub})
-	w.cur = nil
+	w.setAside()
+	w.parts = append(w.parts, part{sub: sub})
 	go func() {
 		defer close(sub.done)
 		defer func() { <-w.slots }()
 		cw := w.newWalker()
 		sub.err = cw.dir(fd, abs, rel, nil, depth)
-		sub.parts = append(cw.parts, part{entries: cw.cur})
+		cw.setAside()
+		sub.parts = cw.parts
 	}()
 	return true
 }
@@ -369,10 +428,24 @@ func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) err
 	}
 	w.cur = append(w.cur, e)
 	if len(w.cur) >= manifestChunk {
-		w.parts = append(w.parts, part{entries: w.cur})
-		w.cur = nil
+		w.setAside()
 	}
 	return nil
+}
+
+// setAside ends the current run of entries as a part: packed when the walk
+// packs (the run's slice is then used again), else as it is.
+func (w *walker) setAside() {
+	if !w.pack {
+		w.parts = append(w.parts, part{entries: w.cur})
+		w.cur = nil
+		return
+	}
+	if len(w.cur) > 0 {
+		w.parts = append(w.parts, part{packed: ctoharness.PackManifest(w.cur)})
+		clear(w.cur) // its strings are in the packed bytes now
+		w.cur = w.cur[:0]
+	}
 }
 
 // entryOf is the entry of name in dir from its lstat, a symlink's target

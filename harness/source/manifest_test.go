@@ -137,3 +137,44 @@ func TestProveUnreadableDirectory(t *testing.T) {
 		t.Fatalf("blocker = %+v", b)
 	}
 }
+
+// TestManifestPackedMatches: the packed walk of a tree with more entries
+// than a chunk, in subtrees walked on other goroutines, reads back as the
+// plain walk's entries, sorted, with the same digest.
+func TestManifestPackedMatches(t *testing.T) {
+	root := realTempDir(t)
+	for d := range 3 {
+		dir := filepath.Join(root, fmt.Sprintf("d%d", d), "sub")
+		mkdir(t, dir)
+		for i := range manifestChunk/2 + 7 {
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	writeFile(t, filepath.Join(root, "d1.txt"), "between d1/ and d2/")
+	symlink(t, "d1.txt", filepath.Join(root, "d0", "link"))
+	ctx := context.Background()
+	want, err := walkManifest(ctx, root, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ManifestPacked(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != len(want) || !got.Sorted() {
+		t.Fatalf("packed walk: %d entries, sorted %v; want %d sorted", got.Len(), got.Sorted(), len(want))
+	}
+	if !slices.Equal(got.Unpack(), want) {
+		t.Fatal("the packed walk's entries differ from the walk's")
+	}
+	if PackedDigest(got) != ManifestDigest(want) {
+		t.Fatal("the packed walk's digest differs from the walk's")
+	}
+	if got.Bytes() > 40*len(want) {
+		t.Fatalf("%d entries packed in %d bytes", len(want), got.Bytes())
+	}
+}
