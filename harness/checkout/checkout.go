@@ -81,7 +81,7 @@ type Input struct {
 // Snapshot is a snapshot's tree, as the caller opened and checked it.
 type Snapshot struct {
 	Tree    string                     // the directory holding exactly the base's tree
-	Listing *ctoharness.PackedManifest // its lstat listing, checked against its record (unpacked when adopted)
+	Listing *ctoharness.PackedManifest // its lstat listing, checked against its record (read in order when adopted)
 	Index   *fixture.TreeIndex         // its tree's index (fixture.CopyInput.TreeIndex); nil: the trees are read
 	// Checkout are the conversions it was written with.
 	Checkout fixture.CheckoutInputs

@@ -74,7 +74,7 @@ func snapshotBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overl
 	}
 	ci := in.Snapshot.Checkout
 	res, err := fixture.AdoptSnapshot(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing.Unpack(), TreeIndex: in.Snapshot.Index, Upper: m.Upper(), UserXattr: m.UserXattr(), Checkout: &ci, Closure: in.Closure, ObjectsShown: below != nil})
+		Getenv: in.Getenv, History: in.History, Base: in.Base, Snapshot: in.Snapshot.Listing, TreeIndex: in.Snapshot.Index, Upper: m.Upper(), UserXattr: m.UserXattr(), Checkout: &ci, Closure: in.Closure, ObjectsShown: below != nil})
 	if err != nil {
 		return res, m, failed(err, "make the overlay checkout %s a repository", in.Dest)
 	}

@@ -363,7 +363,7 @@ func (c *Copy) snapshotFixture(ctx context.Context, s *runsink.Sink, in fixture.
 	if err != nil {
 		return res, nil, ctoharness.Block(ctoharness.BlockCopyFailed, ctoharness.StepCopy, err, "make the overlay fixture %s on the snapshot %s", in.Dest, snap.Dir)
 	}
-	in.Snapshot, in.TreeIndex, in.Checkout, in.Upper, in.UserXattr = snap.Listing.Unpack(), snap.Index, &ci, m.Upper(), m.UserXattr()
+	in.Snapshot, in.TreeIndex, in.Checkout, in.Upper, in.UserXattr = snap.Listing, snap.Index, &ci, m.Upper(), m.UserXattr()
 	res, err = fixture.AdoptSnapshot(ctx, in)
 	return res, m, err
 }
