@@ -38,12 +38,12 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseIndex(data)
+	got, err := parseBytes(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("parseIndex(Encode(x)) != x:\n got %+v\nwant %+v", got, want)
+		t.Errorf("parseBytes(Encode(x)) != x:\n got %+v\nwant %+v", got, want)
 	}
 	var dec index.Index
 	if err := index.NewDecoder(bytes.NewReader(data)).Decode(&dec); err != nil {
@@ -76,7 +76,7 @@ func TestParseIndexStatFields(t *testing.T) {
 	if err := index.NewEncoder(&buf).Encode(idx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := parseIndex(buf.Bytes())
+	got, err := parseBytes(buf.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestEncodeRefusesBadEntries(t *testing.T) {
 	}
 	if data, err := Encode(nil); err != nil {
 		t.Errorf("empty index: %v", err)
-	} else if got, err := parseIndex(data); err != nil || len(got) != 0 {
+	} else if got, err := parseBytes(data); err != nil || len(got) != 0 {
 		t.Errorf("empty index read back as %v, %v", got, err)
 	}
 }

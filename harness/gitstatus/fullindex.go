@@ -65,11 +65,7 @@ func readIndexFile(p string) (*indexFile, time.Time, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, time.Time{}, fmt.Errorf("index %s is a %v, not a file", p, fi.Mode().Type())
 	}
-	data := make([]byte, fi.Size())
-	if _, err := readFull(fd, data); err != nil {
-		return nil, time.Time{}, fmt.Errorf("read index %s: %w", p, err)
-	}
-	f, err := decodeIndex(data)
+	f, err := decodeIndexFrom(fd, fi.Size())
 	if errors.Is(err, errIndexFeature) {
 		return nil, time.Time{}, refuse(ctoharness.BlockSourceGitFeature, "index %s: %v; the harness does not read it", p, err)
 	}

@@ -1,11 +1,14 @@
 package gitstatus
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -97,27 +100,11 @@ func ReadIndex(gitDir string) (*Index, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fallback("index is a %v, not a file", fi.Mode().Type())
 	}
-	data := make([]byte, fi.Size())
-	if _, err := readFull(f, data); err != nil {
-		return nil, fmt.Errorf("read index: %w", err)
-	}
-	entries, err := parseIndex(data)
+	entries, err := parseIndex(f, fi.Size())
 	if err != nil {
 		return nil, err
 	}
 	return &Index{Entries: entries, ModTime: fi.ModTime()}, nil
-}
-
-func readFull(f *os.File, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := f.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // Index entry layout (git's Documentation/gitformat-index.txt).
@@ -139,8 +126,8 @@ const (
 // for the callers that model only plain stage-0 entries: anything else
 // (conflicts, gitlinks, sparse directories, skip-worktree or intent-to-add
 // entries, a split index, unknown required extensions) is ErrFallback.
-func parseIndex(data []byte) ([]Entry, error) {
-	f, err := decodeIndex(data)
+func parseIndex(r io.Reader, size int64) ([]Entry, error) {
+	f, err := decodeIndexFrom(r, size)
 	if err != nil {
 		return nil, err
 	}
@@ -184,121 +171,265 @@ type splitLink struct {
 }
 
 // decodeIndex decodes every entry (all stages and flags) and the
-// extensions that change what the entries mean. Names may be empty only
-// in a split index (replacement entries).
+// extensions that change what the entries mean, of an index held in
+// memory (decodeIndexFrom). Names may be empty only in a split index
+// (replacement entries).
 func decodeIndex(data []byte) (*indexFile, error) {
-	if len(data) < 12+indexTrailerSize || string(data[:4]) != "DIRC" {
+	return decodeIndexFrom(bytes.NewReader(data), int64(len(data)))
+}
+
+// indexBuffer is how much of an index file is held at once while it is
+// decoded: a name or an extension's piece must fit in it.
+const indexBuffer = 64 << 10
+
+// decodeIndexFrom decodes an index file of size bytes read from r, as it
+// is read: a million-entry index is never held as bytes beside its
+// entries. The body's checksum is computed as it goes and compared with
+// the trailer at the end; nothing decoded is returned before that.
+func decodeIndexFrom(r io.Reader, size int64) (*indexFile, error) {
+	if size < 12+indexTrailerSize {
 		return nil, fallback("index has no DIRC header")
 	}
-	body := data[:len(data)-indexTrailerSize]
-	trailer := data[len(body):]
+	in := &indexReader{r: bufio.NewReaderSize(r, indexBuffer), h: sha1.New(), left: size - indexTrailerSize}
+	f, err := in.decode()
+	if in.ioErr != nil {
+		return nil, fmt.Errorf("read index: %w", in.ioErr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	trailer := make([]byte, indexTrailerSize)
+	if _, err := io.ReadFull(in.r, trailer); err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
 	// index.skipHash writes a zero trailer.
-	if sum := sha1.Sum(body); !bytes.Equal(sum[:], trailer) && !bytes.Equal(trailer, make([]byte, indexTrailerSize)) {
+	if sum := in.h.Sum(nil); !bytes.Equal(sum, trailer) && !bytes.Equal(trailer, make([]byte, indexTrailerSize)) {
 		return nil, fallback("index checksum mismatch")
 	}
-	version := binary.BigEndian.Uint32(data[4:8])
+	return f, nil
+}
+
+// indexReader hands out an index file's body in order, hashing what it
+// consumes; left is how much of the body is still to come.
+type indexReader struct {
+	r     *bufio.Reader
+	h     hash.Hash
+	left  int64
+	ioErr error // the file could not be read (not a malformed index)
+}
+
+// peek is the next n bytes of the body, not consumed (nil when the body
+// has fewer, or they cannot be held or read).
+func (in *indexReader) peek(n int) []byte {
+	if n < 0 || int64(n) > in.left || n > indexBuffer {
+		return nil
+	}
+	b, err := in.r.Peek(n)
+	if err != nil {
+		if in.ioErr == nil && !errors.Is(err, bufio.ErrBufferFull) {
+			in.ioErr = err
+		}
+		return nil
+	}
+	return b
+}
+
+// take is peek, consumed: valid until the next call.
+func (in *indexReader) take(n int) []byte {
+	b := in.peek(n)
+	if b != nil {
+		in.consume(n)
+	}
+	return b
+}
+
+func (in *indexReader) consume(n int) {
+	b, _ := in.r.Peek(n) // peeked just before
+	in.h.Write(b)
+	in.r.Discard(n)
+	in.left -= int64(n)
+}
+
+// nul is the length of the body's bytes before its next NUL, within the
+// buffer; -1 when there is none.
+func (in *indexReader) nul() int {
+	n := min(int64(indexBuffer), in.left)
+	b, err := in.r.Peek(int(n))
+	if err != nil && len(b) < int(n) && in.ioErr == nil && !errors.Is(err, bufio.ErrBufferFull) {
+		in.ioErr = err
+	}
+	return bytes.IndexByte(b, 0)
+}
+
+// skip consumes n bytes of the body, however many; false when the body
+// has fewer.
+func (in *indexReader) skip(n int64) bool {
+	if n > in.left {
+		return false
+	}
+	for n > 0 {
+		k := int(min(n, indexBuffer))
+		if in.peek(k) == nil {
+			return false
+		}
+		in.consume(k)
+		n -= int64(k)
+	}
+	return true
+}
+
+// whole consumes the next n bytes of the body into a buffer of their own.
+func (in *indexReader) whole(n int64) ([]byte, bool) {
+	if n > in.left {
+		return nil, false
+	}
+	out := make([]byte, 0, n)
+	for int64(len(out)) < n {
+		k := int(min(n-int64(len(out)), indexBuffer))
+		b := in.take(k)
+		if b == nil {
+			return nil, false
+		}
+		out = append(out, b...)
+	}
+	return out, true
+}
+
+func (in *indexReader) decode() (*indexFile, error) {
+	hdr := in.take(12)
+	if hdr == nil || string(hdr[:4]) != "DIRC" {
+		return nil, fallback("index has no DIRC header")
+	}
+	version := binary.BigEndian.Uint32(hdr[4:8])
 	if version < 2 || version > 4 {
 		return nil, fmt.Errorf("%w: %w: index version %d", ErrFallback, errIndexFeature, version)
 	}
-	count := int(binary.BigEndian.Uint32(data[8:12]))
-	if count > len(body)/entryHeader {
+	count := int(binary.BigEndian.Uint32(hdr[8:12]))
+	if int64(count) > in.left/entryHeader {
 		return nil, fallback("index entry count %d does not fit", count)
 	}
 	f := &indexFile{entries: make([]Entry, count)}
-	entries := f.entries
-	off := 12
 	var prev []byte
-	for i := range entries {
-		start := off
-		if off+entryHeader > len(body) {
-			return nil, fallback("index truncated")
+	for i := range f.entries {
+		var err error
+		if prev, err = in.entry(&f.entries[i], version, prev); err != nil {
+			return nil, err
 		}
-		h := body[off : off+entryHeader]
-		e := &entries[i]
-		e.CtimeNs = int64(binary.BigEndian.Uint32(h[0:4]))*1e9 + int64(binary.BigEndian.Uint32(h[4:8]))
-		e.MtimeNs = int64(binary.BigEndian.Uint32(h[8:12]))*1e9 + int64(binary.BigEndian.Uint32(h[12:16]))
-		e.Dev = binary.BigEndian.Uint32(h[16:20])
-		e.Ino = binary.BigEndian.Uint32(h[20:24])
-		mode := binary.BigEndian.Uint32(h[24:28])
-		e.Mode = filemode.FileMode(mode)
-		e.UID = binary.BigEndian.Uint32(h[28:32])
-		e.GID = binary.BigEndian.Uint32(h[32:36])
-		e.Size = binary.BigEndian.Uint32(h[36:40])
-		copy(e.Hash[:], h[40:60])
-		flags := binary.BigEndian.Uint16(h[60:62])
-		off += entryHeader
-		e.Stage = uint8((flags & flagStageMask) >> 12)
-		e.AssumeValid = flags&flagAssumeValid != 0
-		if flags&flagExtended != 0 {
-			if version < 3 || off+2 > len(body) {
-				return nil, fallback("bad extended index flags")
-			}
-			ext := binary.BigEndian.Uint16(body[off : off+2])
-			off += 2
-			e.SkipWorktree = ext&extSkipWorktree != 0
-			e.IntentToAdd = ext&extIntentToAdd != 0
-		}
-		var name []byte
-		if version == 4 {
-			strip, n := varint(body[off:])
-			if n == 0 || strip > uint64(len(prev)) {
-				return nil, fallback("bad v4 name prefix")
-			}
-			off += n
-			end := bytes.IndexByte(body[off:], 0)
-			if end < 0 {
-				return nil, fallback("unterminated index name")
-			}
-			name = append(prev[:len(prev)-int(strip):len(prev)-int(strip)], body[off:off+end]...)
-			off += end + 1
-		} else {
-			nameLen := int(flags & flagNameMask)
-			if nameLen == flagNameMask {
-				nameLen = bytes.IndexByte(body[off:], 0)
-			}
-			if nameLen < 0 || off+nameLen > len(body) {
-				return nil, fallback("bad index name")
-			}
-			name = body[off : off+nameLen]
-			// Entries are NUL-padded to a multiple of 8 bytes (1 to 8 NULs).
-			off = start + (off-start+nameLen+8)&^7
-		}
-		e.Name = string(name)
-		prev = append(prev[:0], name...)
 	}
-	// Extensions: an uppercase signature is optional to understand; of the
-	// others, "link" (split index) and "sdir" (sparse index) are read here
-	// and any other changes what the entries mean.
-	for off+8 <= len(body) {
-		sig := string(body[off : off+4])
-		size := int(binary.BigEndian.Uint32(body[off+4 : off+8]))
-		if size < 0 || off+8+size > len(body) {
-			return nil, fallback("index extension overruns the file")
-		}
-		ext := body[off+8 : off+8+size]
-		switch {
-		case sig == "link":
-			l, err := decodeLink(ext)
-			if err != nil {
-				return nil, err
-			}
-			f.link = l
-		case sig == "sdir":
-			f.sparse = true
-		case sig[0] < 'A' || sig[0] > 'Z':
-			return nil, fmt.Errorf("%w: %w: index extension %q", ErrFallback, errIndexFeature, sig)
-		}
-		off += 8 + size
+	if err := in.extensions(f); err != nil {
+		return nil, err
 	}
-	if off != len(body) {
-		return nil, fallback("index extension overruns the file")
-	}
-	for i := range entries {
-		if entries[i].Name == "" && f.link == nil {
+	for i := range f.entries {
+		if f.entries[i].Name == "" && f.link == nil {
 			return nil, fallback("index entry with an empty name")
 		}
 	}
 	return f, nil
+}
+
+// entry decodes one entry into e; prev is the previous entry's name (a
+// version 4 name is written against it), and the returned slice e's.
+func (in *indexReader) entry(e *Entry, version uint32, prev []byte) ([]byte, error) {
+	h := in.take(entryHeader)
+	if h == nil {
+		return nil, fallback("index truncated")
+	}
+	e.CtimeNs = int64(binary.BigEndian.Uint32(h[0:4]))*1e9 + int64(binary.BigEndian.Uint32(h[4:8]))
+	e.MtimeNs = int64(binary.BigEndian.Uint32(h[8:12]))*1e9 + int64(binary.BigEndian.Uint32(h[12:16]))
+	e.Dev = binary.BigEndian.Uint32(h[16:20])
+	e.Ino = binary.BigEndian.Uint32(h[20:24])
+	mode := binary.BigEndian.Uint32(h[24:28])
+	e.Mode = filemode.FileMode(mode)
+	e.UID = binary.BigEndian.Uint32(h[28:32])
+	e.GID = binary.BigEndian.Uint32(h[32:36])
+	e.Size = binary.BigEndian.Uint32(h[36:40])
+	copy(e.Hash[:], h[40:60])
+	flags := binary.BigEndian.Uint16(h[60:62])
+	read := entryHeader
+	e.Stage = uint8((flags & flagStageMask) >> 12)
+	e.AssumeValid = flags&flagAssumeValid != 0
+	if flags&flagExtended != 0 {
+		ext := in.take(2)
+		if version < 3 || ext == nil {
+			return nil, fallback("bad extended index flags")
+		}
+		x := binary.BigEndian.Uint16(ext)
+		read += 2
+		e.SkipWorktree = x&extSkipWorktree != 0
+		e.IntentToAdd = x&extIntentToAdd != 0
+	}
+	if version == 4 {
+		b := in.peek(int(min(10, in.left)))
+		strip, n := varint(b)
+		if n == 0 || strip > uint64(len(prev)) {
+			return nil, fallback("bad v4 name prefix")
+		}
+		in.consume(n)
+		end := in.nul()
+		if end < 0 {
+			return nil, fallback("unterminated index name")
+		}
+		name := append(prev[:len(prev)-int(strip)], in.take(end + 1)[:end]...)
+		e.Name = string(name)
+		return name, nil
+	}
+	nameLen := int(flags & flagNameMask)
+	if nameLen == flagNameMask {
+		nameLen = in.nul()
+	}
+	name := in.take(max(nameLen, 0))
+	if nameLen < 0 || name == nil {
+		return nil, fallback("bad index name")
+	}
+	e.Name = string(name)
+	prev = append(prev[:0], name...)
+	// Entries are NUL-padded to a multiple of 8 bytes (1 to 8 NULs).
+	if pad := (read+nameLen+8)&^7 - read - nameLen; !in.skip(int64(pad)) {
+		return nil, fallback("index truncated")
+	}
+	return prev, nil
+}
+
+// extensions reads what follows the entries: an uppercase signature is
+// optional to understand; of the others, "link" (split index) and "sdir"
+// (sparse index) are read here and any other changes what the entries
+// mean.
+func (in *indexReader) extensions(f *indexFile) error {
+	for in.left >= 8 {
+		h := in.take(8)
+		if h == nil {
+			return fallback("index truncated")
+		}
+		sig := string(h[:4])
+		size := int64(binary.BigEndian.Uint32(h[4:8]))
+		if size > in.left {
+			return fallback("index extension overruns the file")
+		}
+		switch {
+		case sig == "link":
+			ext, ok := in.whole(size)
+			if !ok {
+				return fallback("index truncated")
+			}
+			l, err := decodeLink(ext)
+			if err != nil {
+				return err
+			}
+			f.link = l
+			continue
+		case sig == "sdir":
+			f.sparse = true
+		case sig[0] < 'A' || sig[0] > 'Z':
+			return fmt.Errorf("%w: %w: index extension %q", ErrFallback, errIndexFeature, sig)
+		}
+		if !in.skip(size) {
+			return fallback("index truncated")
+		}
+	}
+	if in.left != 0 {
+		return fallback("index extension overruns the file")
+	}
+	return nil
 }
 
 // decodeLink reads a "link" extension: the shared index id and two EWAH

@@ -39,7 +39,7 @@ func TestParseIndexMatchesGoGit(t *testing.T) {
 		if err := index.NewEncoder(&buf).Encode(idx); err != nil {
 			t.Fatal(err)
 		}
-		got, err := parseIndex(buf.Bytes())
+		got, err := parseBytes(buf.Bytes())
 		if err != nil {
 			t.Fatalf("v%d: %v", version, err)
 		}
@@ -88,17 +88,17 @@ func TestParseIndexRefusesWhatItDoesNotModel(t *testing.T) {
 		"truncated data": build(func(*index.Index) {})[:30],
 	}
 	for name, data := range tests {
-		if _, err := parseIndex(data); !errors.Is(err, ErrFallback) {
+		if _, err := parseBytes(data); !errors.Is(err, ErrFallback) {
 			t.Errorf("%s: err = %v, want ErrFallback", name, err)
 		}
 	}
 	// The hand-written index is valid when in order, so the refusals above
 	// are about order, not about the writer.
-	if got, err := parseIndex(rawIndex("a", "b/c")); err != nil || len(got) != 2 || got[1].Name != "b/c" || got[1].Mode != filemode.Regular {
+	if got, err := parseBytes(rawIndex("a", "b/c")); err != nil || len(got) != 2 || got[1].Name != "b/c" || got[1].Mode != filemode.Regular {
 		t.Errorf("rawIndex in order: %+v, %v", got, err)
 	}
 	// An optional (uppercase) extension is skipped.
-	if _, err := parseIndex(withExtension(t, build(func(*index.Index) {}), "TREE")); err != nil {
+	if _, err := parseBytes(withExtension(t, build(func(*index.Index) {}), "TREE")); err != nil {
 		t.Errorf("TREE extension: %v", err)
 	}
 }
@@ -165,7 +165,7 @@ func FuzzParseIndex(f *testing.F) {
 		if len(data) >= 20 {
 			data = resum(data[:len(data)-20])
 		}
-		entries, err := parseIndex(data)
+		entries, err := parseBytes(data)
 		if err != nil {
 			if !errors.Is(err, ErrFallback) {
 				t.Fatalf("error %v is not ErrFallback", err)
@@ -178,4 +178,9 @@ func FuzzParseIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// parseBytes is parseIndex of an index held in memory.
+func parseBytes(data []byte) ([]Entry, error) {
+	return parseIndex(bytes.NewReader(data), int64(len(data)))
 }
