@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -528,21 +529,30 @@ func varint(b []byte) (uint64, int) {
 // go-git read. It is the counterpart of the parser and, like it, avoids
 // go-git's reflection-based encoder on the hot path.
 func Encode(entries []Entry) ([]byte, error) {
-	size := 12 + indexTrailerSize
-	for i := range entries {
-		size += (entryHeader + len(entries[i].Name) + 8) &^ 7
+	var buf bytes.Buffer
+	if err := EncodeTo(&buf, entries); err != nil {
+		return nil, err
 	}
-	buf := make([]byte, 0, size)
+	return buf.Bytes(), nil
+}
+
+// EncodeTo is Encode written to w as it is encoded, so that the index of a
+// million files is never held as bytes beside its entries. On an error
+// part of the index may have been written.
+func EncodeTo(w io.Writer, entries []Entry) error {
+	h := sha1.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+	buf := make([]byte, 0, 512)
 	buf = append(buf, 'D', 'I', 'R', 'C')
 	buf = binary.BigEndian.AppendUint32(buf, 2)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(entries)))
 	for i := range entries {
 		e := &entries[i]
 		if i > 0 && entries[i-1].Name >= e.Name {
-			return nil, fmt.Errorf("index entries out of order or duplicated: %q, %q", entries[i-1].Name, e.Name)
+			return fmt.Errorf("index entries out of order or duplicated: %q, %q", entries[i-1].Name, e.Name)
 		}
-		if e.Name == "" || bytes.IndexByte([]byte(e.Name), 0) >= 0 {
-			return nil, fmt.Errorf("index entry name %q is empty or holds NUL", e.Name)
+		if e.Name == "" || strings.IndexByte(e.Name, 0) >= 0 {
+			return fmt.Errorf("index entry name %q is empty or holds NUL", e.Name)
 		}
 		start := len(buf)
 		buf = appendTime(buf, e.CtimeNs)
@@ -560,9 +570,19 @@ func Encode(entries []Entry) ([]byte, error) {
 		for n := (len(buf) - start + 8) &^ 7; len(buf)-start < n; {
 			buf = append(buf, 0)
 		}
+		if _, err := bw.Write(buf); err != nil {
+			return err
+		}
+		buf = buf[:0]
 	}
-	sum := sha1.Sum(buf)
-	return append(buf, sum[:]...), nil
+	if _, err := bw.Write(buf); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(h.Sum(nil))
+	return err
 }
 
 func appendTime(buf []byte, ns int64) []byte {
