@@ -239,24 +239,27 @@ func (in *indexReader) peek(n int) []byte {
 func (in *indexReader) take(n int) []byte {
 	b := in.peek(n)
 	if b != nil {
-		in.consume(n)
+		in.h.Write(b)
+		in.r.Discard(n)
+		in.left -= int64(n)
 	}
 	return b
 }
 
-func (in *indexReader) consume(n int) {
-	b, _ := in.r.Peek(n) // peeked just before
-	in.h.Write(b)
-	in.r.Discard(n)
-	in.left -= int64(n)
-}
-
 // nul is the length of the body's bytes before its next NUL, within the
-// buffer; -1 when there is none.
+// buffer; -1 when there is none. What is already buffered is searched
+// first: peeking the whole buffer for every name would slide and refill
+// it once per entry.
 func (in *indexReader) nul() int {
-	n := min(int64(indexBuffer), in.left)
-	b, err := in.r.Peek(int(n))
-	if err != nil && len(b) < int(n) && in.ioErr == nil && !errors.Is(err, bufio.ErrBufferFull) {
+	limit := int(min(int64(indexBuffer), in.left))
+	if n := min(in.r.Buffered(), limit); n > 0 {
+		b, _ := in.r.Peek(n)
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			return i
+		}
+	}
+	b, err := in.r.Peek(limit)
+	if err != nil && len(b) < limit && in.ioErr == nil && !errors.Is(err, bufio.ErrBufferFull) {
 		in.ioErr = err
 	}
 	return bytes.IndexByte(b, 0)
@@ -270,10 +273,9 @@ func (in *indexReader) skip(n int64) bool {
 	}
 	for n > 0 {
 		k := int(min(n, indexBuffer))
-		if in.peek(k) == nil {
+		if in.take(k) == nil {
 			return false
 		}
-		in.consume(k)
 		n -= int64(k)
 	}
 	return true
@@ -365,7 +367,7 @@ func (in *indexReader) entry(e *Entry, version uint32, prev []byte) ([]byte, err
 		if n == 0 || strip > uint64(len(prev)) {
 			return nil, fallback("bad v4 name prefix")
 		}
-		in.consume(n)
+		in.take(n)
 		end := in.nul()
 		if end < 0 {
 			return nil, fallback("unterminated index name")
