@@ -3,6 +3,7 @@ package gitstatus_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,6 +319,15 @@ func TestTreeHashMatchesWriteTree(t *testing.T) {
 	}
 	if got := gitstatus.TreeHash(idx.Entries).String(); got != want {
 		t.Fatalf("TreeHash = %s, git write-tree = %s", got, want)
+	}
+	if got, err := gitstatus.IndexTreeHash(filepath.Join(root, ".git")); err != nil || got.String() != want {
+		t.Fatalf("IndexTreeHash = %s, %v; git write-tree = %s", got, err, want)
+	}
+	// What ReadIndex refuses, the hash as read refuses too.
+	write(t, root, "new.txt", "new\n", 0o644)
+	gitCLI(t, root, "add", "-N", "new.txt")
+	if _, err := gitstatus.IndexTreeHash(filepath.Join(root, ".git")); !errors.Is(err, gitstatus.ErrFallback) {
+		t.Fatalf("IndexTreeHash of an index with an intent-to-add entry: %v, want ErrFallback", err)
 	}
 	if got := gitstatus.TreeHash(nil).String(); got != "4b825dc642cb6eb9a060e54bf8d69288fbee4904" {
 		t.Fatalf("TreeHash of no entries = %s, want git's empty tree", got)

@@ -65,7 +65,7 @@ func readIndexFile(p string) (*indexFile, time.Time, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, time.Time{}, fmt.Errorf("index %s is a %v, not a file", p, fi.Mode().Type())
 	}
-	f, err := decodeIndexFrom(fd, fi.Size())
+	f, err := decodeIndexFrom(fd, fi.Size(), nil)
 	if errors.Is(err, errIndexFeature) {
 		return nil, time.Time{}, refuse(ctoharness.BlockSourceGitFeature, "index %s: %v; the harness does not read it", p, err)
 	}

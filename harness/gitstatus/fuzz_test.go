@@ -60,9 +60,32 @@ func FuzzDecodeIndex(f *testing.F) {
 		f.Add(appendExtension(buf.Bytes(), "sdir", nil))
 	}
 	f.Add(rawIndex("a", "b"))
+	for _, version := range []uint32{2, 4} {
+		idx := &index.Index{Version: version}
+		for _, n := range []string{"a.b", "a/b/c", "a/d", "a0", "z/y"} {
+			idx.Add(n).Mode = filemode.Regular
+		}
+		var buf bytes.Buffer
+		if err := index.NewEncoder(&buf).Encode(idx); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) >= 20 {
 			data = resum(data[:len(data)-20])
+		}
+		// The plain route's tree hash, computed as the index is read,
+		// accepts what parseIndex accepts and agrees with its entries.
+		plain, perr := parseIndex(bytes.NewReader(data), int64(len(data)))
+		h, herr := indexTreeHash(bytes.NewReader(data), int64(len(data)))
+		switch {
+		case (perr == nil) != (herr == nil):
+			t.Fatalf("parseIndex: %v; hashed as read: %v", perr, herr)
+		case herr != nil && !errors.Is(herr, ErrFallback):
+			t.Fatalf("hashed as read: %v is not ErrFallback", herr)
+		case perr == nil && h != TreeHash(plain):
+			t.Fatalf("hashed as read %s, TreeHash of parseIndex's entries %s", h, TreeHash(plain))
 		}
 		got, err := decodeIndex(data)
 		if err != nil {

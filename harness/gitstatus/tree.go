@@ -40,7 +40,81 @@ type indexChild struct {
 // as in an index): what git write-tree would produce for them, computed
 // without writing or reading any object.
 func TreeHash(entries []Entry) plumbing.Hash {
-	return buildIndexTrees(entries)[""].hash
+	var t treeHasher
+	for i := range entries {
+		t.add(entries[i].Name, entries[i].Mode, entries[i].Hash)
+	}
+	return t.sum()
+}
+
+// treeHasher computes what buildIndexTrees computes for the root, from
+// entries given one at a time in index order, holding only the
+// directories open on the current entry's path: an index can be hashed
+// as it is read, with nothing kept per entry.
+type treeHasher struct {
+	open []openTree // open[0] is the root; a popped level's buffer is reused
+	n    int        // how many of open are open
+}
+
+type openTree struct {
+	name, prefix string // its name in its parent; its path, "" or ending in "/"
+	buf          []byte // its tree object's entries so far
+}
+
+// add takes the next entry. A directory holds the run of entries under
+// its prefix, as eachChild groups them; a sparse-index directory entry
+// ("dir/", mode Dir) is a child of known hash.
+func (t *treeHasher) add(name string, mode filemode.FileMode, h plumbing.Hash) {
+	if t.n == 0 {
+		t.push("", "")
+	}
+	for t.n > 1 && !strings.HasPrefix(name, t.open[t.n-1].prefix) {
+		t.pop()
+	}
+	rel := name[len(t.open[t.n-1].prefix):]
+	for {
+		slash := strings.IndexByte(rel, '/')
+		if slash < 0 {
+			break
+		}
+		if slash == len(rel)-1 && mode == filemode.Dir {
+			rel = rel[:slash]
+			break
+		}
+		t.push(rel[:slash], name[:len(name)-len(rel)+slash+1])
+		rel = rel[slash+1:]
+	}
+	top := &t.open[t.n-1]
+	top.buf = AppendTreeEntry(top.buf, mode, rel, h)
+}
+
+func (t *treeHasher) push(name, prefix string) {
+	if t.n == len(t.open) {
+		t.open = append(t.open, openTree{})
+	}
+	o := &t.open[t.n]
+	o.name, o.prefix, o.buf = name, prefix, o.buf[:0]
+	t.n++
+}
+
+// pop closes the innermost directory into its parent.
+func (t *treeHasher) pop() {
+	t.n--
+	o := &t.open[t.n]
+	parent := &t.open[t.n-1]
+	parent.buf = AppendTreeEntry(parent.buf, filemode.Dir, o.name, ObjectHash("tree", o.buf))
+}
+
+// sum closes every open directory and is the root's hash.
+func (t *treeHasher) sum() plumbing.Hash {
+	if t.n == 0 {
+		return ObjectHash("tree", nil)
+	}
+	for t.n > 1 {
+		t.pop()
+	}
+	t.n = 0
+	return ObjectHash("tree", t.open[0].buf)
 }
 
 // buildIndexTrees computes the tree hash of every directory of the index.
@@ -178,6 +252,11 @@ func DiffIndex(r *git.Repository, tree plumbing.Hash, idx *Index) (Staged, error
 		if err := allIndex(""); err != nil {
 			return nil, err
 		}
+		return ch, nil
+	}
+	// A clean index hashes to HEAD's tree: nothing is staged, and nothing
+	// is built per directory to say so.
+	if TreeHash(entries) == tree {
 		return ch, nil
 	}
 	trees := buildIndexTrees(entries)
