@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +22,12 @@ import (
 // and a split index merged with its shared index. A missing index is an
 // empty one, as git treats it. Entries are sorted by name, then stage.
 func ReadFullIndex(gitDir string) (*Index, error) {
-	f, mtime, err := readIndexFile(gitDir + "/index")
+	return readFullIndex(gitDir, nil)
+}
+
+// readFullIndex is ReadFullIndex, its names made by name (decoding.name).
+func readFullIndex(gitDir string, name func([]byte) string) (*Index, error) {
+	f, mtime, err := readIndexFile(gitDir+"/index", name)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Index{}, nil
 	}
@@ -30,7 +36,7 @@ func ReadFullIndex(gitDir string) (*Index, error) {
 	}
 	entries := f.entries
 	if f.link != nil {
-		entries, err = mergeSplit(gitDir, f)
+		entries, err = mergeSplit(gitDir, f, name)
 		if err != nil {
 			return nil, err
 		}
@@ -43,6 +49,30 @@ func ReadFullIndex(gitDir string) (*Index, error) {
 	return &Index{Entries: entries, ModTime: mtime}, nil
 }
 
+// manifestNames hands out an index name as the manifest's own string for
+// the same path, when it lists one: the status route then holds a million
+// paths once, not once in the walk and again in the index. Names come in
+// index order, the manifest's, so a cursor serves them; one that goes
+// back (a split index's second file) is searched for.
+type manifestNames struct {
+	m []ctoharness.ManifestEntry
+	j int
+}
+
+func (s *manifestNames) name(b []byte) string {
+	if s.j > 0 && s.m[s.j-1].Path >= string(b) {
+		s.j = sort.Search(len(s.m), func(i int) bool { return s.m[i].Path >= string(b) })
+	}
+	for s.j < len(s.m) && s.m[s.j].Path < string(b) {
+		s.j++
+	}
+	if s.j < len(s.m) && s.m[s.j].Path == string(b) {
+		s.j++
+		return s.m[s.j-1].Path
+	}
+	return string(b)
+}
+
 func compareEntries(a, b *Entry) int {
 	if c := strings.Compare(a.Name, b.Name); c != 0 {
 		return c
@@ -52,7 +82,7 @@ func compareEntries(a, b *Entry) int {
 
 // readIndexFile reads and decodes one index file without following a
 // symlink or blocking on a pipe.
-func readIndexFile(p string) (*indexFile, time.Time, error) {
+func readIndexFile(p string, name func([]byte) string) (*indexFile, time.Time, error) {
 	fd, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("open index %s: %w", p, err)
@@ -65,7 +95,7 @@ func readIndexFile(p string) (*indexFile, time.Time, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, time.Time{}, fmt.Errorf("index %s is a %v, not a file", p, fi.Mode().Type())
 	}
-	f, err := decodeIndexFrom(fd, fi.Size(), nil)
+	f, err := decodeIndexFrom(fd, fi.Size(), decoding{name: name})
 	if errors.Is(err, errIndexFeature) {
 		return nil, time.Time{}, refuse(ctoharness.BlockSourceGitFeature, "index %s: %v; the harness does not read it", p, err)
 	}
@@ -79,10 +109,10 @@ func readIndexFile(p string) (*indexFile, time.Time, error) {
 // merge_base_index does: replacements (nameless entries, in order) take
 // the place of the shared entries their bitmap names, deletions drop
 // shared entries, and the remaining entries are added.
-func mergeSplit(gitDir string, f *indexFile) ([]Entry, error) {
+func mergeSplit(gitDir string, f *indexFile, name func([]byte) string) ([]Entry, error) {
 	var base []Entry
 	if f.link.shared != plumbing.ZeroHash {
-		shared, _, err := readIndexFile(gitDir + "/sharedindex." + f.link.shared.String())
+		shared, _, err := readIndexFile(gitDir+"/sharedindex."+f.link.shared.String(), name)
 		if err != nil {
 			return nil, fmt.Errorf("split index: %w", err)
 		}

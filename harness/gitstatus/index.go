@@ -112,14 +112,14 @@ func IndexTreeHash(gitDir string) (plumbing.Hash, error) {
 func indexTreeHash(r io.Reader, size int64) (plumbing.Hash, error) {
 	var t treeHasher
 	prev, first := "", true
-	file, err := decodeIndexFrom(r, size, func(e *Entry) error {
+	file, err := decodeIndexFrom(r, size, decoding{each: func(e *Entry) error {
 		if err := plainEntry(e, prev, first); err != nil {
 			return err
 		}
 		t.add(e.Name, e.Mode, e.Hash)
 		prev, first = e.Name, false
 		return nil
-	})
+	}})
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
@@ -175,7 +175,7 @@ const (
 // (conflicts, gitlinks, sparse directories, skip-worktree or intent-to-add
 // entries, a split index, unknown required extensions) is ErrFallback.
 func parseIndex(r io.Reader, size int64) ([]Entry, error) {
-	f, err := decodeIndexFrom(r, size, nil)
+	f, err := decodeIndexFrom(r, size, decoding{})
 	if err != nil {
 		return nil, err
 	}
@@ -244,26 +244,36 @@ type splitLink struct {
 // memory (decodeIndexFrom). Names may be empty only in a split index
 // (replacement entries).
 func decodeIndex(data []byte) (*indexFile, error) {
-	return decodeIndexFrom(bytes.NewReader(data), int64(len(data)), nil)
+	return decodeIndexFrom(bytes.NewReader(data), int64(len(data)), decoding{})
 }
 
 // indexBuffer is how much of an index file is held at once while it is
 // decoded: a name or an extension's piece must fit in it.
 const indexBuffer = 64 << 10
 
+// decoding says what becomes of the entries an index is decoded into.
+type decoding struct {
+	// each, when set, is handed the entries one at a time in one reused
+	// Entry instead of their being kept (an error from it ends the
+	// decoding); what it makes of them must not be used unless the
+	// decoding succeeds.
+	each func(*Entry) error
+	// name, when set, makes an entry's name string from its bytes (valid
+	// only during the call), so that a caller holding the same paths can
+	// hand out its own; nil makes a string of each.
+	name func([]byte) string
+}
+
 // decodeIndexFrom decodes an index file of size bytes read from r, as it
 // is read: a million-entry index is never held as bytes beside its
 // entries. The body's checksum is computed as it goes and compared with
-// the trailer at the end; nothing decoded is returned before that. With
-// each, the entries are handed to it one at a time in one reused Entry
-// instead of being kept (an error from each ends the decoding); what each
-// makes of them must not be used unless decodeIndexFrom succeeds.
-func decodeIndexFrom(r io.Reader, size int64, each func(*Entry) error) (*indexFile, error) {
+// the trailer at the end; nothing decoded is returned before that.
+func decodeIndexFrom(r io.Reader, size int64, d decoding) (*indexFile, error) {
 	if size < 12+indexTrailerSize {
 		return nil, fallback("index has no DIRC header")
 	}
-	in := &indexReader{r: bufio.NewReaderSize(r, indexBuffer), h: sha1.New(), left: size - indexTrailerSize}
-	f, err := in.decode(each)
+	in := &indexReader{r: bufio.NewReaderSize(r, indexBuffer), h: sha1.New(), left: size - indexTrailerSize, name: d.name}
+	f, err := in.decode(d.each)
 	if in.ioErr != nil {
 		return nil, fmt.Errorf("read index: %w", in.ioErr)
 	}
@@ -287,7 +297,15 @@ type indexReader struct {
 	r     *bufio.Reader
 	h     hash.Hash
 	left  int64
-	ioErr error // the file could not be read (not a malformed index)
+	ioErr error               // the file could not be read (not a malformed index)
+	name  func([]byte) string // decoding.name
+}
+
+func (in *indexReader) nameOf(b []byte) string {
+	if in.name != nil {
+		return in.name(b)
+	}
+	return string(b)
 }
 
 // peek is the next n bytes of the body, not consumed (nil when the body
@@ -461,7 +479,7 @@ func (in *indexReader) entry(e *Entry, version uint32, prev []byte) ([]byte, err
 			return nil, fallback("unterminated index name")
 		}
 		name := append(prev[:len(prev)-int(strip)], in.take(end + 1)[:end]...)
-		e.Name = string(name)
+		e.Name = in.nameOf(name)
 		return name, nil
 	}
 	nameLen := int(flags & flagNameMask)
@@ -472,7 +490,7 @@ func (in *indexReader) entry(e *Entry, version uint32, prev []byte) ([]byte, err
 	if nameLen < 0 || name == nil {
 		return nil, fallback("bad index name")
 	}
-	e.Name = string(name)
+	e.Name = in.nameOf(name)
 	prev = append(prev[:0], name...)
 	// Entries are NUL-padded to a multiple of 8 bytes (1 to 8 NULs).
 	if pad := (read+nameLen+8)&^7 - read - nameLen; !in.skip(int64(pad)) {

@@ -69,7 +69,7 @@ func Compute(in *Input) ([]ctoharness.StatusEntry, error) {
 	if err := CheckConfig(in.Config, in.GitDir, in.Root); err != nil {
 		return nil, err
 	}
-	idx, err := ReadFullIndex(in.GitDir)
+	idx, err := readFullIndex(in.GitDir, (&manifestNames{m: in.Manifest}).name)
 	if err != nil {
 		return nil, err
 	}

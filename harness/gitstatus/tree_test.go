@@ -5,9 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	ctoharness "github.com/cto-harness/cto-harness"
 )
 
 // TestTreeHasherMatchesBuild: the streaming hasher gives the root hash
@@ -50,5 +53,30 @@ func TestTreeHasherMatchesBuild(t *testing.T) {
 	}
 	if got, want := TreeHash(nil), (plumbing.NewHash("4b825dc642cb6eb9a060e54bf8d69288fbee4904")); got != want {
 		t.Fatalf("no entries: %s, want %s", got, want)
+	}
+}
+
+// TestManifestNamesShares: a name the manifest lists is its very string,
+// in order or after going back; one it does not list is a string of its
+// own.
+func TestManifestNamesShares(t *testing.T) {
+	m := []ctoharness.ManifestEntry{{Path: "."}, {Path: "a"}, {Path: "a/b"}, {Path: "c"}, {Path: "d"}}
+	s := &manifestNames{m: m}
+	same := func(got string, i int) {
+		t.Helper()
+		if got != m[i].Path || unsafe.StringData(got) != unsafe.StringData(m[i].Path) {
+			t.Fatalf("name %q is not the manifest's own string for %q", got, m[i].Path)
+		}
+	}
+	same(s.name([]byte("a")), 1)
+	same(s.name([]byte("a/b")), 2)
+	same(s.name([]byte("a/b")), 2) // an unmerged path's next stage
+	if got := s.name([]byte("b")); got != "b" {
+		t.Fatalf("unlisted name: %q", got)
+	}
+	same(s.name([]byte("d")), 4)
+	same(s.name([]byte("a")), 1) // a second file starts over
+	if got := s.name([]byte("e")); got != "e" {
+		t.Fatalf("unlisted name past the end: %q", got)
 	}
 }
