@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -212,6 +213,11 @@ func (d *Dir) writeItems(ctx context.Context, w *bufio.Writer, name string, kind
 				out = append(out, ',')
 			}
 			out = appendIndented(append(out, "\n    "...), data, "    ", "  ")
+			if i == lo {
+				// The chunk's room, from its first item: not grown by
+				// doubling item after item.
+				out = slices.Grow(out, len(out)*(hi-lo-1)*5/4)
+			}
 		}
 		return out, nil
 	}
@@ -239,13 +245,19 @@ func (d *Dir) writeItems(ctx context.Context, w *bufio.Writer, name string, kind
 	defer cancel()
 	jobs := make(chan job)
 	ordered := make(chan job, 2*workers) // the chunks in order, as many ahead as this
+	free := make(chan []byte, 3*workers) // written chunks' buffers, for the next ones
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				data, err := encode(j.lo, j.hi, nil)
+				var buf []byte
+				select {
+				case buf = <-free:
+				default:
+				}
+				data, err := encode(j.lo, j.hi, buf[:0])
 				j.done <- result{data, err}
 			}
 		}()
@@ -276,6 +288,10 @@ func (d *Dir) writeItems(ctx context.Context, w *bufio.Writer, name string, kind
 			break
 		}
 		w.Write(r.data)
+		select {
+		case free <- r.data:
+		default:
+		}
 	}
 	cancel()
 	for range ordered { // let the producer end
