@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -122,7 +123,18 @@ type walk struct {
 	deep  bool
 	pack  bool          // parts are packed as they are set aside (ManifestPacked)
 	slots chan struct{} // a token per extra goroutine allowed
+	aside atomic.Int64  // entries set aside so far, by every walker
+	// packBeyond is how many entries are set aside as structs before the
+	// rest are packed (packBeyond, the constant; 0 packs every part).
+	packBeyond int64
 }
+
+// packBeyond is how many entries a walk holds as structs before it packs
+// the parts it sets aside, even for a manifest returned as structs: a
+// million-entry walk then holds its output packed, about 29 bytes an
+// entry, while flatten builds the slice, instead of twice as structs. A
+// tree the size of Go's (13k entries) never packs.
+const packBeyond = 1 << 17
 
 // part is a run of entries or a subtree walked by another goroutine.
 type part struct {
@@ -176,7 +188,11 @@ func Manifest(ctx context.Context, root string) ([]ctoharness.ManifestEntry, err
 // walkManifest lstats every entry under root, root included, and returns
 // them sorted bytewise by path. With deep, regular files are hashed too.
 func walkManifest(ctx context.Context, root string, deep bool) ([]ctoharness.ManifestEntry, error) {
-	parts, n, err := walkParts(ctx, root, &walk{ctx: ctx, deep: deep})
+	return walkStructs(ctx, &walk{ctx: ctx, deep: deep, packBeyond: packBeyond}, root)
+}
+
+func walkStructs(ctx context.Context, wk *walk, root string) ([]ctoharness.ManifestEntry, error) {
+	parts, n, err := walkParts(ctx, root, wk)
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +285,10 @@ func flatten(out []ctoharness.ManifestEntry, parts []part) []ctoharness.Manifest
 	for i := range parts {
 		out = append(out, parts[i].entries...)
 		parts[i].entries = nil
+		for e := range parts[i].packed.All() {
+			out = append(out, e)
+		}
+		parts[i].packed = nil
 		if sub := parts[i].sub; sub != nil {
 			out = flatten(out, sub.parts)
 			sub.parts = nil
@@ -434,9 +454,10 @@ func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) err
 }
 
 // setAside ends the current run of entries as a part: packed when the walk
-// packs (the run's slice is then used again), else as it is.
+// packs or is past packBeyond (the run's slice is then used again), else
+// as it is.
 func (w *walker) setAside() {
-	if !w.pack {
+	if !w.pack && w.aside.Add(int64(len(w.cur))) <= w.packBeyond {
 		w.parts = append(w.parts, part{entries: w.cur})
 		w.cur = nil
 		return

@@ -177,4 +177,15 @@ func TestManifestPackedMatches(t *testing.T) {
 	if got.Bytes() > 40*len(want) {
 		t.Fatalf("%d entries packed in %d bytes", len(want), got.Bytes())
 	}
+	// A walk past packBeyond holds the rest of its parts packed and gives
+	// the same entries, stat data the evidence leaves out included.
+	for _, beyond := range []int64{0, manifestChunk} {
+		again, err := walkStructs(ctx, &walk{ctx: ctx, packBeyond: beyond}, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(again, want) {
+			t.Fatalf("a walk packing beyond %d entries differs from the walk's", beyond)
+		}
+	}
 }
