@@ -78,6 +78,8 @@ func profileHeapPeaks(path string) (stop func()) {
 	go func() {
 		defer close(ended)
 		var mark uint64
+		var top rssSample
+		defer func() { _ = os.WriteFile(path+".rss", []byte(top.String()), 0o644) }()
 		n := 0
 		for {
 			select {
@@ -87,6 +89,9 @@ func profileHeapPeaks(path string) (stop func()) {
 			}
 			var ms runtime.MemStats
 			runtime.ReadMemStats(&ms)
+			if rss := statusKB("VmRSS"); rss > top.rss {
+				top = rssSample{rss: rss, anon: statusKB("RssAnon"), file: statusKB("RssFile"), ms: ms}
+			}
 			if ms.HeapInuse < mark+8<<20 {
 				continue
 			}
@@ -102,6 +107,36 @@ func profileHeapPeaks(path string) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-ended }
+}
+
+// rssSample is what the process's resident set held when it was largest:
+// anonymous memory and mapped files (the kernel's), and the Go runtime's
+// heap in use, heap kept but free and stacks.
+type rssSample struct {
+	rss, anon, file uint64 // KiB
+	ms              runtime.MemStats
+}
+
+func (s rssSample) String() string {
+	const mib = 1 << 20
+	return fmt.Sprintf("peak VmRSS %d MiB: anonymous %d MiB, files %d MiB; Go heap in use %d MiB (live objects %d MiB), idle not released %d MiB, stacks %d MiB, runtime %d MiB\n",
+		s.rss>>10, s.anon>>10, s.file>>10, s.ms.HeapInuse/mib, s.ms.HeapAlloc/mib, (s.ms.HeapIdle-s.ms.HeapReleased)/mib, s.ms.StackInuse/mib,
+		(s.ms.MSpanInuse+s.ms.MCacheInuse+s.ms.GCSys+s.ms.OtherSys+s.ms.BuckHashSys)/mib)
+}
+
+// statusKB is a "kB" field of /proc/self/status, 0 when unreadable.
+func statusKB(field string) uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // diskUsage is the space the files under dir take (st_blocks), each inode

@@ -173,6 +173,11 @@ type step struct {
 // deltas down to its base (or to a cached result on the way), applied
 // back up. Every result on the way is offered to the cache: the objects
 // beside this one in the pack are most likely deltas of the same bases.
+// The one exception is a blob that is no delta and was read for itself: a
+// copy reads each of a tree's blobs once, and a million of them would keep
+// the cache full of what nothing reads again (a tree or commit read for
+// itself is kept: the older versions a history walk reads next are deltas
+// of it).
 func (o *Objects) resolve(p *pack, off int64) (plumbing.ObjectType, []byte, error) {
 	var chain []step
 	var t plumbing.ObjectType
@@ -194,7 +199,9 @@ func (o *Objects) resolve(p *pack, off int64) (plumbing.ObjectType, []byte, erro
 				return 0, nil, err
 			}
 			t = plumbing.ObjectType(hd.typ)
-			o.cache.put(p, off, t, data)
+			if len(chain) > 0 || t != plumbing.BlobObject {
+				o.cache.put(p, off, t, data)
+			}
 			break
 		}
 		chain = append(chain, step{p, hd})
