@@ -18,25 +18,27 @@ const (
 // ctime, and creating or removing a child changes its directory's ctime, so
 // equal manifests before and after are a strong non-mutation proof.
 type ManifestEntry struct {
-	Path    string    `json:"path"`
-	Type    EntryType `json:"type"`
-	Mode    uint32    `json:"mode"`
-	Size    int64     `json:"size"`
-	MtimeNs int64     `json:"mtime_ns"`
-	CtimeNs int64     `json:"ctime_ns"`
-	Inode   uint64    `json:"inode"`
-	Target  string    `json:"target,omitempty"`
-	SHA256  string    `json:"sha256,omitempty"`
+	Path string    `json:"path"`
+	Type EntryType `json:"type"`
+	Mode uint32    `json:"mode"`
+	// Device and owner complete the stat data git caches in its index;
+	// the status route compares them, the evidence does not carry them.
+	// They sit where they fill what alignment would leave empty: a walk
+	// holds one entry per file, 120 bytes instead of 128.
+	UID     uint32 `json:"-"`
+	Size    int64  `json:"size"`
+	MtimeNs int64  `json:"mtime_ns"`
+	CtimeNs int64  `json:"ctime_ns"`
+	Inode   uint64 `json:"inode"`
+	Target  string `json:"target,omitempty"`
+	SHA256  string `json:"sha256,omitempty"`
 	// ObjectVerified is set in an after-proof on an immutable git object
 	// file (loose object, pack, pack index) whose lstat changed in ctime
 	// only and whose content was checked against its name: a hard link
 	// (a local clone) did that, not a write.
-	ObjectVerified bool `json:"object_verified,omitempty"`
-	// Device and owner complete the stat data git caches in its index;
-	// the status route compares them, the evidence does not carry them.
-	Dev uint64 `json:"-"`
-	UID uint32 `json:"-"`
-	GID uint32 `json:"-"`
+	ObjectVerified bool   `json:"object_verified,omitempty"`
+	GID            uint32 `json:"-"`
+	Dev            uint64 `json:"-"`
 }
 
 // HeadState is the repository HEAD.
