@@ -1,7 +1,11 @@
 package ctoharness
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"iter"
 )
 
@@ -19,6 +23,15 @@ type PackedManifest struct {
 	n           int
 	sorted      bool   // bytewise by path, as Prove lists them
 	first, last string // the first and last paths, for JoinPacked
+	away        *detached
+}
+
+// detached is where a manifest's bytes went (Detach) and what vouches for
+// them when they come back.
+type detached struct {
+	where string
+	lens  []int
+	sum   [sha256.Size]byte
 }
 
 // entry flags: the type in the low bits, then what follows the numbers.
@@ -102,6 +115,9 @@ func JoinPacked(parts []*PackedManifest) *PackedManifest {
 		if p.Len() == 0 {
 			continue
 		}
+		if p.away != nil {
+			panic("ctoharness: a detached packed manifest was joined (" + p.away.where + "); attach its bytes first")
+		}
 		if out.n > 0 && p.first < out.last {
 			out.sorted = false
 		}
@@ -138,12 +154,18 @@ func (p *PackedManifest) Len() int {
 	return p.n
 }
 
-// Bytes is how much room the packed entries take.
+// Bytes is how much room the packed entries take (where they are kept,
+// when detached).
 func (p *PackedManifest) Bytes() int {
 	n := 0
 	if p != nil {
 		for _, c := range p.chunks {
 			n += len(c)
+		}
+		if p.away != nil {
+			for _, l := range p.away.lens {
+				n += l
+			}
 		}
 	}
 	return n
@@ -159,6 +181,9 @@ func (p *PackedManifest) All() iter.Seq[ManifestEntry] {
 		if p == nil {
 			return
 		}
+		if p.away != nil {
+			panic("ctoharness: the entries of a detached packed manifest were read (" + p.away.where + "); attach its bytes first")
+		}
 		var path []byte
 		for _, data := range p.chunks {
 			r := packReader{data: data}
@@ -171,6 +196,58 @@ func (p *PackedManifest) All() iter.Seq[ManifestEntry] {
 			}
 		}
 	}
+}
+
+// Detach gives up the packed bytes, which the caller keeps at where (a
+// file of the run's own): a run holds its before-proof from before Case
+// starts until the after-proof, a million entries are 29 MiB of it, and
+// nothing reads it in between. It returns the chunks to write, in order;
+// their digest stays, and Attached holds the bytes that come back to it.
+// A detached manifest has its length and order but no entries: reading
+// them is a harness bug (All panics).
+func (p *PackedManifest) Detach(where string) [][]byte {
+	chunks := p.chunks
+	d := &detached{where: where}
+	h := sha256.New()
+	for _, c := range chunks {
+		d.lens = append(d.lens, len(c))
+		h.Write(c)
+	}
+	h.Sum(d.sum[:0])
+	p.chunks, p.away = nil, d
+	return chunks
+}
+
+// Where is where Detach said the bytes went; "" while they are held.
+func (p *PackedManifest) Where() string {
+	if p == nil || p.away == nil {
+		return ""
+	}
+	return p.away.where
+}
+
+// ErrDetachedChanged means the bytes given back to a detached manifest are
+// not the ones it gave up.
+var ErrDetachedChanged = errors.New("the packed manifest read back is not the one set aside")
+
+// Attached is the manifest with data, the bytes Detach gave up, back in
+// place (p itself when nothing is detached); p stays detached, so that
+// callers on other goroutines may each attach their own. data must be
+// exactly those bytes: its length and SHA-256 are checked.
+func (p *PackedManifest) Attached(data []byte) (*PackedManifest, error) {
+	if p == nil || p.away == nil {
+		return p, nil
+	}
+	total := p.Bytes()
+	if sum := sha256.Sum256(data); len(data) != total || !bytes.Equal(sum[:], p.away.sum[:]) {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, %d were set aside", ErrDetachedChanged, p.away.where, len(data), total)
+	}
+	out := &PackedManifest{n: p.n, sorted: p.sorted, first: p.first, last: p.last}
+	for _, n := range p.away.lens {
+		out.chunks = append(out.chunks, data[:n:n])
+		data = data[n:]
+	}
+	return out, nil
 }
 
 // Unpack is every entry, as the slice PackManifest was given.

@@ -1,6 +1,8 @@
 package ctoharness
 
 import (
+	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -68,6 +70,55 @@ func TestJoinPacked(t *testing.T) {
 	}
 	if e := JoinPacked(nil); e.Len() != 0 || len(e.Unpack()) != 0 || !e.Sorted() {
 		t.Fatal("joining nothing gave entries")
+	}
+}
+
+// TestPackedManifestDetach: a detached manifest keeps its length, order
+// and size but no bytes; the bytes it gave up attach back to the same
+// entries (twice, leaving it detached), and any other bytes (one flipped,
+// one missing) are refused; reading a detached manifest's entries panics
+// rather than yield none.
+func TestPackedManifestDetach(t *testing.T) {
+	entries := []ManifestEntry{
+		{Path: ".", Type: EntryDir}, {Path: "dir", Type: EntryDir, Size: 3},
+		{Path: "dir/a", Type: EntryFile, Size: 1, SHA256: "x"}, {Path: "dir/b", Type: EntrySymlink, Target: "a"},
+	}
+	p := JoinPacked([]*PackedManifest{PackManifest(entries[:2]), PackManifest(entries[2:])})
+	size := p.Bytes()
+	var kept []byte
+	for _, c := range p.Detach("/work/aside") {
+		kept = append(kept, c...)
+	}
+	if p.Where() != "/work/aside" || p.Len() != len(entries) || !p.Sorted() || p.Bytes() != size || len(kept) != size || p.chunks != nil {
+		t.Fatalf("detached: where %q len %d sorted %v bytes %d (kept %d, want %d), chunks %d", p.Where(), p.Len(), p.Sorted(), p.Bytes(), len(kept), size, len(p.chunks))
+	}
+	for range 2 {
+		back, err := p.Attached(bytes.Clone(kept))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Where() != "" || !reflect.DeepEqual(back.Unpack(), entries) {
+			t.Fatalf("attached: where %q entries %+v", back.Where(), back.Unpack())
+		}
+	}
+	flipped := bytes.Clone(kept)
+	flipped[len(flipped)/2] ^= 1
+	for name, data := range map[string][]byte{"flipped": flipped, "short": kept[:len(kept)-1], "longer": append(bytes.Clone(kept), 0)} {
+		if _, err := p.Attached(data); !errors.Is(err, ErrDetachedChanged) {
+			t.Errorf("%s bytes attached: %v, want ErrDetachedChanged", name, err)
+		}
+	}
+	if q := PackManifest(entries); q.Where() != "" {
+		t.Fatal("a held manifest says it is detached")
+	} else if same, err := q.Attached(nil); err != nil || same != q {
+		t.Fatalf("attaching to a held manifest: %v %v", same, err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("the entries of a detached manifest were read without a panic")
+		}
+	}()
+	for range p.All() {
 	}
 }
 

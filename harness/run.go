@@ -119,6 +119,10 @@ func Run(ctx context.Context, o Options) (*ctoharness.Report, error) {
 	return res, err
 }
 
+// beforeAside is the file of the run's workspace that holds the packed
+// before-proof until the after-proof.
+const beforeAside = "source-before.packed"
+
 // steps runs the pipeline. Once the source has been proven, the after-proof
 // always runs; once the fixture exists, collection and the clean-end proof
 // always run; the change and verification run only while nothing is blocked.
@@ -130,7 +134,8 @@ func (r *run) steps(ctx context.Context) {
 	if !r.classify(ctx) {
 		return
 	}
-	before, clean := proof.Before(ctx, r.Sink, proof.BeforeInput{Input: r.proofInput(), Rev: workcopy.BaseRev(r.o.Rev, r.spec), TaskCheck: r.o.TaskCheck})
+	before, clean := proof.Before(ctx, r.Sink, proof.BeforeInput{Input: r.proofInput(), Rev: workcopy.BaseRev(r.o.Rev, r.spec), TaskCheck: r.o.TaskCheck,
+		Aside: filepath.Join(r.Report.RuntimeWorkspaceRoot, beforeAside)})
 	if before == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cto-harness/cto-harness/harness/fixture"
 	"github.com/cto-harness/cto-harness/harness/overlay"
+	"github.com/cto-harness/cto-harness/harness/source"
 )
 
 // overlayDirs are the overlay's writable layer and overlayfs's work
@@ -33,6 +34,12 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 	if in.SourceProof == nil {
 		return fixture.CopyResult{}, nil, fmt.Errorf("%w: no source proof to hold the source's files to", overlay.ErrUnavailable)
 	}
+	// The before-proof is set aside in a file while Case works; this
+	// checkout reads its own copy back.
+	before, err := source.Restored(in.SourceProof)
+	if err != nil {
+		return fixture.CopyResult{}, nil, failed(err, "read back the source proof the overlay checkout %s is held to", in.Dest)
+	}
 	upper, work := overlayDirs(in.Dest)
 	m, err := overlay.Tree(ctx, overlay.Input{Source: in.SourceRoot, GitDir: in.SourceGitDir, Dest: in.Dest, Upper: upper, Work: work, Tracer: in.Tracer})
 	if err != nil {
@@ -42,7 +49,7 @@ func overlayBaseline(ctx context.Context, in Input) (fixture.CopyResult, *overla
 		return fixture.CopyResult{}, nil, failed(err, "make the overlay checkout %s", in.Dest)
 	}
 	res, err := fixture.Adopt(ctx, fixture.CopyInput{SourceRoot: in.SourceRoot, SourceGitDir: in.SourceGitDir, Dest: in.Dest, When: in.BaselineTime, Tracer: in.Tracer, Progress: in.Progress,
-		SourceManifest: in.SourceProof.Entries(), Getenv: in.Getenv, History: in.History, Closure: in.Closure})
+		SourceManifest: before.Entries(), Getenv: in.Getenv, History: in.History, Closure: in.Closure})
 	if errors.Is(err, fixture.ErrAdoptNeedsCopy) {
 		if derr := m.Discard(); derr != nil {
 			return res, nil, failed(derr, "give up the overlay checkout")

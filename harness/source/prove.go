@@ -136,12 +136,20 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 		return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockSourceUnreadable, step, err,
 			"cannot read the object store of source %s; check that nothing is changing it (git gc, git maintenance)", repo.Root)
 	}
-	if opts.Kind == KindAfter && opts.Before != nil {
-		markVerifiedObjects(repo, *opts.Before, entries)
-	}
 	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
 		return ctoharness.SourceProof{}, statusBlock(step, repo, err)
+	}
+	// The before-proof comes back (source.Restored) once the index the
+	// status read has gone: the walk, the index and the before-proof are
+	// never held at once.
+	if opts.Kind == KindAfter && opts.Before != nil {
+		before, err := Restored(opts.Before)
+		if err != nil {
+			return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockInternal, step, err,
+				"the before-proof this run set aside cannot be read back; the run cannot say what the source held before")
+		}
+		markVerifiedObjects(repo, *before, entries)
 	}
 
 	return ctoharness.SourceProof{

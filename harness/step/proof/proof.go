@@ -8,6 +8,8 @@ package proof
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +36,10 @@ type BeforeInput struct {
 	Input
 	Rev       string
 	TaskCheck *checked.Record
+	// Aside is a file the proof's packed manifest is kept in until the
+	// after-proof (source.Spill), in a directory of the run's own that no
+	// sandboxed process sees; "" keeps it in memory.
+	Aside string
 }
 
 // Before proves the source before the run changes anything and writes the
@@ -57,8 +63,12 @@ func Before(ctx context.Context, s *runsink.Sink, in BeforeInput) (p *ctoharness
 			"status_clean": got.StatusClean, "manifest_digest": got.ManifestDigest, "entries": len(got.Manifest)})
 	}
 	// The run holds the proof until the after-proof, mostly while Case
-	// works: packed, a million entries take a fifth of the room.
+	// works: packed, a million entries take a fifth of the room, and set
+	// aside in a file, none.
 	p.Pack()
+	if in.Aside != "" && !setAside(s, p, in.Aside) {
+		return p, false
+	}
 	// The task's base and the task check it requires are held once the
 	// source proof is written: a refusal still proves the source unchanged.
 	if !holdBase(ctx, s, in) {
@@ -124,7 +134,31 @@ func After(ctx context.Context, s *runsink.Sink, in Input, before *ctoharness.So
 		s.Emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
 			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
 	}
-	compare(ctx, s, in.Repo.Root, *before, after)
+	restored, err := source.Restored(before)
+	if err != nil {
+		s.Report.SourceRepositoryMutated = true
+		s.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepNonMutation, err,
+			"the before-proof this run set aside cannot be read back, so the source cannot be shown unchanged"), ctoharness.StepNonMutation))
+		return
+	}
+	compare(ctx, s, in.Repo.Root, *restored, after)
+}
+
+// setAside keeps the packed before-proof in a file of the run's workspace
+// until the after-proof; it blocks the run when that cannot be written.
+func setAside(s *runsink.Sink, p *ctoharness.SourceProof, path string) bool {
+	dir := filepath.Dir(path)
+	s.Trace.Trace(ctoharness.TraceMkdir, dir)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = source.Spill(p, path, s.Trace)
+	}
+	if err != nil {
+		s.BlockErr(ctoharness.Block(ctoharness.BlockArtifactWriteFailed, ctoharness.StepSourceProof, err,
+			"the run's workspace %s cannot be written; check the runs directory's permissions and free space", dir), ctoharness.StepSourceProof)
+		return false
+	}
+	return true
 }
 
 // writeProof writes a source proof, its manifest entry by entry: the
