@@ -37,14 +37,11 @@ type detached struct {
 // entry flags: the type in the low bits, then what follows the numbers.
 const (
 	packTypeMask    = 0x7
-	packTypeOther   = 0x7 // any other type string, written out
 	packVerified    = 0x8
 	packHasTarget   = 0x10
 	packHasSHA256   = 0x20
-	packMaxKnownTyp = 4
 )
 
-var packTypes = [packMaxKnownTyp]EntryType{EntryFile, EntryDir, EntrySymlink, EntryOther}
 
 // PackManifest packs entries, in the order given.
 func PackManifest(entries []ManifestEntry) *PackedManifest {
@@ -54,12 +51,10 @@ func PackManifest(entries []ManifestEntry) *PackedManifest {
 	prev := ""
 	for i := range entries {
 		e := &entries[i]
-		flags := byte(packTypeOther)
-		for t, name := range packTypes {
-			if e.Type == name {
-				flags = byte(t)
-			}
+		if e.Type > packTypeMask {
+			panic(fmt.Sprintf("ctoharness: a manifest entry of type %d cannot be packed", e.Type))
 		}
+		flags := byte(e.Type)
 		if e.ObjectVerified {
 			flags |= packVerified
 		}
@@ -84,9 +79,6 @@ func PackManifest(entries []ManifestEntry) *PackedManifest {
 		buf = binary.AppendUvarint(buf, e.Dev)
 		buf = binary.AppendUvarint(buf, uint64(e.UID))
 		buf = binary.AppendUvarint(buf, uint64(e.GID))
-		if flags&packTypeMask == packTypeOther {
-			buf = appendString(buf, string(e.Type))
-		}
 		if e.Target != "" {
 			buf = appendString(buf, e.Target)
 		}
@@ -310,11 +302,7 @@ func (r *packReader) next(e *ManifestEntry, path []byte) []byte {
 	e.Dev = r.uvarint()
 	e.UID = uint32(r.uvarint())
 	e.GID = uint32(r.uvarint())
-	if t := flags & packTypeMask; t == packTypeOther {
-		e.Type = EntryType(r.bytes())
-	} else {
-		e.Type = packTypes[t]
-	}
+	e.Type = EntryType(flags & packTypeMask)
 	e.ObjectVerified = flags&packVerified != 0
 	if flags&packHasTarget != 0 {
 		e.Target = string(r.bytes())

@@ -2,6 +2,7 @@ package schemas_test
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -60,6 +61,26 @@ func goTypes() map[schemas.Kind]reflect.Type {
 	}
 }
 
+// textEnums are the root's enumerated types held as numbers that encode
+// as text (encoding.TextMarshaler): their constants are iota's, so their
+// names come from the All* list, each encoded, and the test below checks
+// that list against the names the type decodes.
+var textEnums = map[string]bool{"EntryType": true}
+
+// texts is each value's encoded text; a value that does not encode fails.
+func texts[T encoding.TextMarshaler](t *testing.T, xs []T) []string {
+	t.Helper()
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		b, err := x.MarshalText()
+		if err != nil {
+			t.Fatalf("%T %v does not encode: %v", x, x, err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
+
 func strs[T ~string](xs []T) []string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
@@ -95,7 +116,7 @@ func rootConsts(t *testing.T) map[string][]string {
 			for _, spec := range gd.Specs {
 				vs := spec.(*ast.ValueSpec)
 				id, ok := vs.Type.(*ast.Ident)
-				if !ok {
+				if !ok || textEnums[id.Name] {
 					continue
 				}
 				for _, v := range vs.Values {
@@ -132,7 +153,7 @@ func goEnums(t *testing.T) map[reflect.Type][]string {
 		reflect.TypeFor[ctoharness.Backend]():     consts["Backend"],
 		reflect.TypeFor[ctoharness.Lane]():        consts["Lane"],
 		reflect.TypeFor[ctoharness.ChangeKind]():  consts["ChangeKind"],
-		reflect.TypeFor[ctoharness.EntryType]():   consts["EntryType"],
+		reflect.TypeFor[ctoharness.EntryType]():   texts(t, ctoharness.AllEntryTypes()),
 		reflect.TypeFor[ctoharness.StatusRoute](): consts["StatusRoute"],
 		reflect.TypeFor[ctoharness.CostSource]():  consts["CostSource"],
 	}
@@ -148,12 +169,45 @@ func TestGoListsComplete(t *testing.T) {
 		if typ.PkgPath() != reflect.TypeFor[ctoharness.Outcome]().PkgPath() {
 			continue // the root's constants are read here; other packages test their own lists
 		}
+		if textEnums[typ.Name()] {
+			continue // TestTextEnumsComplete
+		}
 		if d := setDiff(consts[typ.Name()], list); d != "" {
 			t.Errorf("Go list for %s differs from its declared constants: %s", typ.Name(), d)
 		}
 		if len(list) == 0 {
 			t.Errorf("no values found for %s", typ.Name())
 		}
+	}
+}
+
+// TestTextEnumsComplete: every value of a text enum's type up to the
+// first that does not encode is in its All* list, each name decodes to its
+// value, and a name outside the list is refused, so a new constant cannot
+// slip past the schema enum.
+func TestTextEnumsComplete(t *testing.T) {
+	all := ctoharness.AllEntryTypes()
+	var got []ctoharness.EntryType
+	for v := ctoharness.EntryType(1); v != 0; v++ {
+		b, err := v.MarshalText()
+		if err != nil {
+			break
+		}
+		got = append(got, v)
+		var back ctoharness.EntryType
+		if err := back.UnmarshalText(b); err != nil || back != v {
+			t.Errorf("EntryType %q decodes to %v, %v", b, back, err)
+		}
+	}
+	if !slices.Equal(got, all) {
+		t.Errorf("the EntryType values that encode are %v; AllEntryTypes lists %v", got, all)
+	}
+	var v ctoharness.EntryType
+	if v.UnmarshalText([]byte("future-kind")) == nil {
+		t.Error("an EntryType name outside the list was read")
+	}
+	if _, err := v.MarshalText(); err == nil {
+		t.Error("the zero EntryType encodes")
 	}
 }
 
@@ -431,6 +485,11 @@ func (w *drift) walk(path string, typ reflect.Type, n map[string]any, loc string
 		return
 	}
 
+	if typ.Kind() != reflect.String && typ.Implements(reflect.TypeFor[encoding.TextMarshaler]()) {
+		w.wantType(path, n, "string", nullable) // a number that encodes as its name
+		w.checkEnum(path, typ, n, loc)
+		return
+	}
 	switch {
 	case typ == timeType:
 		w.wantType(path, n, "string", nullable)

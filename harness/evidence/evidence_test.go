@@ -144,12 +144,12 @@ func TestWriteJSONItemsIsWriteJSON(t *testing.T) {
 		}
 	}
 	bad := p.Manifest[0]
-	bad.Type = "nonsense"
+	bad.Size = -1 // encodes, but the schema's minimum is 0
 	doc := p
 	doc.Manifest = []ctoharness.ManifestEntry{}
 	err := d.WriteJSONItems(ctx, "bad.json", schemas.SourceProof, doc, "manifest", 1, func(int) any { return bad })
 	if !errors.Is(err, evidence.ErrWrite) || !strings.Contains(err.Error(), "/manifest/0") {
-		t.Fatalf("a manifest entry of an unknown type was written or refused without its place: %v", err)
+		t.Fatalf("a manifest entry of a negative size was written or refused without its place: %v", err)
 	}
 	if _, err := os.Stat(d.Path("bad.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a refused document was left behind: %v", err)
@@ -176,7 +176,7 @@ func TestWriteJSONItemsIsWriteJSON(t *testing.T) {
 	if string(whole) != string(items) {
 		t.Errorf("%d entries: WriteJSONItems wrote %d bytes, WriteJSON %d, and they differ", len(many), len(items), len(whole))
 	}
-	many[4321].Type, many[2345].Type = "nonsense", "nonsense"
+	many[4321].Size, many[2345].Size = -1, -1
 	err = d.WriteJSONItems(ctx, "bad.json", schemas.SourceProof, doc, "manifest", len(many), func(i int) any { return &many[i] })
 	if !errors.Is(err, evidence.ErrWrite) || !strings.Contains(err.Error(), "/manifest/2345") {
 		t.Fatalf("of two bad entries the first was not the one refused: %v", err)

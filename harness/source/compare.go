@@ -115,7 +115,7 @@ func compareManifest(d *diffs, before, after ctoharness.SourceProof) {
 	j := 0
 	for b := range inOrder(before) {
 		for j < len(a) && a[j].Path < b.Path {
-			d.add(a[j].Path, "added", "", string(a[j].Type))
+			d.add(a[j].Path, "added", "", a[j].Type.String())
 			j++
 		}
 		if j < len(a) && a[j].Path == b.Path {
@@ -123,10 +123,10 @@ func compareManifest(d *diffs, before, after ctoharness.SourceProof) {
 			j++
 			continue
 		}
-		d.add(b.Path, "removed", string(b.Type), "")
+		d.add(b.Path, "removed", b.Type.String(), "")
 	}
 	for ; j < len(a); j++ {
-		d.add(a[j].Path, "added", "", string(a[j].Type))
+		d.add(a[j].Path, "added", "", a[j].Type.String())
 	}
 }
 
@@ -148,7 +148,7 @@ func compareEntry(d *diffs, b, a *ctoharness.ManifestEntry) {
 		}
 		return
 	}
-	d.str(p, "type", string(b.Type), string(a.Type))
+	d.str(p, "type", b.Type.String(), a.Type.String())
 	if b.Mode != a.Mode {
 		d.add(p, "mode", fs.FileMode(b.Mode).String(), fs.FileMode(a.Mode).String())
 	}

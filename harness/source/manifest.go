@@ -65,7 +65,7 @@ func manifestDigest(entries iter.Seq[*ctoharness.ManifestEntry]) string {
 	for e := range entries {
 		buf = append(buf, e.Path...)
 		buf = append(buf, 0)
-		buf = append(buf, e.Type...)
+		buf = append(buf, e.Type.String()...)
 		buf = append(buf, 0)
 		buf = strconv.AppendUint(buf, uint64(e.Mode), 10)
 		buf = append(buf, 0)
