@@ -36,12 +36,11 @@ type detached struct {
 
 // entry flags: the type in the low bits, then what follows the numbers.
 const (
-	packTypeMask    = 0x7
-	packVerified    = 0x8
-	packHasTarget   = 0x10
-	packHasSHA256   = 0x20
+	packTypeMask  = 0x7
+	packVerified  = 0x8
+	packHasTarget = 0x10
+	packHasSHA256 = 0x20
 )
-
 
 // PackManifest packs entries, in the order given.
 func PackManifest(entries []ManifestEntry) *PackedManifest {
