@@ -57,10 +57,10 @@ func PackManifest(entries []ManifestEntry) *PackedManifest {
 		if e.ObjectVerified {
 			flags |= packVerified
 		}
-		if e.Target != "" {
+		if e.Target() != "" {
 			flags |= packHasTarget
 		}
-		if e.SHA256 != "" {
+		if e.SHA256() != "" {
 			flags |= packHasSHA256
 		}
 		if i > 0 && e.Path < prev {
@@ -78,11 +78,11 @@ func PackManifest(entries []ManifestEntry) *PackedManifest {
 		buf = binary.AppendUvarint(buf, e.Dev)
 		buf = binary.AppendUvarint(buf, uint64(e.UID))
 		buf = binary.AppendUvarint(buf, uint64(e.GID))
-		if e.Target != "" {
-			buf = appendString(buf, e.Target)
+		if e.Target() != "" {
+			buf = appendString(buf, e.Target())
 		}
-		if e.SHA256 != "" {
-			buf = appendString(buf, e.SHA256)
+		if e.SHA256() != "" {
+			buf = appendString(buf, e.SHA256())
 		}
 		prev = e.Path
 	}
@@ -303,11 +303,16 @@ func (r *packReader) next(e *ManifestEntry, path []byte) []byte {
 	e.GID = uint32(r.uvarint())
 	e.Type = EntryType(flags & packTypeMask)
 	e.ObjectVerified = flags&packVerified != 0
-	if flags&packHasTarget != 0 {
-		e.Target = string(r.bytes())
-	}
-	if flags&packHasSHA256 != 0 {
-		e.SHA256 = string(r.bytes())
+	e.EntryExtra = nil
+	if flags&(packHasTarget|packHasSHA256) != 0 {
+		x := &EntryExtra{}
+		if flags&packHasTarget != 0 {
+			x.LinkTarget = string(r.bytes())
+		}
+		if flags&packHasSHA256 != 0 {
+			x.Digest = string(r.bytes())
+		}
+		e.EntryExtra = x
 	}
 	return path
 }

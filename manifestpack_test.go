@@ -2,6 +2,7 @@ package ctoharness
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -16,10 +17,10 @@ func TestPackedManifestRoundTrip(t *testing.T) {
 		{Path: ".", Type: EntryDir, Mode: 0o755 | 1<<31, MtimeNs: 1, CtimeNs: 1, Inode: 2, Dev: 64769},
 		{Path: ".git", Type: EntryDir, Mode: 0o755 | 1<<31, Size: 4096, MtimeNs: 1700000000123456789, CtimeNs: 1700000000000000000, Inode: 1 << 40, UID: 1000, GID: 1000},
 		{Path: ".git/objects/ab/cdef", Type: EntryFile, Mode: 0o444, Size: 17, MtimeNs: -5, CtimeNs: 9, Inode: ^uint64(0), Dev: ^uint64(0), UID: ^uint32(0), GID: ^uint32(0), ObjectVerified: true},
-		{Path: "a", Type: EntrySymlink, Mode: 0o777 | 1<<27, Size: 5, Target: "b/../c", MtimeNs: 3, CtimeNs: 3},
-		{Path: "a b", Type: EntryFile, Size: 1<<62 + 3, SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{Path: "a", Type: EntrySymlink, Mode: 0o777 | 1<<27, Size: 5, EntryExtra: &EntryExtra{LinkTarget: "b/../c"}, MtimeNs: 3, CtimeNs: 3},
+		{Path: "a b", Type: EntryFile, Size: 1<<62 + 3, EntryExtra: &EntryExtra{Digest: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}},
 		{Path: "a b/\xff\x00name", Type: EntryOther, Mode: 0o600 | 1<<26},
-		{Path: "a b/\xff\x00name/x", Target: "t", SHA256: "s"}, // no type: packs as such
+		{Path: "a b/\xff\x00name/x", EntryExtra: &EntryExtra{LinkTarget: "t", Digest: "s"}}, // no type: packs as such
 		{Path: "z", Type: EntryFile},
 	}
 	p := PackManifest(entries)
@@ -54,8 +55,8 @@ func TestPackedManifestRoundTrip(t *testing.T) {
 func TestJoinPacked(t *testing.T) {
 	entries := []ManifestEntry{
 		{Path: ".", Type: EntryDir}, {Path: "dir", Type: EntryDir, Size: 3},
-		{Path: "dir/a", Type: EntryFile, Size: 1}, {Path: "dir/b", Type: EntrySymlink, Target: "a"},
-		{Path: "dir/b2", Type: EntryFile, SHA256: "x"}, {Path: "e", Type: EntryFile, MtimeNs: 7, CtimeNs: 9},
+		{Path: "dir/a", Type: EntryFile, Size: 1}, {Path: "dir/b", Type: EntrySymlink, EntryExtra: &EntryExtra{LinkTarget: "a"}},
+		{Path: "dir/b2", Type: EntryFile, EntryExtra: &EntryExtra{Digest: "x"}}, {Path: "e", Type: EntryFile, MtimeNs: 7, CtimeNs: 9},
 	}
 	parts := []*PackedManifest{PackManifest(entries[:2]), nil, PackManifest(nil), PackManifest(entries[2:3]), PackManifest(entries[3:])}
 	j := JoinPacked(parts)
@@ -81,7 +82,7 @@ func TestJoinPacked(t *testing.T) {
 func TestPackedManifestDetach(t *testing.T) {
 	entries := []ManifestEntry{
 		{Path: ".", Type: EntryDir}, {Path: "dir", Type: EntryDir, Size: 3},
-		{Path: "dir/a", Type: EntryFile, Size: 1, SHA256: "x"}, {Path: "dir/b", Type: EntrySymlink, Target: "a"},
+		{Path: "dir/a", Type: EntryFile, Size: 1, EntryExtra: &EntryExtra{Digest: "x"}}, {Path: "dir/b", Type: EntrySymlink, EntryExtra: &EntryExtra{LinkTarget: "a"}},
 	}
 	p := JoinPacked([]*PackedManifest{PackManifest(entries[:2]), PackManifest(entries[2:])})
 	size := p.Bytes()
@@ -161,5 +162,52 @@ func TestSourceProofPack(t *testing.T) {
 func TestManifestEntrySize(t *testing.T) {
 	if got := unsafe.Sizeof(ManifestEntry{}); got > 112 {
 		t.Errorf("ManifestEntry is %d bytes; order its fields so it stays at 112 or less", got)
+	}
+}
+
+// TestEntryExtra: an entry's target and digest read as "" when it has
+// none, appear in its JSON as its own fields (and only when set), decode
+// back to an equal entry, and setting them on a copy never changes the
+// entry it was copied from; Equal compares what the extras hold.
+func TestEntryExtra(t *testing.T) {
+	var plain ManifestEntry
+	if plain.Target() != "" || plain.SHA256() != "" {
+		t.Fatal("an entry without extras has a target or digest")
+	}
+	e := ManifestEntry{Path: "l", Type: EntrySymlink, Mode: 0o777}
+	e.SetTarget("t")
+	cp := e
+	cp.SetTarget("other")
+	cp.SetSHA256("d")
+	if e.Target() != "t" || e.SHA256() != "" || cp.Target() != "other" || cp.SHA256() != "d" {
+		t.Fatalf("a copy's setters changed its source: %q %q / %q %q", e.Target(), e.SHA256(), cp.Target(), cp.SHA256())
+	}
+	cp.SetTarget("")
+	cp.SetSHA256("")
+	if cp.EntryExtra != nil {
+		t.Fatal("an entry whose extras were cleared keeps an empty EntryExtra")
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"path":"l","type":"symlink","mode":511,"size":0,"mtime_ns":0,"ctime_ns":0,"inode":0,"target":"t"}`; string(data) != want {
+		t.Fatalf("encoded %s, want %s", data, want)
+	}
+	var back ManifestEntry
+	if err := json.Unmarshal(data, &back); err != nil || !back.Equal(e) || back.EntryExtra == e.EntryExtra {
+		t.Fatalf("decoded %+v (%v), want an equal entry with its own extras", back, err)
+	}
+	other := e
+	other.SetTarget("t") // equal values, another pointer
+	if !other.Equal(e) || other.EntryExtra == e.EntryExtra {
+		t.Fatal("entries with equal extras in different places are not Equal")
+	}
+	other.SetSHA256("x")
+	if other.Equal(e) {
+		t.Fatal("entries with different digests are Equal")
+	}
+	if data, _ := json.Marshal(plain); bytes.Contains(data, []byte("target")) || bytes.Contains(data, []byte("sha256")) {
+		t.Fatalf("an entry without extras encoded them: %s", data)
 	}
 }

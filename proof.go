@@ -62,13 +62,14 @@ type ManifestEntry struct {
 	Mode uint32    `json:"mode"`
 	Size int64     `json:"size"`
 	// The fields are ordered for the JSON and then so that alignment
-	// leaves the least room empty: a walk holds one entry per file, 112
+	// leaves the least room empty: a walk holds one entry per file, 88
 	// bytes each.
 	MtimeNs int64  `json:"mtime_ns"`
 	CtimeNs int64  `json:"ctime_ns"`
 	Inode   uint64 `json:"inode"`
-	Target  string `json:"target,omitempty"`
-	SHA256  string `json:"sha256,omitempty"`
+	// *EntryExtra holds the target and digest (Target, SHA256), which
+	// few entries have: nil for the rest, eight bytes instead of 32.
+	*EntryExtra
 	// ObjectVerified is set in an after-proof on an immutable git object
 	// file (loose object, pack, pack index) whose lstat changed in ctime
 	// only and whose content was checked against its name: a hard link
@@ -79,6 +80,72 @@ type ManifestEntry struct {
 	UID uint32 `json:"-"`
 	GID uint32 `json:"-"`
 	Dev uint64 `json:"-"`
+}
+
+// EntryExtra is what only some manifest entries carry; its fields appear
+// in the entry's JSON as the entry's own. Read and set them through the
+// entry (Target, SHA256, SetTarget, SetSHA256): the pointer is nil when
+// both are empty.
+type EntryExtra struct {
+	// LinkTarget is a symlink's target.
+	LinkTarget string `json:"target,omitempty"`
+	// Digest is the content's SHA-256, hex.
+	Digest string `json:"sha256,omitempty"`
+}
+
+// Target is a symlink's target ("" for any other entry).
+func (e *ManifestEntry) Target() string {
+	if e.EntryExtra == nil {
+		return ""
+	}
+	return e.LinkTarget
+}
+
+// SHA256 is the content digest, hex, where the entry records one.
+func (e *ManifestEntry) SHA256() string {
+	if e.EntryExtra == nil {
+		return ""
+	}
+	return e.Digest
+}
+
+// SetTarget records a symlink's target. Like SetSHA256 it gives the entry
+// an EntryExtra of its own: a copy of an entry shares the pointer, and
+// setting one never changes the other.
+func (e *ManifestEntry) SetTarget(t string) {
+	x := e.extra()
+	x.LinkTarget = t
+	e.setExtra(x)
+}
+
+// SetSHA256 records the content digest.
+func (e *ManifestEntry) SetSHA256(d string) {
+	x := e.extra()
+	x.Digest = d
+	e.setExtra(x)
+}
+
+// Equal reports whether two entries hold the same values, extras
+// compared by what they hold, not where (== compares the pointer).
+func (e ManifestEntry) Equal(o ManifestEntry) bool {
+	ex, ox := e.extra(), o.extra()
+	e.EntryExtra, o.EntryExtra = nil, nil
+	return e == o && ex == ox
+}
+
+func (e *ManifestEntry) extra() EntryExtra {
+	if e.EntryExtra == nil {
+		return EntryExtra{}
+	}
+	return *e.EntryExtra
+}
+
+func (e *ManifestEntry) setExtra(x EntryExtra) {
+	if x == (EntryExtra{}) {
+		e.EntryExtra = nil
+		return
+	}
+	e.EntryExtra = &x
 }
 
 // HeadState is the repository HEAD.

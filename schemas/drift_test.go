@@ -795,8 +795,8 @@ func sourceProof() ctoharness.SourceProof {
 		ManifestDigest: hashB,
 		Manifest: []ctoharness.ManifestEntry{
 			{Path: ".", Type: ctoharness.EntryDir, Mode: 0o40755, Size: 4096, MtimeNs: 1740823000000000000, CtimeNs: 1740823000000000000, Inode: 1311},
-			{Path: "README.md", Type: ctoharness.EntryFile, Mode: 0o100644, Size: 812, MtimeNs: 1740823000000000001, CtimeNs: 1740823000000000002, Inode: 18446744073709551615, SHA256: hashB},
-			{Path: "docs/link", Type: ctoharness.EntrySymlink, Mode: 0o120777, Size: 9, MtimeNs: 1, CtimeNs: 2, Inode: 1313, Target: "../README.md"},
+			{Path: "README.md", Type: ctoharness.EntryFile, Mode: 0o100644, Size: 812, MtimeNs: 1740823000000000001, CtimeNs: 1740823000000000002, Inode: 18446744073709551615, EntryExtra: &ctoharness.EntryExtra{Digest: hashB}},
+			{Path: "docs/link", Type: ctoharness.EntrySymlink, Mode: 0o120777, Size: 9, MtimeNs: 1, CtimeNs: 2, Inode: 1313, EntryExtra: &ctoharness.EntryExtra{LinkTarget: "../README.md"}},
 			{Path: "run/sock", Type: ctoharness.EntryOther, Mode: 0o140755, MtimeNs: 1, CtimeNs: 2, Inode: 1314},
 		},
 	}

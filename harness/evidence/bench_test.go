@@ -28,9 +28,11 @@ func goTreeProof() ctoharness.SourceProof {
 		case i%20 == 0:
 			e.Type, e.Mode, e.Size, e.Path = ctoharness.EntryDir, 0o20000000755, 4096, fmt.Sprintf("cmd/compile/internal/pkg%03d", i/20)
 		case i%500 == 1:
-			e.Type, e.Mode, e.Target = ctoharness.EntrySymlink, 0o1000000777, "../testdata/x"
+			e.Type, e.Mode = ctoharness.EntrySymlink, 0o1000000777
+			e.SetTarget("../testdata/x")
 		case i%300 == 2:
-			e.Path, e.SHA256 = fmt.Sprintf(".git/objects/info/packs%d", i), strings.Repeat("e", 64)
+			e.Path = fmt.Sprintf(".git/objects/info/packs%d", i)
+			e.SetSHA256(strings.Repeat("e", 64))
 		}
 		p.Manifest = append(p.Manifest, e)
 	}

@@ -126,8 +126,8 @@ func TestWriteJSONItemsIsWriteJSON(t *testing.T) {
 	for _, n := range []int{0, 1, 3} {
 		p.Manifest = []ctoharness.ManifestEntry{
 			{Path: ".", Type: ctoharness.EntryDir, Mode: 0o20000000755, Size: 4096, MtimeNs: 1, CtimeNs: 2, Inode: 3},
-			{Path: "a <b> & \"c\"\u2028é", Type: ctoharness.EntryFile, Mode: 0o644, Size: 12, Inode: 1 << 63, SHA256: strings.Repeat("e", 64)},
-			{Path: "link", Type: ctoharness.EntrySymlink, Mode: 0o1000000777, Target: "../out\tside"},
+			{Path: "a <b> & \"c\"\u2028é", Type: ctoharness.EntryFile, Mode: 0o644, Size: 12, Inode: 1 << 63, EntryExtra: &ctoharness.EntryExtra{Digest: strings.Repeat("e", 64)}},
+			{Path: "link", Type: ctoharness.EntrySymlink, Mode: 0o1000000777, EntryExtra: &ctoharness.EntryExtra{LinkTarget: "../out\tside"}},
 		}[:n]
 		if err := d.WriteJSON(ctx, "whole.json", schemas.SourceProof, p); err != nil {
 			t.Fatal(err)

@@ -89,7 +89,7 @@ func deepManifest(t *testing.T, root string) []ctoharness.ManifestEntry {
 			buf := make([]byte, 4096)
 			n, err := unix.Readlinkat(dir, name, buf)
 			must(t, err)
-			e.Target = string(buf[:n])
+			e.SetTarget(string(buf[:n]))
 		default:
 			e.Type = ctoharness.EntryOther
 		}

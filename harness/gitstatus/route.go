@@ -648,7 +648,7 @@ func (c *computer) statMatches(e *Entry, f *ctoharness.ManifestEntry) bool {
 // e's path: a symlink's target, or the file after input conversions.
 func (c *computer) contentHash(e *Entry, f *ctoharness.ManifestEntry) (plumbing.Hash, error) {
 	if f.Type == ctoharness.EntrySymlink {
-		return ObjectHash("blob", []byte(f.Target)), nil
+		return ObjectHash("blob", []byte(f.Target())), nil
 	}
 	attrs := c.attrs(e.Name)
 	conv := conversionFor(attrs, c.autocrlf)

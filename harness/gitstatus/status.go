@@ -227,7 +227,7 @@ func (b *blobHasher) changed(root string, m *ctoharness.ManifestEntry, e *Entry,
 // leaf is the blob id of a file or symlink of the manifest.
 func (b *blobHasher) leaf(root string, m *ctoharness.ManifestEntry) (plumbing.Hash, error) {
 	if m.Type == ctoharness.EntrySymlink {
-		return ObjectHash("blob", []byte(m.Target)), nil
+		return ObjectHash("blob", []byte(m.Target())), nil
 	}
 	return b.file(root, m.Path, m.Size)
 }

@@ -16,8 +16,8 @@ func TestEncodeListingIsMarshal(t *testing.T) {
 	full := []ctoharness.ManifestEntry{
 		{Path: ".", Type: ctoharness.EntryDir, Mode: 0o20000000755, Size: 4096, MtimeNs: 1, CtimeNs: 2, Inode: 3, Dev: 9, UID: 1000},
 		{Path: "a <b> & \"c\"\u2028\x01é", Type: ctoharness.EntryFile, Mode: 0o644, Size: 12, MtimeNs: -5, CtimeNs: 1 << 62, Inode: 1 << 63,
-			SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
-		{Path: "link", Type: ctoharness.EntrySymlink, Mode: 0o1000000777, Target: "../out\tside", ObjectVerified: true},
+			EntryExtra: &ctoharness.EntryExtra{Digest: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}},
+		{Path: "link", Type: ctoharness.EntrySymlink, Mode: 0o1000000777, EntryExtra: &ctoharness.EntryExtra{LinkTarget: "../out\tside"}, ObjectVerified: true},
 	}
 	for name, listing := range map[string][]ctoharness.ManifestEntry{"nil": nil, "empty": {}, "one": full[:1], "three": full} {
 		want, err := json.Marshal(listing)

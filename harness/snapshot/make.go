@@ -292,7 +292,7 @@ func firstChange(dir string, now []ctoharness.ManifestEntry) string {
 			// The device and owner are not in the listing's JSON.
 			n := now[i]
 			n.Dev, n.UID, n.GID = 0, 0, 0
-			if n != then[i] {
+			if !n.Equal(then[i]) {
 				return "changed: " + n.Path
 			}
 		}

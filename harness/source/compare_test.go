@@ -341,7 +341,7 @@ func TestCompareStatus(t *testing.T) {
 }
 
 func TestCompareEveryManifestField(t *testing.T) {
-	base := ctoharness.ManifestEntry{Path: "p", Type: ctoharness.EntryFile, Mode: 0o644, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, Target: "", SHA256: "s"}
+	base := ctoharness.ManifestEntry{Path: "p", Type: ctoharness.EntryFile, Mode: 0o644, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, EntryExtra: &ctoharness.EntryExtra{Digest: "s"}}
 	tests := []struct {
 		field  string
 		change func(e *ctoharness.ManifestEntry)
@@ -354,8 +354,8 @@ func TestCompareEveryManifestField(t *testing.T) {
 		{"mtime_ns", func(e *ctoharness.ManifestEntry) { e.MtimeNs = 20 }, "2", "20"},
 		{"ctime_ns", func(e *ctoharness.ManifestEntry) { e.CtimeNs = 30 }, "3", "30"},
 		{"inode", func(e *ctoharness.ManifestEntry) { e.Inode = 40 }, "4", "40"},
-		{"target", func(e *ctoharness.ManifestEntry) { e.Target = "t" }, "", "t"},
-		{"sha256", func(e *ctoharness.ManifestEntry) { e.SHA256 = "z" }, "s", "z"},
+		{"target", func(e *ctoharness.ManifestEntry) { e.SetTarget("t") }, "", "t"},
+		{"sha256", func(e *ctoharness.ManifestEntry) { e.SetSHA256("z") }, "s", "z"},
 	}
 	for _, tc := range tests {
 		a := base

@@ -52,7 +52,7 @@ func TestManifestPastPathMax(t *testing.T) {
 	var leaf, link bool
 	for _, e := range entries {
 		leaf = leaf || (e.Path == deep+"leaf.txt" && e.Size == 5)
-		link = link || (e.Path == deep+"link" && e.Target == "leaf.txt")
+		link = link || (e.Path == deep+"link" && e.Target() == "leaf.txt")
 	}
 	if len(entries) != 1+21+2 || !leaf || !link {
 		t.Fatalf("%d entries (want 24), leaf %v, link %v", len(entries), leaf, link)

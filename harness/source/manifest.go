@@ -77,9 +77,9 @@ func manifestDigest(entries iter.Seq[*ctoharness.ManifestEntry]) string {
 		buf = append(buf, 0)
 		buf = strconv.AppendUint(buf, e.Inode, 10)
 		buf = append(buf, 0)
-		buf = append(buf, e.Target...)
+		buf = append(buf, e.Target()...)
 		buf = append(buf, 0)
-		buf = append(buf, e.SHA256...)
+		buf = append(buf, e.SHA256()...)
 		buf = append(buf, 0)
 		if len(buf) >= 32<<10 {
 			h.Write(buf)
@@ -444,7 +444,7 @@ func (w *walker) add(rel, abs string, dir int, name string, st *unix.Stat_t) err
 		if err != nil {
 			return err
 		}
-		e.SHA256 = sum
+		e.SetSHA256(sum)
 	}
 	w.cur = append(w.cur, e)
 	if len(w.cur) >= manifestChunk {
@@ -495,7 +495,7 @@ func entryOf(rel, abs string, dir int, name string, st *unix.Stat_t) (ctoharness
 		if err != nil {
 			return e, fmt.Errorf("readlink %s: %w", abs, err)
 		}
-		e.Target = target
+		e.SetTarget(target)
 	default:
 		e.Type = ctoharness.EntryOther
 	}

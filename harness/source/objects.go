@@ -35,7 +35,7 @@ func metadataOnly(b, a *ctoharness.ManifestEntry) bool {
 		return false
 	}
 	return b.Type == ctoharness.EntryFile && a.Type == b.Type && a.Mode == b.Mode && a.Size == b.Size &&
-		a.MtimeNs == b.MtimeNs && a.Inode == b.Inode && a.Target == b.Target && a.SHA256 == b.SHA256 && a.CtimeNs != b.CtimeNs
+		a.MtimeNs == b.MtimeNs && a.Inode == b.Inode && a.Target() == b.Target() && a.SHA256() == b.SHA256() && a.CtimeNs != b.CtimeNs
 }
 
 // hashObjectStoreFiles records the SHA-256 of the files under
@@ -46,14 +46,14 @@ func metadataOnly(b, a *ctoharness.ManifestEntry) bool {
 func hashObjectStoreFiles(repo Repo, entries []ctoharness.ManifestEntry) error {
 	for k := range entries {
 		e := &entries[k]
-		if e.Type != ctoharness.EntryFile || e.SHA256 != "" || !strings.HasPrefix(e.Path, ".git/objects/") || immutableObject.MatchString(e.Path) {
+		if e.Type != ctoharness.EntryFile || e.SHA256() != "" || !strings.HasPrefix(e.Path, ".git/objects/") || immutableObject.MatchString(e.Path) {
 			continue
 		}
 		sum, err := fileSHA256(repo.HostPath(e.Path), e.Size)
 		if err != nil {
 			return err
 		}
-		e.SHA256 = sum
+		e.SetSHA256(sum)
 	}
 	return nil
 }

@@ -139,19 +139,19 @@ func TestProveClean(t *testing.T) {
 	_, ctime := statTimes(st)
 	want := ctoharness.ManifestEntry{
 		Path: "a.txt", Type: ctoharness.EntryFile, Mode: uint32(fi.Mode()), Size: 6,
-		MtimeNs: fi.ModTime().UnixNano(), CtimeNs: ctime, Inode: st.Ino, SHA256: sha("alpha\n"),
+		MtimeNs: fi.ModTime().UnixNano(), CtimeNs: ctime, Inode: st.Ino, EntryExtra: &ctoharness.EntryExtra{Digest: sha("alpha\n")},
 		Dev: uint64(st.Dev), UID: st.Uid, GID: st.Gid,
 	}
-	if a != want {
+	if !a.Equal(want) {
 		t.Errorf("a.txt = %+v, want %+v", a, want)
 	}
 	if a.Mode&0o777 != 0o644 {
 		t.Errorf("a.txt perm = %o, want 644", a.Mode&0o777)
 	}
-	if d := entry(t, p, "dir"); fs.FileMode(d.Mode)&fs.ModeDir == 0 || d.SHA256 != "" {
+	if d := entry(t, p, "dir"); fs.FileMode(d.Mode)&fs.ModeDir == 0 || d.SHA256() != "" {
 		t.Errorf("dir entry = %+v", d)
 	}
-	if l := entry(t, p, "link"); l.Type != ctoharness.EntrySymlink || l.Target != "a.txt" || l.SHA256 != "" {
+	if l := entry(t, p, "link"); l.Type != ctoharness.EntrySymlink || l.Target() != "a.txt" || l.SHA256() != "" {
 		t.Errorf("link entry = %+v, want symlink to a.txt without hash", l)
 	}
 	if p.ManifestDigest != ManifestDigest(p.Manifest) || len(p.ManifestDigest) != 64 {
@@ -169,7 +169,7 @@ func TestProveClean(t *testing.T) {
 
 	// Shallow proofs carry no hashes.
 	for _, e := range prove(t, repo, KindAfter, false).Manifest {
-		if e.SHA256 != "" {
+		if e.SHA256() != "" {
 			t.Fatalf("shallow proof hashed %s", e.Path)
 		}
 	}
@@ -296,7 +296,7 @@ func TestProveWritesNothing(t *testing.T) {
 	secondDeep := prove(t, repo, KindAfter, true)
 
 	for _, pair := range [][2]ctoharness.SourceProof{{first, second}, {firstDeep, secondDeep}} {
-		if !slices.Equal(pair[0].Manifest, pair[1].Manifest) {
+		if !slices.EqualFunc(pair[0].Manifest, pair[1].Manifest, ctoharness.ManifestEntry.Equal) {
 			nm := Compare("run-1", pair[0], pair[1])
 			t.Fatalf("manifest changed between proofs: %+v", nm.Differences)
 		}
@@ -310,8 +310,8 @@ func TestProveWritesNothing(t *testing.T) {
 	// Deep and shallow walks see the same lstat data.
 	for i := range first.Manifest {
 		e := firstDeep.Manifest[i]
-		e.SHA256 = ""
-		if e != first.Manifest[i] {
+		e.SetSHA256("")
+		if !e.Equal(first.Manifest[i]) {
 			t.Fatalf("deep walk saw %+v, shallow saw %+v", e, first.Manifest[i])
 		}
 	}
@@ -342,13 +342,13 @@ func ctimeOf(t *testing.T, p string) int64 {
 }
 
 func TestManifestDigestCanonical(t *testing.T) {
-	e := []ctoharness.ManifestEntry{{Path: "a", Type: ctoharness.EntryFile, Mode: 420, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, SHA256: "ab"}}
+	e := []ctoharness.ManifestEntry{{Path: "a", Type: ctoharness.EntryFile, Mode: 420, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, EntryExtra: &ctoharness.EntryExtra{Digest: "ab"}}}
 	want := sha(manifestHeader + "a\x00file\x00420\x001\x002\x003\x004\x00\x00ab\x00")
 	if got := ManifestDigest(e); got != want {
 		t.Fatalf("ManifestDigest = %s, want %s", got, want)
 	}
 	// Moving a byte between fields changes the digest.
-	e2 := []ctoharness.ManifestEntry{{Path: "a", Type: ctoharness.EntryFile, Mode: 420, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, Target: "ab"}}
+	e2 := []ctoharness.ManifestEntry{{Path: "a", Type: ctoharness.EntryFile, Mode: 420, Size: 1, MtimeNs: 2, CtimeNs: 3, Inode: 4, EntryExtra: &ctoharness.EntryExtra{LinkTarget: "ab"}}}
 	if ManifestDigest(e2) == want {
 		t.Fatal("target and sha256 fields are not separated")
 	}
