@@ -241,6 +241,40 @@ func (p *PackedManifest) Attached(data []byte) (*PackedManifest, error) {
 	return out, nil
 }
 
+// AppendTo appends the entries to out, in order, as All yields them but
+// with the paths of each chunk cut from one string: a million small
+// strings would each be rounded up to an allocation class, and each be
+// one more object for the collector to trace.
+func (p *PackedManifest) AppendTo(out []ManifestEntry) []ManifestEntry {
+	if p == nil {
+		return out
+	}
+	if p.away != nil {
+		panic("ctoharness: the entries of a detached packed manifest were read (" + p.away.where + "); attach its bytes first")
+	}
+	var path, paths []byte
+	var ends []int
+	for _, data := range p.chunks {
+		start := len(out)
+		paths, ends = paths[:0], ends[:0]
+		r := packReader{data: data}
+		for r.off < len(data) {
+			var e ManifestEntry
+			path = r.nextPath(&e, path)
+			paths = append(paths, path...)
+			ends = append(ends, len(paths))
+			out = append(out, e)
+		}
+		arena := string(paths)
+		from := 0
+		for i, end := range ends {
+			out[start+i].Path = arena[from:end]
+			from = end
+		}
+	}
+	return out
+}
+
 // Unpack is every entry, as the slice PackManifest was given.
 func (p *PackedManifest) Unpack() []ManifestEntry {
 	out := make([]ManifestEntry, 0, p.Len())
@@ -288,11 +322,18 @@ func (r *packReader) bytes() []byte {
 // next decodes one entry into e; path is the previous entry's path, and
 // the returned slice this one's, for the next call.
 func (r *packReader) next(e *ManifestEntry, path []byte) []byte {
+	path = r.nextPath(e, path)
+	e.Path = string(path)
+	return path
+}
+
+// nextPath is next but for e.Path, which it leaves for the caller to set
+// from the returned path.
+func (r *packReader) nextPath(e *ManifestEntry, path []byte) []byte {
 	flags := r.data[r.off]
 	r.off++
 	shared := int(r.uvarint())
 	path = append(path[:shared], r.bytes()...)
-	e.Path = string(path)
 	e.Mode = uint32(r.uvarint())
 	e.Size = r.varint()
 	e.MtimeNs = r.varint()

@@ -30,6 +30,11 @@ func TestPackedManifestRoundTrip(t *testing.T) {
 	if got := p.Unpack(); !reflect.DeepEqual(got, entries) {
 		t.Fatalf("unpacked\n%+v\nwant\n%+v", got, entries)
 	}
+	head := []ManifestEntry{{Path: "kept"}}
+	joined := JoinPacked([]*PackedManifest{PackManifest(entries[:4]), PackManifest(entries[4:])})
+	if got := joined.AppendTo(head); !reflect.DeepEqual(got, append(head, entries...)) {
+		t.Fatalf("appended\n%+v\nwant\n%+v", got, append(head, entries...))
+	}
 	i := 0
 	for e := range p.All() {
 		if !reflect.DeepEqual(e, entries[i]) {

@@ -285,9 +285,7 @@ func flatten(out []ctoharness.ManifestEntry, parts []part) []ctoharness.Manifest
 	for i := range parts {
 		out = append(out, parts[i].entries...)
 		parts[i].entries = nil
-		for e := range parts[i].packed.All() {
-			out = append(out, e)
-		}
+		out = parts[i].packed.AppendTo(out)
 		parts[i].packed = nil
 		if sub := parts[i].sub; sub != nil {
 			out = flatten(out, sub.parts)
