@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +27,7 @@ func Spill(p *ctoharness.SourceProof, path string, tr ctoharness.Tracer) error {
 	if err != nil {
 		return fmt.Errorf("set the source proof's manifest aside: %w", err)
 	}
+	kept := p.Packed
 	chunks := p.Packed.Detach(path)
 	for _, c := range chunks {
 		if _, err = f.Write(c); err != nil {
@@ -36,6 +38,14 @@ func Spill(p *ctoharness.SourceProof, path string, tr ctoharness.Tracer) error {
 		err = cerr
 	}
 	if err != nil {
+		// The bytes stay where they were: the after-proof is still
+		// compared with the proof this run took.
+		_ = os.Remove(path)
+		back, aerr := kept.Attached(bytes.Join(chunks, nil))
+		if aerr != nil {
+			return fmt.Errorf("set the source proof's manifest aside in %s: %w (and taking it back: %v)", path, err, aerr)
+		}
+		p.Packed = back
 		return fmt.Errorf("set the source proof's manifest aside in %s: %w", path, err)
 	}
 	return nil

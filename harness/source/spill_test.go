@@ -20,6 +20,11 @@ func TestSpillRestored(t *testing.T) {
 	p := prove(t, repo, KindBefore, false)
 	want := p.Manifest
 	p.Pack()
+	if err := Spill(&p, filepath.Join(t.TempDir(), "missing", "before.packed"), ctoharness.NopTracer{}); err == nil {
+		t.Fatal("a proof was set aside in a directory that does not exist")
+	} else if p.Packed.Where() != "" || !reflect.DeepEqual(p.Entries(), want) {
+		t.Fatal("a proof that could not be set aside lost its entries")
+	}
 	aside := filepath.Join(t.TempDir(), "before.packed")
 	if err := Spill(&p, aside, ctoharness.NopTracer{}); err != nil {
 		t.Fatal(err)
