@@ -139,6 +139,42 @@ func TestSnapshotAcrossRuns(t *testing.T) {
 		mustValidate(t, set, rep, false)
 	})
 
+	t.Run("before-proof changed while set aside", func(t *testing.T) {
+		o := base
+		id := "run-aside-edit"
+		o.NewRunID = func(int, time.Time) string { return id }
+		work := filepath.Join(o.RunsDir, runlist.WorkDir, id)
+		marker := filepath.Join(work, "scratch", "tmp", "aside-edited")
+		o.Scenario = "await-copy=" + marker
+		// While Case runs, something on the host rewrites one byte of the
+		// packed before-proof the run set aside in its workspace.
+		go func() {
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Lstat(filepath.Dir(marker)); err == nil {
+					break
+				}
+			}
+			p := filepath.Join(work, "source-before.packed")
+			if data, err := os.ReadFile(p); err == nil && len(data) > 0 {
+				data[len(data)/2] ^= 1
+				_ = os.WriteFile(p, data, 0o600)
+			}
+			_ = os.WriteFile(marker, nil, 0o644)
+		}()
+		rep := runOnce(t, o)
+		if !hasCode(rep, ctoharness.BlockSourceMutated) || !rep.SourceRepositoryMutated || rep.Status == ctoharness.StatusPass {
+			t.Fatalf("status %s blockers %v: a changed before-proof was compared as if it were the run's", rep.Status, rep.Blockers)
+		}
+		found := false
+		for _, b := range rep.Blockers {
+			found = found || strings.Contains(b.Message, "set aside")
+		}
+		if !found {
+			t.Fatalf("no blocker says the set-aside before-proof changed: %v", rep.Blockers)
+		}
+		mustValidate(t, set, rep, false)
+	})
+
 	t.Run("changed after its record", func(t *testing.T) {
 		p := filepath.Join(dir, snapshot.TreeDir, "README.md")
 		if err := os.Chmod(p, 0o644); err != nil {
