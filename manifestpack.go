@@ -106,9 +106,7 @@ func JoinPacked(parts []*PackedManifest) *PackedManifest {
 		if p.Len() == 0 {
 			continue
 		}
-		if p.away != nil {
-			panic("ctoharness: a detached packed manifest was joined (" + p.away.where + "); attach its bytes first")
-		}
+		p.mustHold()
 		if out.n > 0 && p.first < out.last {
 			out.sorted = false
 		}
@@ -172,9 +170,7 @@ func (p *PackedManifest) All() iter.Seq[ManifestEntry] {
 		if p == nil {
 			return
 		}
-		if p.away != nil {
-			panic("ctoharness: the entries of a detached packed manifest were read (" + p.away.where + "); attach its bytes first")
-		}
+		p.mustHold()
 		var path []byte
 		for _, data := range p.chunks {
 			r := packReader{data: data}
@@ -207,6 +203,14 @@ func (p *PackedManifest) Detach(where string) [][]byte {
 	h.Sum(d.sum[:0])
 	p.chunks, p.away = nil, d
 	return chunks
+}
+
+// mustHold panics when the bytes are detached: reading a manifest that
+// has none is a harness bug, never a manifest of no entries.
+func (p *PackedManifest) mustHold() {
+	if p.away != nil {
+		panic("ctoharness: the entries of a detached packed manifest were read (" + p.away.where + "); attach its bytes first")
+	}
 }
 
 // Where is where Detach said the bytes went; "" while they are held.
@@ -249,9 +253,7 @@ func (p *PackedManifest) AppendTo(out []ManifestEntry) []ManifestEntry {
 	if p == nil {
 		return out
 	}
-	if p.away != nil {
-		panic("ctoharness: the entries of a detached packed manifest were read (" + p.away.where + "); attach its bytes first")
-	}
+	p.mustHold()
 	var path, paths []byte
 	var ends []int
 	for _, data := range p.chunks {

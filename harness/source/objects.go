@@ -75,11 +75,14 @@ func fileSHA256(p string, size int64) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// markVerifiedObjects sets ObjectVerified on the after-proof's immutable
+// MarkVerifiedObjects sets ObjectVerified on the after-proof's immutable
 // object files whose lstat differs from the before-proof's in ctime only
-// and whose content still checks against its name. Compare then records
-// such a difference as benign instead of a mutation.
-func markVerifiedObjects(repo Repo, before ctoharness.SourceProof, after []ctoharness.ManifestEntry) {
+// and whose content still checks against its name (the manifest digest
+// does not cover the mark). Compare then records such a difference as
+// benign instead of a mutation. before must be held, not set aside
+// (Restored).
+func MarkVerifiedObjects(repo Repo, before ctoharness.SourceProof, afterProof *ctoharness.SourceProof) {
+	after := afterProof.Manifest
 	k := 0
 	for b := range inOrder(before) {
 		if !immutableObject.MatchString(b.Path) {

@@ -38,10 +38,11 @@ func TestCompareLocalCloneIsBenign(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // a ctime the clone's link visibly changes
 	gitRun(t, filepath.Dir(repo.Root), "clone", "-q", "--local", repo.Root, "clone")
 	before.Pack() // as a run holds it, so the packed form is what is read
-	after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow, Before: &before}, ctoharness.NopTracer{})
+	after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow}, ctoharness.NopTracer{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	MarkVerifiedObjects(repo, before, &after)
 	nm := Compare("run-1", before, after)
 	if nm.Mutated {
 		t.Fatalf("a local clone counted as a mutation: %+v", nm.Differences)
@@ -88,10 +89,11 @@ func TestCompareRewrittenObjectIsMutation(t *testing.T) {
 	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow, Before: &before}, ctoharness.NopTracer{})
+	after, err := Prove(context.Background(), repo, ProofOptions{RunID: "run-1", Kind: KindAfter, Now: testNow}, ctoharness.NopTracer{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	MarkVerifiedObjects(repo, before, &after)
 	nm := Compare("run-1", before, after)
 	if !nm.Mutated || len(nm.Benign) != 0 {
 		t.Fatalf("rewritten object: mutated=%v benign=%+v, want a mutation", nm.Mutated, nm.Benign)

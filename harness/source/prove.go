@@ -42,10 +42,6 @@ type ProofOptions struct {
 	// (HOME, XDG_CONFIG_HOME, GIT_CONFIG_GLOBAL, GIT_CONFIG_NOSYSTEM, ...);
 	// nil means os.Getenv.
 	Getenv func(string) string
-	// Before is the before-proof an after-proof is compared with: object
-	// files whose ctime alone changed since it are checked against their
-	// names (ManifestEntry.ObjectVerified).
-	Before *ctoharness.SourceProof
 }
 
 func (o ProofOptions) step() ctoharness.Step {
@@ -139,17 +135,6 @@ func Prove(ctx context.Context, repo Repo, opts ProofOptions, tr ctoharness.Trac
 	status, err := proofStatus(repo, gs, entries, getenv, false, func(p string) { tr.Trace(ctoharness.TraceRead, p) })
 	if err != nil {
 		return ctoharness.SourceProof{}, statusBlock(step, repo, err)
-	}
-	// The before-proof comes back (source.Restored) once the index the
-	// status read has gone: the walk, the index and the before-proof are
-	// never held at once.
-	if opts.Kind == KindAfter && opts.Before != nil {
-		before, err := Restored(opts.Before)
-		if err != nil {
-			return ctoharness.SourceProof{}, ctoharness.Block(ctoharness.BlockInternal, step, err,
-				"the before-proof this run set aside cannot be read back; the run cannot say what the source held before")
-		}
-		markVerifiedObjects(repo, *before, entries)
 	}
 
 	return ctoharness.SourceProof{

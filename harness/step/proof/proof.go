@@ -116,13 +116,20 @@ func holdBase(ctx context.Context, s *runsink.Sink, in BeforeInput) bool {
 // the after-proof is the evidence that must not be lost.
 func After(ctx context.Context, s *runsink.Sink, in Input, before *ctoharness.SourceProof) {
 	s.SetStep(ctoharness.StepSourceAfter)
-	after, err := source.Prove(ctx, in.Repo, source.ProofOptions{RunID: s.RunID, Kind: "after", Deep: in.Deep, Now: in.Now(), Getenv: in.Getenv, Before: before}, s.Trace)
+	after, err := source.Prove(ctx, in.Repo, source.ProofOptions{RunID: s.RunID, Kind: "after", Deep: in.Deep, Now: in.Now(), Getenv: in.Getenv}, s.Trace)
 	if err != nil {
 		// Unknown state after the run is treated as mutation: fail closed.
 		s.Report.SourceRepositoryMutated = true
 		s.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepSourceAfter, err,
 			"the source could not be proven unchanged after the run"), ctoharness.StepSourceAfter))
 		return
+	}
+	// The before-proof comes back (source.Restored) once the after-proof's
+	// status has let the index go: the walk, the index and the
+	// before-proof are never held at once.
+	restored, rerr := source.Restored(before)
+	if rerr == nil {
+		source.MarkVerifiedObjects(in.Repo, *restored, &after)
 	}
 	s.FreeSpace()
 	wrote := writeProof(ctx, s, evidence.SourceAfter, after, ctoharness.StepSourceAfter)
@@ -134,10 +141,9 @@ func After(ctx context.Context, s *runsink.Sink, in Input, before *ctoharness.So
 		s.Emit(ctx, ctoharness.EvSourceProofAfter, map[string]any{"proof": evidence.SourceAfter, "head": after.Head.Commit,
 			"status_clean": after.StatusClean, "manifest_digest": after.ManifestDigest, "entries": len(after.Manifest)})
 	}
-	restored, err := source.Restored(before)
-	if err != nil {
+	if rerr != nil {
 		s.Report.SourceRepositoryMutated = true
-		s.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepNonMutation, err,
+		s.Block(ctoharness.AsBlocker(ctoharness.Block(ctoharness.BlockSourceMutated, ctoharness.StepNonMutation, rerr,
 			"the before-proof this run set aside cannot be read back, so the source cannot be shown unchanged"), ctoharness.StepNonMutation))
 		return
 	}
